@@ -1,0 +1,55 @@
+/* report.c - timing and reporting helpers shared by every bench. */
+#include "report.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+double hora_bench_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+double hora_bench_median(double *v, int n)
+{
+	if (n <= 0)
+		return 0;
+	qsort(v, (size_t)n, sizeof(*v), cmp_double);
+	return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+long hora_bench_peak_rss_bytes(void)
+{
+	struct rusage ru;
+	if (getrusage(RUSAGE_SELF, &ru))
+		return -1;
+	return ru.ru_maxrss * 1024L;
+}
+
+FILE *hora_bench_json_open(const char *path)
+{
+	if (!strcmp(path, "-"))
+		return stdout;
+	FILE *f = fopen(path, "w");
+	if (!f)
+		fprintf(stderr, "hora bench: cannot write %s: %s\n", path, strerror(errno));
+	return f;
+}
+
+void hora_bench_json_close(FILE *f)
+{
+	if (f && f != stdout)
+		fclose(f);
+	else if (f)
+		fflush(f);
+}

@@ -1,0 +1,143 @@
+/* trainer.c - model + flat params/grads + optimizer + batch buffers. */
+#include "trainer.h"
+
+#include "log.h"
+
+#include <cblas.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define EVAL_BATCH 512
+
+static void *alloc_floats(size_t n)
+{
+	size_t bytes = (n * sizeof(float) + 63) & ~(size_t)63;
+	return aligned_alloc(64, bytes ? bytes : 64);
+}
+
+int hora_trainer_init(struct hora_trainer *t, const struct hora_train_config *cfg, int input_dim,
+		      int num_classes, char *err, size_t errlen)
+{
+	char msg[512];
+	int rc;
+	memset(t, 0, sizeof(*t));
+	t->cfg = *cfg;
+	openblas_set_num_threads(cfg->blas_threads > 0 ? cfg->blas_threads : 1);
+
+	rc = hora_model_resolve(cfg->model, &t->ops, &t->plugin, msg, sizeof(msg));
+	if (rc) {
+		snprintf(err, errlen, "%s", msg);
+		return HORA_ERR_MODEL;
+	}
+	struct hora_model_config mc = {
+		.input_dim = input_dim,
+		.num_classes = num_classes,
+		.nhidden = cfg->nhidden,
+		.max_batch = cfg->batch_size > EVAL_BATCH ? cfg->batch_size : EVAL_BATCH,
+	};
+	memcpy(mc.hidden, cfg->hidden, sizeof(int) * (size_t)cfg->nhidden);
+	t->max_batch = mc.max_batch;
+	t->input_dim = input_dim;
+	rc = t->ops->create(&mc, &t->model, msg, sizeof(msg));
+	if (rc) {
+		snprintf(err, errlen, "model %s: %s", t->ops->name, rc == -ENOMEM ? "out of memory" : msg);
+		rc = rc == -ENOMEM ? rc : HORA_ERR_MODEL;
+		goto fail;
+	}
+	int nl = t->ops->layout(t->model, NULL, 0);
+	if (nl <= 0 || !(t->layers = calloc((size_t)nl, sizeof(*t->layers))) ||
+	    t->ops->layout(t->model, t->layers, nl) != nl) {
+		snprintf(err, errlen, "model %s: layout failed (%d layers)", t->ops->name, nl);
+		rc = HORA_ERR_MODEL;
+		goto fail;
+	}
+	t->nlayers = nl;
+	/* layers must tile [0, nparams) in order */
+	size_t off = 0;
+	for (int i = 0; i < nl; i++) {
+		if (t->layers[i].offset != off || t->layers[i].count == 0) {
+			snprintf(err, errlen, "model %s: layer %d (%s) does not follow layer %d "
+				 "contiguously", t->ops->name, i, t->layers[i].name, i - 1);
+			rc = HORA_ERR_MODEL;
+			goto fail;
+		}
+		off += t->layers[i].count;
+	}
+	t->nparams = off;
+	t->params = alloc_floats(t->nparams);
+	t->grads = alloc_floats(t->nparams);
+	t->x = alloc_floats((size_t)t->max_batch * input_dim);
+	t->y = malloc((size_t)t->max_batch);
+	if (!t->params || !t->grads || !t->x || !t->y) {
+		snprintf(err, errlen, "out of memory for %zu parameters", t->nparams);
+		rc = -ENOMEM;
+		goto fail;
+	}
+	memset(t->grads, 0, t->nparams * sizeof(float));
+	rc = t->ops->init_params(t->model, t->params, cfg->seed);
+	if (rc) {
+		snprintf(err, errlen, "model %s: init_params failed: %s", t->ops->name,
+			 hora_strerror(rc));
+		rc = HORA_ERR_MODEL;
+		goto fail;
+	}
+	rc = hora_optim_create(&cfg->optim, t->nparams, &t->optim);
+	if (rc) {
+		snprintf(err, errlen, "optimizer: %s", rc == -EINVAL ? "invalid settings (lr > 0, "
+			 "0 <= momentum < 1, nesterov needs momentum)" : hora_strerror(rc));
+		rc = rc == -EINVAL ? HORA_ERR_CONFIG : rc;
+		goto fail;
+	}
+	HORA_LOGD("trainer: model %s, %d layers, %zu parameters", t->ops->name, nl, t->nparams);
+	return 0;
+fail:
+	hora_trainer_deinit(t);
+	return rc;
+}
+
+void hora_trainer_deinit(struct hora_trainer *t)
+{
+	if (t->ops && t->model)
+		t->ops->destroy(t->model);
+	hora_optim_destroy(t->optim);
+	free(t->layers);
+	free(t->params);
+	free(t->grads);
+	free(t->x);
+	free(t->y);
+	hora_model_plugin_close(t->plugin);
+	memset(t, 0, sizeof(*t));
+}
+
+int hora_trainer_step(struct hora_trainer *t, const struct hora_dataset *ds, const int64_t *idx,
+		      int n, double lr, struct hora_model_stats *stats)
+{
+	hora_dataset_gather(ds, idx, n, t->x, t->y);
+	struct hora_batch b = {t->x, t->y, n};
+	int rc = t->ops->forward_backward(t->model, t->params, t->grads, &b, stats, NULL, NULL);
+	if (rc)
+		return rc;
+	hora_optim_step(t->optim, t->params, t->grads, lr);
+	return 0;
+}
+
+int hora_trainer_evaluate(struct hora_trainer *t, const struct hora_dataset *ds,
+			  struct hora_model_stats *stats)
+{
+	int64_t idx[EVAL_BATCH];
+	memset(stats, 0, sizeof(*stats));
+	int n;
+	for (int64_t i = 0; i < ds->n; i += n) {
+		n = (int)(ds->n - i < EVAL_BATCH ? ds->n - i : EVAL_BATCH); /* max_batch >= EVAL_BATCH */
+		for (int j = 0; j < n; j++)
+			idx[j] = i + j;
+		hora_dataset_gather(ds, idx, n, t->x, t->y);
+		struct hora_batch b = {t->x, t->y, n};
+		int rc = t->ops->evaluate(t->model, t->params, &b, stats);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}

@@ -1,0 +1,46 @@
+/* trainer.h - one worker's training state and step (internal).
+ *
+ * A trainer owns what a step touches: the model instance, the flat params
+ * and grads (64-byte aligned, one allocation each), the optimizer and the
+ * batch buffers. hora_train_run (train.c) drives epochs over it; the
+ * training bench (bench/train.c) drives steps over it directly, so both
+ * measure the same code.
+ */
+#ifndef HORA_CORE_TRAINER_H
+#define HORA_CORE_TRAINER_H
+
+#include "hora.h"
+#include "hora_model.h"
+
+struct hora_trainer {
+	const struct hora_model_ops *ops;
+	struct hora_model_plugin *plugin; /* NULL for a built-in */
+	void *model;
+	struct hora_model_layer *layers;
+	int nlayers;
+	size_t nparams;
+	float *params, *grads;
+	struct hora_optim *optim;
+	float *x;   /* (max_batch, input_dim) */
+	uint8_t *y; /* (max_batch) */
+	int max_batch, input_dim;
+	struct hora_train_config cfg;
+};
+
+/* Resolve the model, build it for input_dim/num_classes, allocate params,
+ * grads and the optimizer, and initialise params from cfg->seed.
+ * Returns 0, HORA_ERR_MODEL / HORA_ERR_CONFIG (reason in err) or -ENOMEM. */
+int hora_trainer_init(struct hora_trainer *t, const struct hora_train_config *cfg, int input_dim,
+		      int num_classes, char *err, size_t errlen);
+void hora_trainer_deinit(struct hora_trainer *t);
+
+/* One SGD step on samples idx[0..n) of ds at learning rate lr; adds the
+ * batch's loss/acc to *stats. Returns 0 or -errno. */
+int hora_trainer_step(struct hora_trainer *t, const struct hora_dataset *ds, const int64_t *idx,
+		      int n, double lr, struct hora_model_stats *stats);
+
+/* Evaluate on all of ds; fills *stats. Returns 0 or -errno. */
+int hora_trainer_evaluate(struct hora_trainer *t, const struct hora_dataset *ds,
+			  struct hora_model_stats *stats);
+
+#endif

@@ -1,0 +1,122 @@
+/* device.cu - CUDA device query and hora's first kernel (saxpy), plus the
+ * NCCL version. The seed of gpu/: later issues add cuBLAS models, the NCCL
+ * communicator and the hierarchical allreduce here.
+ *
+ * Every CUDA error is turned into a negative errno with the CUDA message in
+ * the caller's buffer; nothing here exits.
+ */
+#include "hora_gpu.h"
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int no_device(cudaError_t e, char *why, size_t whylen)
+{
+	if (why && whylen)
+		snprintf(why, whylen, "no CUDA device: %s", cudaGetErrorString(e));
+	return -ENODEV;
+}
+
+extern "C" int hora_gpu_device_count(char *why, size_t whylen)
+{
+	int n = 0;
+	cudaError_t e = cudaGetDeviceCount(&n);
+	if (e != cudaSuccess)
+		return no_device(e, why, whylen);
+	if (n == 0)
+		return no_device(cudaErrorNoDevice, why, whylen);
+	return n;
+}
+
+extern "C" int hora_gpu_nccl_version(void)
+{
+	int v = 0;
+	if (ncclGetVersion(&v) != ncclSuccess)
+		return -EIO;
+	return v;
+}
+
+extern "C" int hora_gpu_describe(char *buf, size_t len)
+{
+	int rt = 0, drv = 0;
+	cudaRuntimeGetVersion(&rt);
+	cudaDriverGetVersion(&drv);
+	int k = snprintf(buf, len, "CUDA runtime %d, driver %d, NCCL %d\n", rt, drv,
+			 hora_gpu_nccl_version());
+	int n = hora_gpu_device_count(buf + k, len - (size_t)k);
+	if (n < 0) {
+		size_t used = (size_t)k + strlen(buf + k);
+		if (used + 1 < len) {
+			buf[used] = '\n';
+			buf[used + 1] = 0;
+		}
+		return n;
+	}
+	for (int i = 0; i < n && (size_t)k < len; i++) {
+		cudaDeviceProp p;
+		if (cudaGetDeviceProperties(&p, i) != cudaSuccess)
+			continue;
+		k += snprintf(buf + k, len - (size_t)k,
+			      "device %d: %s, sm_%d%d, %.1f GiB, %d SMs\n", i, p.name, p.major,
+			      p.minor, (double)p.totalGlobalMem / (1 << 30), p.multiProcessorCount);
+	}
+	return 0;
+}
+
+__global__ static void saxpy(int n, float a, const float *__restrict__ x, float *__restrict__ y)
+{
+	for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x)
+		y[i] = a * x[i] + y[i];
+}
+
+extern "C" int hora_gpu_saxpy_check(int n, float a, double *max_abs_err)
+{
+	int rc = hora_gpu_device_count(NULL, 0);
+	*max_abs_err = 0;
+	if (rc < 0)
+		return rc;
+	if (n <= 0)
+		return -EINVAL;
+	float *hx = (float *)malloc(sizeof(float) * (size_t)n);
+	float *hy = (float *)malloc(sizeof(float) * (size_t)n);
+	float *out = (float *)malloc(sizeof(float) * (size_t)n);
+	float *dx = NULL, *dy = NULL;
+	rc = -ENOMEM;
+	if (!hx || !hy || !out)
+		goto out;
+	for (int i = 0; i < n; i++) {
+		hx[i] = (float)(i % 1000) * 0.001f;
+		hy[i] = (float)((i * 7) % 1000) * 0.002f;
+	}
+	rc = -EIO;
+	if (cudaMalloc(&dx, sizeof(float) * (size_t)n) != cudaSuccess ||
+	    cudaMalloc(&dy, sizeof(float) * (size_t)n) != cudaSuccess)
+		goto out;
+	if (cudaMemcpy(dx, hx, sizeof(float) * (size_t)n, cudaMemcpyHostToDevice) != cudaSuccess ||
+	    cudaMemcpy(dy, hy, sizeof(float) * (size_t)n, cudaMemcpyHostToDevice) != cudaSuccess)
+		goto out;
+	saxpy<<<(n + 255) / 256 < 1024 ? (n + 255) / 256 : 1024, 256>>>(n, a, dx, dy);
+	if (cudaGetLastError() != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess)
+		goto out;
+	if (cudaMemcpy(out, dy, sizeof(float) * (size_t)n, cudaMemcpyDeviceToHost) != cudaSuccess)
+		goto out;
+	for (int i = 0; i < n; i++) {
+		double d = fabs((double)out[i] - (double)(a * hx[i] + hy[i]));
+		if (d > *max_abs_err)
+			*max_abs_err = d;
+	}
+	rc = 0;
+out:
+	cudaFree(dx);
+	cudaFree(dy);
+	free(hx);
+	free(hy);
+	free(out);
+	return rc;
+}
