@@ -238,7 +238,10 @@ struct walk {
 	struct hora_train_config *cfg;
 	char *err;
 	size_t errlen;
+	int visits; /* nodes walked: bounds alias expansion ("billion laughs") */
 };
+
+#define YAML_MAX_VISITS 10000
 
 static int at(struct walk *w, const yaml_node_t *n, const char *fmt, ...)
 {
@@ -253,12 +256,14 @@ static int at(struct walk *w, const yaml_node_t *n, const char *fmt, ...)
 	return HORA_ERR_CONFIG;
 }
 
-/* Apply a setter error at node n: "file:l:c: <setter message>". */
-static int set_at(struct walk *w, const yaml_node_t *n, const char *key, const char *value)
+/* Apply key=value; an error points at the value (or at the key when the key
+ * itself is unknown): "file:l:c: <setter message>". */
+static int set_at(struct walk *w, const yaml_node_t *keyn, const yaml_node_t *val, const char *key,
+		  const char *value)
 {
 	char msg[512];
 	if (hora_config_set(w->cfg, key, value, msg, sizeof(msg)))
-		return at(w, n, "%s", msg);
+		return at(w, strncmp(msg, "unknown key", 11) ? val : keyn, "%s", msg);
 	return 0;
 }
 
@@ -281,6 +286,9 @@ static int walk_mapping(struct walk *w, const yaml_node_t *map, const char *pref
 static int walk_value(struct walk *w, const yaml_node_t *keyn, const yaml_node_t *val,
 		      const char *path)
 {
+	if (++w->visits > YAML_MAX_VISITS)
+		return at(w, val, "more than %d values (alias expansion?); refusing the file",
+			  YAML_MAX_VISITS);
 	if (is_reserved(path)) {
 		if (val->type != YAML_MAPPING_NODE && val->type != YAML_SCALAR_NODE)
 			return at(w, val, "%s must be a mapping or a scalar, not %s", path,
@@ -289,7 +297,7 @@ static int walk_value(struct walk *w, const yaml_node_t *keyn, const yaml_node_t
 	}
 	switch (val->type) {
 	case YAML_SCALAR_NODE:
-		return set_at(w, val, path, (const char *)val->data.scalar.value);
+		return set_at(w, keyn, val, path, (const char *)val->data.scalar.value);
 	case YAML_MAPPING_NODE:
 		return walk_mapping(w, val, path);
 	case YAML_SEQUENCE_NODE: {
@@ -314,7 +322,7 @@ static int walk_value(struct walk *w, const yaml_node_t *keyn, const yaml_node_t
 				return at(w, val, "%s is too long", path);
 			len += (size_t)k;
 		}
-		return set_at(w, val, path, buf);
+		return set_at(w, keyn, val, path, buf);
 	}
 	default:
 		return at(w, val, "%s has no value", path);
@@ -383,7 +391,7 @@ int hora_config_load_yaml(struct hora_train_config *cfg, const char *path, char 
 	}
 	/* Work on a copy so a failing file leaves cfg untouched. */
 	struct hora_train_config tmp = *cfg;
-	struct walk w = {&doc, path, &tmp, err, errlen};
+	struct walk w = {&doc, path, &tmp, err, errlen, 0};
 	yaml_node_t *root = yaml_document_get_root_node(&doc);
 	if (!root)
 		rc = bad(err, errlen, "%s: empty file, expected a mapping with a 'train' section", path);

@@ -186,6 +186,12 @@ int hora_train_run(const struct hora_train_config *cfg, struct hora_train_result
 					 tr.ops->name, hora_strerror(rc));
 				goto out;
 			}
+			if (!isfinite(st.loss_sum)) {
+				snprintf(err, errlen, "epoch %d step %lld: loss is not finite; lower "
+					 "the learning rate (now %g)", e, (long long)step, lr);
+				rc = HORA_ERR_DIVERGED;
+				goto out;
+			}
 			if (pg.bar && !cfg->quiet)
 				bar_draw(&pg, s + 1, &st, 0);
 		}
@@ -220,12 +226,6 @@ int hora_train_run(const struct hora_train_config *cfg, struct hora_train_result
 		if (mf && write_metrics(mf, &m)) {
 			snprintf(err, errlen, "metrics: cannot write %s: %s", cfg->metrics, strerror(EIO));
 			rc = -EIO;
-			goto out;
-		}
-		if (!isfinite(m.loss)) {
-			snprintf(err, errlen, "epoch %d: loss is %f; lower the learning rate (now %g)", e,
-				 m.loss, cfg->optim.lr);
-			rc = HORA_ERR_DIVERGED;
 			goto out;
 		}
 	}

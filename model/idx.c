@@ -129,26 +129,45 @@ static void idx_close(struct idx_file *f)
 	f->gz = NULL;
 }
 
-/* Read the payload of n bytes into a fresh buffer and check nothing follows. */
+/* Read the payload of n bytes into a fresh buffer and check nothing follows.
+ * The header is untrusted and a gzip stream's length is unknown up front, so
+ * the buffer grows with the data actually read (doubling from 16 MiB): a
+ * lying header costs at most twice what the file really holds. */
 static int idx_payload(struct idx_file *f, int64_t n, uint8_t **out, char *err, size_t errlen)
 {
-	uint8_t *buf = malloc(n > 0 ? (size_t)n : 1);
+	int64_t cap = n < (16 << 20) ? n : (16 << 20), have = 0;
+	uint8_t *buf = malloc(cap > 0 ? (size_t)cap : 1);
 	if (!buf)
-		return fail(err, errlen, -ENOMEM, f->path, "cannot allocate %lld bytes", (long long)n);
-	int64_t got;
-	int r = read_exact(f->gz, buf, n, &got);
-	if (r < 0) {
-		free(buf);
-		return fail(err, errlen, -EIO, f->path, "corrupt compressed data: %s", gz_reason(f->gz));
-	}
-	if (r > 0) {
-		free(buf);
-		return fail(err, errlen, -EINVAL, f->path,
-			    "truncated: header promises %lld data bytes, file has %lld", (long long)n,
-			    (long long)got);
+		return fail(err, errlen, -ENOMEM, f->path, "cannot allocate %lld bytes", (long long)cap);
+	for (;;) {
+		int64_t got;
+		int r = read_exact(f->gz, buf + have, cap - have, &got);
+		have += got;
+		if (r < 0) {
+			free(buf);
+			return fail(err, errlen, -EIO, f->path, "corrupt compressed data: %s",
+				    gz_reason(f->gz));
+		}
+		if (r > 0) {
+			free(buf);
+			return fail(err, errlen, -EINVAL, f->path,
+				    "truncated: header promises %lld data bytes, file has %lld",
+				    (long long)n, (long long)have);
+		}
+		if (have == n)
+			break;
+		cap = cap * 2 < n ? cap * 2 : n;
+		uint8_t *nb = realloc(buf, (size_t)cap);
+		if (!nb) {
+			free(buf);
+			return fail(err, errlen, -ENOMEM, f->path, "cannot allocate %lld bytes",
+				    (long long)cap);
+		}
+		buf = nb;
 	}
 	uint8_t extra;
-	r = read_exact(f->gz, &extra, 1, &got);
+	int64_t got;
+	int r = read_exact(f->gz, &extra, 1, &got);
 	if (r == 0) {
 		free(buf);
 		return fail(err, errlen, -EINVAL, f->path,

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# hora's test command: installs what it needs, fetches the data, then
+#   1. fuzzes the IDX and YAML parsers (clang + libFuzzer, bounded time),
+#   2. builds with ASan+UBSan and runs every test,
+#   3. builds the Release tree (warnings as errors) and runs every test.
+# Exits non-zero on any failure. Env: HORA_FUZZ_SECONDS (default 30 per target),
+# HORA_SKIP_SANITIZE=1 / HORA_SKIP_FUZZ=1 to shorten a local run.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+JOBS="${JOBS:-2}"
+
+bash deploy/install-deps.sh
+bash deploy/get-data.sh
+
+step() { printf '\n=== %s\n' "$*"; }
+
+if [[ ${HORA_SKIP_FUZZ:-0} != 1 ]]; then
+  step "fuzz: IDX loader and YAML config (${HORA_FUZZ_SECONDS:-30} s each)"
+  CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHORA_FUZZ=ON \
+    -DHORA_CUDA=OFF -DHORA_BUILD_BENCH=OFF >/dev/null
+  cmake --build build-fuzz -j"$JOBS" --target fuzz_idx fuzz_config
+  bash tests/fuzz/run.sh build-fuzz "${HORA_FUZZ_SECONDS:-30}"
+fi
+
+if [[ ${HORA_SKIP_SANITIZE:-0} != 1 ]]; then
+  step "ASan + UBSan build and tests"
+  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DHORA_SANITIZE=ON -DHORA_CUDA=OFF \
+    -DHORA_WERROR=ON >/dev/null
+  cmake --build build-asan -j"$JOBS"
+  (cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure)
+fi
+
+step "Release build and tests"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DHORA_WERROR=ON >/dev/null
+cmake --build build -j"$JOBS"
+(cd build && ctest --output-on-failure)

@@ -1,0 +1,121 @@
+/* helpers.h - shared test helpers: temp dirs, IDX writers, synthetic data.
+ * Header-only (static functions) so each test binary stays self-contained. */
+#ifndef HORA_TEST_HELPERS_H
+#define HORA_TEST_HELPERS_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+
+/* A fresh directory under $TMPDIR (or /tmp); aborts the test on failure. */
+static inline char *th_tmpdir(void)
+{
+	const char *base = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+	char *p = malloc(strlen(base) + 32);
+	sprintf(p, "%s/hora-test-XXXXXX", base);
+	if (!mkdtemp(p)) {
+		perror("mkdtemp");
+		abort();
+	}
+	return p;
+}
+
+static inline char *th_path(const char *dir, const char *name)
+{
+	char *p = malloc(strlen(dir) + strlen(name) + 2);
+	sprintf(p, "%s/%s", dir, name);
+	return p;
+}
+
+static inline void th_rmrf(const char *dir)
+{
+	char cmd[4200];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "cannot remove %s\n", dir);
+}
+
+static inline void th_be32(uint8_t *p, uint32_t v)
+{
+	p[0] = v >> 24;
+	p[1] = v >> 16;
+	p[2] = v >> 8;
+	p[3] = v;
+}
+
+/* Write bytes to path, gzip-compressed when gz. */
+static inline void th_write(const char *path, const void *buf, size_t n, int gz)
+{
+	if (gz) {
+		gzFile f = gzopen(path, "wb");
+		gzwrite(f, buf, (unsigned)n);
+		gzclose(f);
+	} else {
+		FILE *f = fopen(path, "wb");
+		fwrite(buf, 1, n, f);
+		fclose(f);
+	}
+}
+
+/* An IDX image file of n images (rows x cols) with the given pixels. */
+static inline void th_write_images(const char *path, const uint8_t *px, uint32_t n, uint32_t rows,
+				   uint32_t cols, int gz)
+{
+	size_t len = 16 + (size_t)n * rows * cols;
+	uint8_t *b = malloc(len);
+	th_be32(b, 0x803);
+	th_be32(b + 4, n);
+	th_be32(b + 8, rows);
+	th_be32(b + 12, cols);
+	memcpy(b + 16, px, (size_t)n * rows * cols);
+	th_write(path, b, len, gz);
+	free(b);
+}
+
+static inline void th_write_labels(const char *path, const uint8_t *y, uint32_t n, int gz)
+{
+	uint8_t *b = malloc(8 + n);
+	th_be32(b, 0x801);
+	th_be32(b + 4, n);
+	memcpy(b + 8, y, n);
+	th_write(path, b, 8 + n, gz);
+	free(b);
+}
+
+/* A learnable synthetic set: `classes` classes of side x side images; class c
+ * lights a band of rows c*side/classes.. plus seeded noise. Writes the four
+ * IDX files (train n_train, test n_test) into dir. */
+static inline void th_make_dataset(const char *dir, int n_train, int n_test, int side, int classes,
+				   uint64_t seed, int gz)
+{
+	const char *pre[2] = {"train", "t10k"};
+	int counts[2] = {n_train, n_test};
+	for (int s = 0; s < 2; s++) {
+		int n = counts[s];
+		uint8_t *px = malloc((size_t)n * side * side), *y = malloc((size_t)n);
+		for (int i = 0; i < n; i++) {
+			seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+			int c = (int)((seed >> 33) % (uint64_t)classes);
+			y[i] = (uint8_t)c;
+			for (int r = 0; r < side; r++)
+				for (int k = 0; k < side; k++) {
+					seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+					int noise = (int)((seed >> 33) % 96);
+					int band = r * classes / side == c;
+					px[((size_t)i * side + r) * side + k] = (uint8_t)(band ? 150 + noise : noise);
+				}
+		}
+		char name[128];
+		snprintf(name, sizeof(name), "%s/%s-images-idx3-ubyte%s", dir, pre[s], gz ? ".gz" : "");
+		th_write_images(name, px, (uint32_t)n, (uint32_t)side, (uint32_t)side, gz);
+		snprintf(name, sizeof(name), "%s/%s-labels-idx1-ubyte%s", dir, pre[s], gz ? ".gz" : "");
+		th_write_labels(name, y, (uint32_t)n, gz);
+		free(px);
+		free(y);
+	}
+}
+
+#endif
