@@ -1,0 +1,295 @@
+/* handshake.c - the authentication state machine (see handshake.h and
+ * net/PROTOCOL.md). Transcript MACs:
+ *   server proof  mac_s = HMAC(secret, "hora-v1-server" | HELLO | CHALLENGE[0..48))
+ *   client proof  mac_c = HMAC(secret, "hora-v1-client" | HELLO | CHALLENGE)
+ * Each side's proof covers the other side's fresh nonce, so a recorded
+ * exchange cannot be replayed, and the labels stop reflection.
+ */
+#include "handshake.h"
+#include "frame.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+enum { HS_T_HELLO = 0x10, HS_T_CHALLENGE = 0x11, HS_T_AUTH = 0x12, HS_T_OK = 0x13, HS_T_REJECT = 0x14 };
+enum { S_C_WAIT_CHALLENGE = 1, S_C_WAIT_RESULT, S_S_WAIT_HELLO, S_S_WAIT_AUTH, S_DONE, S_FAILED };
+
+static void put16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
+static void put32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i)); }
+static void put64(uint8_t *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i)); }
+static uint16_t get16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
+static uint32_t get32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static uint64_t get64(const uint8_t *p) { return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32; }
+
+static void head(uint8_t *p, uint8_t type)
+{
+	put32(p, HORA_NET_MAGIC);
+	p[4] = HORA_NET_VERSION;
+	p[5] = type;
+}
+
+static void mac(const struct hora_net_hs *hs, const char *label, size_t chal_len, uint8_t out[32])
+{
+	crypto_auth_hmacsha256_state st;
+	crypto_auth_hmacsha256_init(&st, hs->key, hs->keylen);
+	crypto_auth_hmacsha256_update(&st, (const uint8_t *)label, strlen(label));
+	crypto_auth_hmacsha256_update(&st, hs->hello, sizeof(hs->hello));
+	crypto_auth_hmacsha256_update(&st, hs->challenge, chal_len);
+	crypto_auth_hmacsha256_final(&st, out);
+	sodium_memzero(&st, sizeof(st));
+}
+
+static int set_key(struct hora_net_hs *hs, const uint8_t *key, size_t keylen)
+{
+	if (sodium_init() < 0 || keylen < HORA_NET_SECRET_MIN || keylen > HORA_NET_SECRET_MAX)
+		return -EINVAL;
+	memcpy(hs->key, key, keylen);
+	hs->keylen = keylen;
+	return 0;
+}
+
+int hora_net_hs_client_start(struct hora_net_hs *hs, const uint8_t *key, size_t keylen,
+			     uint32_t node, uint64_t session, uint16_t stripe, uint16_t nstripes,
+			     uint8_t *out, size_t *outlen)
+{
+	memset(hs, 0, sizeof(*hs));
+	if (set_key(hs, key, keylen))
+		return -EINVAL;
+	hs->role = HORA_NET_HS_CLIENT;
+	hs->local_node = node;
+	hs->session = session;
+	hs->stripe = stripe;
+	hs->nstripes = nstripes;
+	uint8_t *h = hs->hello;
+	head(h, HS_T_HELLO);
+	put16(h + 6, stripe);
+	put16(h + 8, nstripes);
+	put32(h + 12, node);
+	put64(h + 16, session);
+	randombytes_buf(h + 24, 32); /* nonce_c; 56..63 reserved, zero */
+	memcpy(out, h, HORA_NET_HELLO_BYTES);
+	*outlen = HORA_NET_HELLO_BYTES;
+	hs->state = S_C_WAIT_CHALLENGE;
+	return 0;
+}
+
+int hora_net_hs_server_start(struct hora_net_hs *hs, const uint8_t *key, size_t keylen, uint32_t node)
+{
+	memset(hs, 0, sizeof(*hs));
+	if (set_key(hs, key, keylen))
+		return -EINVAL;
+	hs->role = HORA_NET_HS_SERVER;
+	hs->local_node = node;
+	hs->state = S_S_WAIT_HELLO;
+	return 0;
+}
+
+size_t hora_net_hs_want(const struct hora_net_hs *hs)
+{
+	switch (hs->state) {
+	case S_C_WAIT_CHALLENGE:
+		return HORA_NET_CHALLENGE_BYTES;
+	case S_C_WAIT_RESULT:
+		return HORA_NET_RESULT_BYTES;
+	case S_S_WAIT_HELLO:
+		return HORA_NET_HELLO_BYTES;
+	case S_S_WAIT_AUTH:
+		return HORA_NET_AUTH_BYTES;
+	default:
+		return 0;
+	}
+}
+
+static int fail(struct hora_net_hs *hs, int rc, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+#include <stdarg.h>
+static int fail(struct hora_net_hs *hs, int rc, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(hs->why, sizeof(hs->why), fmt, ap);
+	va_end(ap);
+	hs->state = S_FAILED;
+	return rc;
+}
+
+static void reject(uint8_t *out, size_t *outlen, uint8_t reason)
+{
+	memset(out, 0, HORA_NET_RESULT_BYTES);
+	head(out, HS_T_REJECT);
+	out[6] = reason;
+	out[7] = HORA_NET_VERSION;
+	*outlen = HORA_NET_RESULT_BYTES;
+}
+
+/* magic, then version, then type: the first 6 bytes are stable across versions */
+static int check_head(struct hora_net_hs *hs, const uint8_t *in, uint8_t type, const char *what)
+{
+	if (get32(in) != HORA_NET_MAGIC)
+		return fail(hs, -EBADMSG, "not a hora peer (bad magic 0x%08x in %s)", get32(in), what);
+	hs->peer_version = in[4];
+	if (in[4] != HORA_NET_VERSION)
+		return fail(hs, -EPROTONOSUPPORT, "protocol version %u not supported (this is %d)",
+			    in[4], HORA_NET_VERSION);
+	if (in[5] != type)
+		return fail(hs, -EBADMSG, "malformed handshake: message type 0x%02x, expected %s",
+			    in[5], what);
+	return 0;
+}
+
+static const char *reject_reason(uint8_t r)
+{
+	switch (r) {
+	case HORA_NET_REJ_AUTH:
+		return "authentication failed (wrong cluster secret?)";
+	case HORA_NET_REJ_VERSION:
+		return "protocol version not supported";
+	case HORA_NET_REJ_BUSY:
+		return "too many pending handshakes";
+	case HORA_NET_REJ_MALFORMED:
+		return "malformed handshake";
+	default:
+		return "unknown reason";
+	}
+}
+
+int hora_net_hs_input(struct hora_net_hs *hs, const uint8_t *in, size_t n, uint8_t *out,
+		      size_t *outlen)
+{
+	uint8_t m[32];
+	*outlen = 0;
+	if (n != hora_net_hs_want(hs) || n == 0)
+		return fail(hs, -EINVAL, "handshake fed %zu bytes, expected %zu", n,
+			    hora_net_hs_want(hs));
+	switch (hs->state) {
+	case S_S_WAIT_HELLO: {
+		int rc = check_head(hs, in, HS_T_HELLO, "HELLO");
+		if (rc) {
+			reject(out, outlen,
+			       rc == -EPROTONOSUPPORT ? HORA_NET_REJ_VERSION : HORA_NET_REJ_MALFORMED);
+			return rc;
+		}
+		uint16_t stripe = get16(in + 6), nstripes = get16(in + 8);
+		if (nstripes == 0 || nstripes > 64 || stripe >= nstripes || get64(in + 56)) {
+			reject(out, outlen, HORA_NET_REJ_MALFORMED);
+			return fail(hs, -EBADMSG, "malformed HELLO (stripe %u of %u)", stripe, nstripes);
+		}
+		memcpy(hs->hello, in, HORA_NET_HELLO_BYTES);
+		hs->stripe = stripe;
+		hs->nstripes = nstripes;
+		hs->peer_node = get32(in + 12);
+		hs->session = get64(in + 16);
+		uint8_t *c = hs->challenge;
+		memset(c, 0, sizeof(hs->challenge));
+		head(c, HS_T_CHALLENGE);
+		put32(c + 8, hs->local_node);
+		randombytes_buf(c + 12, 32); /* nonce_s; 44..47 reserved */
+		mac(hs, "hora-v1-server", 48, c + 48);
+		memcpy(out, c, HORA_NET_CHALLENGE_BYTES);
+		*outlen = HORA_NET_CHALLENGE_BYTES;
+		hs->state = S_S_WAIT_AUTH;
+		return 0;
+	}
+	case S_C_WAIT_CHALLENGE: {
+		if (get32(in) == HORA_NET_MAGIC && in[5] == HS_T_REJECT)
+			return fail(hs, -ECONNREFUSED, "peer refused the connection: %s",
+				    reject_reason(in[6]));
+		int rc = check_head(hs, in, HS_T_CHALLENGE, "CHALLENGE");
+		if (rc)
+			return rc;
+		memcpy(hs->challenge, in, HORA_NET_CHALLENGE_BYTES);
+		mac(hs, "hora-v1-server", 48, m);
+		if (sodium_memcmp(m, in + 48, 32) != 0)
+			return fail(hs, -EACCES, "authentication failed: the peer does not know the "
+					       "cluster secret");
+		hs->peer_node = get32(in + 8);
+		uint8_t *a = out;
+		memset(a, 0, HORA_NET_AUTH_BYTES);
+		head(a, HS_T_AUTH);
+		mac(hs, "hora-v1-client", HORA_NET_CHALLENGE_BYTES, a + 8);
+		*outlen = HORA_NET_AUTH_BYTES;
+		hs->state = S_C_WAIT_RESULT;
+		return 0;
+	}
+	case S_S_WAIT_AUTH: {
+		int rc = check_head(hs, in, HS_T_AUTH, "AUTH");
+		if (rc) {
+			reject(out, outlen, HORA_NET_REJ_MALFORMED);
+			return rc;
+		}
+		mac(hs, "hora-v1-client", HORA_NET_CHALLENGE_BYTES, m);
+		if (sodium_memcmp(m, in + 8, 32) != 0) {
+			reject(out, outlen, HORA_NET_REJ_AUTH);
+			return fail(hs, -EACCES, "authentication failed (wrong secret or replayed "
+						 "handshake)");
+		}
+		memset(out, 0, HORA_NET_RESULT_BYTES);
+		head(out, HS_T_OK);
+		*outlen = HORA_NET_RESULT_BYTES;
+		hs->state = S_DONE;
+		return 1;
+	}
+	case S_C_WAIT_RESULT:
+		if (get32(in) == HORA_NET_MAGIC && in[5] == HS_T_REJECT)
+			return fail(hs, -ECONNREFUSED, "peer refused the connection: %s",
+				    reject_reason(in[6]));
+		if (check_head(hs, in, HS_T_OK, "OK"))
+			return -EBADMSG;
+		hs->state = S_DONE;
+		return 1;
+	default:
+		return fail(hs, -EINVAL, "handshake already finished");
+	}
+}
+
+int hora_net_secret_load(const char *file, uint8_t *key, size_t cap, char *why, size_t whylen)
+{
+	size_t n = 0;
+	if (file && *file) {
+		int fd = open(file, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			return snprintf(why, whylen, "secret file %s: %s", file, strerror(errno)), -errno;
+		struct stat st;
+		if (fstat(fd, &st) == 0 && (st.st_mode & 0077))
+			snprintf(why, whylen, "secret file %s is readable by others (mode %03o)", file,
+				 st.st_mode & 0777); /* a warning the caller may log */
+		ssize_t r;
+		while (n < cap && (r = read(fd, key + n, cap - n)) > 0)
+			n += (size_t)r;
+		uint8_t extra;
+		int more = n == cap && read(fd, &extra, 1) > 0;
+		close(fd);
+		if (more)
+			return snprintf(why, whylen, "secret file %s is longer than %zu bytes", file,
+					cap),
+			       -EFBIG;
+	} else {
+		const char *e = getenv("HORA_SECRET");
+		if (!e || !*e)
+			return snprintf(why, whylen, "no cluster secret: set cluster.secret_file or "
+						     "HORA_SECRET"),
+			       -ENOKEY;
+		n = strlen(e);
+		if (n > cap)
+			return snprintf(why, whylen, "HORA_SECRET is longer than %zu bytes", cap),
+			       -EFBIG;
+		memcpy(key, e, n);
+	}
+	while (n && (key[n - 1] == '\n' || key[n - 1] == '\r'))
+		n--;
+	if (n < HORA_NET_SECRET_MIN)
+		return snprintf(why, whylen, "%s%s is too short: %zu bytes, at least %d",
+				file && *file ? "secret file " : "HORA_SECRET",
+				file && *file ? file : "", n, HORA_NET_SECRET_MIN),
+		       -EINVAL;
+	return (int)n;
+}
