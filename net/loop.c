@@ -1,0 +1,434 @@
+/* loop.c - the io_uring event loop: one ring, one comm thread per loop.
+ *
+ * The comm thread sleeps in io_uring_submit_and_wait() and dispatches each
+ * CQE to the `struct op` its user_data points at. Other threads never touch
+ * the ring: they append a `struct cmd` to a mutex-guarded queue and write
+ * the loop's eventfd, whose read is always armed on the ring (as gloo's
+ * tcp/loop.h "deferrables"). A 100 ms timeout op drives deadlines
+ * (handshakes, I/O progress). Accepts use one multishot accept op.
+ *
+ * Not here: socket state machines (conn.c) and the peer/request API (peer.c).
+ */
+#include "internal.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define RING_ENTRIES 1024
+#define TICK_MS 100
+#define REFUSE_LOG_PER_S 5
+
+void hora_net_opts_default(struct hora_net_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->sockets_per_peer = 1;
+	o->chunk_bytes = 1 << 20;
+	o->max_frame_bytes = 64 << 20;
+	o->handshake_timeout_ms = 5000;
+	o->io_timeout_ms = 30000;
+	o->zc_min_bytes = 64 << 10;
+	o->max_pending_handshakes = 64;
+}
+
+int64_t hora_net_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+bool hora_net_on_loop(struct hora_net_loop *loop)
+{
+	return pthread_equal(pthread_self(), loop->thread);
+}
+
+struct io_uring_sqe *hora_net_sqe(struct hora_net_loop *loop)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&loop->ring);
+	while (!sqe) { /* SQ full: hand what we have to the kernel */
+		io_uring_submit(&loop->ring);
+		sqe = io_uring_get_sqe(&loop->ring);
+	}
+	return sqe;
+}
+
+void hora_net_refuse_log(struct hora_net_loop *loop, const char *fmt, ...)
+{
+	int64_t now = hora_net_now_ns();
+	if (now - loop->log_window_ns > 1000000000) {
+		if (loop->log_suppressed)
+			fprintf(stderr, "hora net: (%llu more refusals not logged)\n",
+				(unsigned long long)loop->log_suppressed);
+		loop->log_window_ns = now;
+		loop->log_count = 0;
+		loop->log_suppressed = 0;
+	}
+	if (loop->log_count++ >= REFUSE_LOG_PER_S) {
+		loop->log_suppressed++;
+		return;
+	}
+	char line[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "hora net: %s\n", line);
+}
+
+/* ---- eventfd: commands from other threads --------------------------------- */
+
+static void arm_efd(struct hora_net_loop *loop)
+{
+	struct io_uring_sqe *sqe = hora_net_sqe(loop);
+	io_uring_prep_read(sqe, loop->efd, &loop->efd_val, sizeof(loop->efd_val), 0);
+	io_uring_sqe_set_data(sqe, &loop->efd_op);
+}
+
+static void do_listen(struct hora_net_loop *loop, struct cmd *c);
+
+static void run_cmd(struct hora_net_loop *loop, struct cmd *c)
+{
+	switch (c->kind) {
+	case CMD_LISTEN:
+		do_listen(loop, c);
+		break;
+	case CMD_CONNECT:
+		hora_net_client_connect(loop, c);
+		break;
+	case CMD_SEND:
+		hora_net_peer_do_send(c->req);
+		break;
+	case CMD_RECV:
+		hora_net_peer_do_recv(c->req);
+		break;
+	case CMD_CLOSE:
+		hora_net_peer_do_close(c->peer, c->req);
+		break;
+	case CMD_STOP:
+		loop->stopping = true;
+		break;
+	}
+	free(c);
+}
+
+static void on_efd(struct hora_net_loop *loop, struct op *op, const struct io_uring_cqe *cqe)
+{
+	(void)op;
+	(void)cqe;
+	pthread_mutex_lock(&loop->qlock);
+	struct cmd *c = loop->q;
+	loop->q = loop->q_tail = NULL;
+	pthread_mutex_unlock(&loop->qlock);
+	while (c) {
+		struct cmd *n = c->next;
+		run_cmd(loop, c);
+		c = n;
+	}
+	if (!loop->stopping)
+		arm_efd(loop);
+}
+
+/* Queue a command for the comm thread (or run it now when on it). */
+int hora_net_post(struct hora_net_loop *loop, struct cmd *c);
+int hora_net_post(struct hora_net_loop *loop, struct cmd *c)
+{
+	if (hora_net_on_loop(loop)) {
+		run_cmd(loop, c);
+		return 0;
+	}
+	pthread_mutex_lock(&loop->qlock);
+	if (loop->dead) {
+		pthread_mutex_unlock(&loop->qlock);
+		free(c);
+		return -ESHUTDOWN;
+	}
+	c->next = NULL;
+	bool wake = !loop->q;
+	if (loop->q_tail)
+		loop->q_tail->next = c;
+	else
+		loop->q = c;
+	loop->q_tail = c;
+	pthread_mutex_unlock(&loop->qlock);
+	if (wake) {
+		uint64_t one = 1;
+		if (write(loop->efd, &one, sizeof(one)) < 0)
+			return -errno;
+	}
+	return 0;
+}
+
+/* ---- tick: deadlines -------------------------------------------------------- */
+
+static void arm_tick(struct hora_net_loop *loop)
+{
+	struct io_uring_sqe *sqe = hora_net_sqe(loop);
+	loop->tick_ts.tv_sec = 0;
+	loop->tick_ts.tv_nsec = TICK_MS * 1000000LL;
+	io_uring_prep_timeout(sqe, &loop->tick_ts, 0, 0);
+	io_uring_sqe_set_data(sqe, &loop->tick_op);
+}
+
+static void on_tick(struct hora_net_loop *loop, struct op *op, const struct io_uring_cqe *cqe)
+{
+	(void)op;
+	(void)cqe;
+	int64_t now = hora_net_now_ns();
+	for (struct conn *c = loop->conns, *n; c; c = n) {
+		n = c->next;
+		hora_net_conn_tick(c, now);
+	}
+	for (int i = 0; i < loop->npeers; i++)
+		hora_net_peer_tick(loop->all_peers[i], now);
+	if (!loop->stopping)
+		arm_tick(loop);
+}
+
+/* ---- listen / accept ------------------------------------------------------- */
+
+static void arm_accept(struct hora_net_loop *loop)
+{
+	struct io_uring_sqe *sqe = hora_net_sqe(loop);
+	io_uring_prep_multishot_accept(sqe, loop->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+	io_uring_sqe_set_data(sqe, &loop->accept_op);
+}
+
+static void on_accept(struct hora_net_loop *loop, struct op *op, const struct io_uring_cqe *cqe)
+{
+	(void)op;
+	if (cqe->res >= 0) {
+		int fd = cqe->res;
+		struct sockaddr_storage ss;
+		socklen_t len = sizeof(ss);
+		if (getpeername(fd, (struct sockaddr *)&ss, &len) != 0)
+			len = 0;
+		struct conn *c = hora_net_conn_new(loop, fd, true, &ss, len);
+		loop->stats.accepted++;
+		if (!c) {
+			close(fd);
+		} else if (loop->pending_handshakes >= loop->o.max_pending_handshakes) {
+			loop->stats.refused++;
+			hora_net_refuse_log(loop, "refused %s: %d connections already in handshake",
+					    c->name, loop->pending_handshakes);
+			hora_net_conn_shutdown(c);
+		} else {
+			hora_net_conn_start_server(c);
+		}
+	} else if (cqe->res != -ECANCELED && !loop->stopping) {
+		hora_net_refuse_log(loop, "accept failed: %s", strerror(-cqe->res));
+	}
+	if (!(cqe->flags & IORING_CQE_F_MORE) && !loop->stopping && loop->listen_fd >= 0)
+		arm_accept(loop);
+}
+
+int hora_net_parse_addr(const char *host, uint16_t port, struct sockaddr_storage *ss,
+			socklen_t *len);
+int hora_net_parse_addr(const char *host, uint16_t port, struct sockaddr_storage *ss, socklen_t *len)
+{
+	memset(ss, 0, sizeof(*ss));
+	struct sockaddr_in *a4 = (struct sockaddr_in *)ss;
+	struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)ss;
+	if (inet_pton(AF_INET, host, &a4->sin_addr) == 1) {
+		a4->sin_family = AF_INET;
+		a4->sin_port = htons(port);
+		*len = sizeof(*a4);
+		return 0;
+	}
+	if (inet_pton(AF_INET6, host, &a6->sin6_addr) == 1) {
+		a6->sin6_family = AF_INET6;
+		a6->sin6_port = htons(port);
+		*len = sizeof(*a6);
+		return 0;
+	}
+	return -EINVAL;
+}
+
+static void do_listen(struct hora_net_loop *loop, struct cmd *c)
+{
+	struct hora_net_req *r = c->req;
+	int one = 1, fd = -1, rc;
+	if (loop->listen_fd >= 0) {
+		hora_net_req_finish(r, -EALREADY, "this loop is already listening");
+		return;
+	}
+	fd = socket(c->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		goto fail;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, (struct sockaddr *)&c->addr, c->addrlen) || listen(fd, 1024))
+		goto fail;
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	getsockname(fd, (struct sockaddr *)&ss, &len);
+	*c->bound = ntohs(ss.ss_family == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port
+						  : ((struct sockaddr_in6 *)&ss)->sin6_port);
+	loop->listen_fd = fd;
+	arm_accept(loop);
+	hora_net_req_finish(r, 0, NULL);
+	return;
+fail:
+	rc = -errno;
+	if (fd >= 0)
+		close(fd);
+	char msg[128];
+	snprintf(msg, sizeof(msg), "listen: %s", strerror(-rc));
+	hora_net_req_finish(r, rc, msg);
+}
+
+/* ---- thread ------------------------------------------------------------------ */
+
+static void *loop_main(void *arg)
+{
+	struct hora_net_loop *loop = arg;
+	while (!loop->stopping) {
+		int rc = io_uring_submit_and_wait(&loop->ring, 1);
+		if (rc < 0 && rc != -EINTR && rc != -EBUSY && rc != -ETIME) {
+			fprintf(stderr, "hora net: io_uring_submit_and_wait: %s\n", strerror(-rc));
+			break;
+		}
+		struct io_uring_cqe *cqe;
+		unsigned head, n = 0;
+		io_uring_for_each_cqe(&loop->ring, head, cqe)
+		{
+			struct op *op = io_uring_cqe_get_data(cqe);
+			n++;
+			if (op)
+				op->fn(loop, op, cqe);
+		}
+		io_uring_cq_advance(&loop->ring, n);
+	}
+	return NULL;
+}
+
+int hora_net_loop_create(const struct hora_net_opts *o, struct hora_net_loop **out, char *err,
+			 size_t errlen)
+{
+	*out = NULL;
+	if (!o->secret || o->secret_len < HORA_NET_SECRET_MIN || o->secret_len > HORA_NET_SECRET_MAX)
+		return snprintf(err, errlen, "cluster secret must be %d..%d bytes", HORA_NET_SECRET_MIN,
+				HORA_NET_SECRET_MAX),
+		       -EINVAL;
+	if (o->sockets_per_peer < 1 || o->sockets_per_peer > 64 || o->chunk_bytes < 4096 ||
+	    o->max_frame_bytes < o->chunk_bytes || o->max_frame_bytes > HORA_NET_MAX_FRAME_LIMIT ||
+	    o->handshake_timeout_ms <= 0 || o->max_pending_handshakes < 1)
+		return snprintf(err, errlen, "invalid transport options (sockets_per_peer 1..64, "
+					     "4 KiB <= chunk <= max_frame <= 1 GiB)"),
+		       -EINVAL;
+	struct hora_net_loop *loop = calloc(1, sizeof(*loop));
+	if (!loop)
+		return -ENOMEM;
+	loop->o = *o;
+	memcpy(loop->secret, o->secret, o->secret_len);
+	loop->o.secret = loop->secret;
+	loop->listen_fd = -1;
+	loop->efd_op.fn = on_efd;
+	loop->tick_op.fn = on_tick;
+	loop->accept_op.fn = on_accept;
+	pthread_mutex_init(&loop->qlock, NULL);
+	pthread_cond_init(&loop->qcond, NULL);
+	int rc = io_uring_queue_init(RING_ENTRIES, &loop->ring, 0);
+	if (rc < 0) {
+		snprintf(err, errlen, "io_uring_queue_init: %s", strerror(-rc));
+		free(loop);
+		return rc;
+	}
+	loop->efd = eventfd(0, EFD_CLOEXEC);
+	if (loop->efd < 0) {
+		rc = -errno;
+		snprintf(err, errlen, "eventfd: %s", strerror(errno));
+		io_uring_queue_exit(&loop->ring);
+		free(loop);
+		return rc;
+	}
+	arm_efd(loop);
+	arm_tick(loop);
+	io_uring_submit(&loop->ring);
+	rc = pthread_create(&loop->thread, NULL, loop_main, loop);
+	if (rc) {
+		snprintf(err, errlen, "pthread_create: %s", strerror(rc));
+		close(loop->efd);
+		io_uring_queue_exit(&loop->ring);
+		free(loop);
+		return -rc;
+	}
+	*out = loop;
+	return 0;
+}
+
+void hora_net_loop_destroy(struct hora_net_loop *loop)
+{
+	if (!loop)
+		return;
+	/* stop the comm thread; what it leaves open is torn down below */
+	struct cmd *c = calloc(1, sizeof(*c));
+	if (c) {
+		c->kind = CMD_STOP;
+		hora_net_post(loop, c);
+	} else {
+		loop->stopping = true; /* seen at the next wake-up (tick) */
+	}
+	pthread_join(loop->thread, NULL);
+	pthread_mutex_lock(&loop->qlock);
+	loop->dead = true;
+	struct cmd *q = loop->q;
+	loop->q = loop->q_tail = NULL;
+	pthread_cond_broadcast(&loop->qcond);
+	pthread_mutex_unlock(&loop->qlock);
+	while (q) { /* commands that raced with the stop: release their waiters */
+		struct cmd *n = q->next;
+		if (q->req)
+			hora_net_req_finish(q->req, -ESHUTDOWN, "transport loop destroyed");
+		free(q);
+		q = n;
+	}
+	for (struct conn *k = loop->conns, *n; k; k = n) {
+		n = k->next;
+		if (k->fd >= 0)
+			close(k->fd);
+		free(k->rxbuf);
+		for (struct frame *f = k->txq, *fn; f; f = fn) {
+			fn = f->next;
+			free(f);
+		}
+		free(k);
+	}
+	for (int i = 0; i < loop->npeers; i++) {
+		struct hora_net_peer *p = loop->all_peers[i];
+		for (struct hora_net_req *r = p->recvq, *n; r; r = n) {
+			n = r->next;
+			hora_net_req_finish(r, -ESHUTDOWN, "transport loop destroyed");
+		}
+		for (struct hora_net_req *r = p->sendq, *n; r; r = n) {
+			n = r->next;
+			hora_net_req_finish(r, -ESHUTDOWN, "transport loop destroyed");
+		}
+		free(p->conns);
+		free(p);
+	}
+	free(loop->all_peers);
+	if (loop->listen_fd >= 0)
+		close(loop->listen_fd);
+	close(loop->efd);
+	io_uring_queue_exit(&loop->ring);
+	pthread_mutex_destroy(&loop->qlock);
+	pthread_cond_destroy(&loop->qcond);
+	free(loop);
+}
+
+void hora_net_loop_stats(struct hora_net_loop *loop, struct hora_net_stats *st)
+{
+	pthread_mutex_lock(&loop->qlock);
+	*st = loop->stats; /* counters written by the comm thread: a racy but
+			      monotone snapshot is what a stats reader wants */
+	pthread_mutex_unlock(&loop->qlock);
+}

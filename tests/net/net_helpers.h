@@ -1,0 +1,119 @@
+/* net_helpers.h - loops, peers and raw sockets for the transport tests. */
+#ifndef HORA_TEST_NET_HELPERS_H
+#define HORA_TEST_NET_HELPERS_H
+
+#include "net/handshake.h"
+#include "net/frame.h"
+#include "net/hora_net.h"
+
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define TEST_SECRET "test-cluster-secret-0123456789"
+
+static inline struct hora_net_loop *tn_loop(int sockets, uint32_t node,
+					    void (*tweak)(struct hora_net_opts *))
+{
+	struct hora_net_opts o;
+	hora_net_opts_default(&o);
+	o.sockets_per_peer = sockets;
+	o.node_id = node;
+	o.secret = (const uint8_t *)TEST_SECRET;
+	o.secret_len = strlen(TEST_SECRET);
+	if (tweak)
+		tweak(&o);
+	struct hora_net_loop *l;
+	char err[256];
+	int rc = hora_net_loop_create(&o, &l, err, sizeof(err));
+	cr_assert_eq(rc, 0, "loop: %s", err);
+	return l;
+}
+
+/* A connected, authenticated pair of peers over loopback. */
+static inline void tn_pair(struct hora_net_loop *srv, struct hora_net_loop *cli, uint16_t *port,
+			   struct hora_net_peer **ps, struct hora_net_peer **pc)
+{
+	char err[256];
+	if (*port == 0)
+		cr_assert_eq(hora_net_listen(srv, "127.0.0.1", 0, port, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(hora_net_connect(cli, "127.0.0.1", *port, 5000, pc, err, sizeof(err)), 0, "%s",
+		     err);
+	cr_assert_eq(hora_net_accept(srv, 5000, ps, err, sizeof(err)), 0, "%s", err);
+}
+
+/* A blocking raw TCP socket to 127.0.0.1:port (for misbehaving clients). */
+static inline int tn_raw(uint16_t port)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+	inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+	cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	struct timeval tv = {5, 0};
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	return fd;
+}
+
+static inline int tn_read_full(int fd, void *buf, size_t n)
+{
+	size_t got = 0;
+	while (got < n) {
+		ssize_t r = read(fd, (char *)buf + got, n - got);
+		if (r <= 0)
+			return -1;
+		got += (size_t)r;
+	}
+	return 0;
+}
+
+/* Run the client side of the handshake by hand on a raw socket with the
+ * given secret. Returns the state machine's final result (1 = accepted). */
+static inline int tn_raw_handshake(int fd, const char *secret, struct hora_net_hs *hs,
+				   uint8_t *hello_out, uint8_t *auth_out)
+{
+	uint8_t out[HORA_NET_HS_MAX_OUT], in[HORA_NET_CHALLENGE_BYTES];
+	size_t n;
+	cr_assert_eq(hora_net_hs_client_start(hs, (const uint8_t *)secret, strlen(secret), 99, 0x1234,
+					      0, 1, out, &n),
+		     0);
+	if (hello_out)
+		memcpy(hello_out, out, n);
+	if (write(fd, out, n) != (ssize_t)n)
+		return -1;
+	while (hora_net_hs_want(hs)) {
+		size_t want = hora_net_hs_want(hs);
+		if (tn_read_full(fd, in, want))
+			return -2;
+		int rc = hora_net_hs_input(hs, in, want, out, &n);
+		if (n && auth_out && n == HORA_NET_AUTH_BYTES)
+			memcpy(auth_out, out, n);
+		if (n && write(fd, out, n) != (ssize_t)n)
+			return -1;
+		if (rc)
+			return rc;
+	}
+	return 1;
+}
+
+static inline void tn_fill(uint8_t *p, size_t n, uint64_t seed)
+{
+	uint64_t s = seed;
+	size_t i = 0;
+	for (; i + 8 <= n; i += 8) {
+		s ^= s << 13;
+		s ^= s >> 7;
+		s ^= s << 17;
+		memcpy(p + i, &s, 8);
+	}
+	for (; i < n; i++)
+		p[i] = (uint8_t)(s >> (8 * (i % 8)));
+}
+
+#endif

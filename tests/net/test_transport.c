@@ -1,0 +1,216 @@
+/* test_transport.c - peers over loopback: messages of every size land
+ * intact, in order, over 1 and 4 stripes; callbacks; zero-length; CRC;
+ * errors for mismatched lengths, views and closed peers. */
+#include "net_helpers.h"
+
+#include <errno.h>
+#include <pthread.h>
+
+static void roundtrip(int sockets, void (*tweak)(struct hora_net_opts *))
+{
+	struct hora_net_loop *a = tn_loop(sockets, 1, tweak), *b = tn_loop(sockets, 2, tweak);
+	struct hora_net_peer *pa, *pb;
+	uint16_t port = 0;
+	tn_pair(a, b, &port, &pa, &pb);
+	cr_assert_eq(hora_net_peer_node(pa), 2);
+	cr_assert_eq(hora_net_peer_node(pb), 1);
+	static const size_t sizes[] = {0, 1, 7, 48, 4096, 65536 - 48, 65536, 100000, 1 << 20,
+				       (1 << 20) + 3, 5 << 20};
+	const int n = sizeof(sizes) / sizeof(sizes[0]);
+	uint8_t *src[16], *dst[16];
+	struct hora_net_req *rs[16], *rr[16];
+	for (int i = 0; i < n; i++) {
+		src[i] = malloc(sizes[i] + 1);
+		dst[i] = calloc(1, sizes[i] + 1);
+		tn_fill(src[i], sizes[i], (uint64_t)i + 1);
+	}
+	/* post half the receives late, so frames arrive before their irecv */
+	for (int i = 0; i < n; i++)
+		cr_assert_eq(hora_net_isend(pb, src[i], sizes[i], NULL, NULL, &rs[i]), 0);
+	for (int i = 0; i < n; i++)
+		cr_assert_eq(hora_net_irecv(pa, dst[i], sizes[i], NULL, NULL, &rr[i]), 0);
+	char err[256];
+	for (int i = 0; i < n; i++) {
+		cr_assert_eq(hora_net_wait(rs[i], err, sizeof(err)), 0, "send %d: %s", i, err);
+		cr_assert_eq(hora_net_wait(rr[i], err, sizeof(err)), 0, "recv %d: %s", i, err);
+		cr_assert_eq(memcmp(src[i], dst[i], sizes[i]), 0, "message %d (%zu bytes) differs", i,
+			     sizes[i]);
+		free(src[i]);
+		free(dst[i]);
+	}
+	hora_net_peer_close(pa);
+	hora_net_peer_close(pb);
+	hora_net_loop_destroy(a);
+	hora_net_loop_destroy(b);
+}
+
+Test(net_transport, messages_of_every_size_one_socket) { roundtrip(1, NULL); }
+Test(net_transport, messages_striped_over_four_sockets) { roundtrip(4, NULL); }
+
+static void with_crc(struct hora_net_opts *o) { o->crc = 1; o->chunk_bytes = 64 << 10; }
+Test(net_transport, crc_and_small_chunks) { roundtrip(2, with_crc); }
+
+static void with_zc(struct hora_net_opts *o) { o->send_zc = 1; }
+Test(net_transport, send_zc_path) { roundtrip(2, with_zc); }
+
+struct pp {
+	struct hora_net_peer *peer;
+	uint64_t buf;
+	int left, echo; /* echo: answer every message, also the last */
+	pthread_mutex_t m;
+	pthread_cond_t c;
+	int done;
+};
+
+static void pp_sent(void *arg, int st, const char *err)
+{
+	(void)arg;
+	cr_assert_eq(st, 0, "%s", err);
+}
+
+static void pp_recv(void *arg, int st, const char *err)
+{
+	struct pp *p = arg;
+	cr_assert_eq(st, 0, "%s", err);
+	p->left--;
+	if (p->left > 0) /* on the comm thread: runs inline */
+		cr_assert_eq(hora_net_irecv(p->peer, &p->buf, 8, pp_recv, p, NULL), 0);
+	if (p->left > 0 || p->echo) {
+		p->buf++;
+		cr_assert_eq(hora_net_isend(p->peer, &p->buf, 8, pp_sent, p, NULL), 0);
+	}
+	if (p->left == 0) {
+		pthread_mutex_lock(&p->m);
+		p->done = 1;
+		pthread_cond_signal(&p->c);
+		pthread_mutex_unlock(&p->m);
+	}
+}
+
+Test(net_transport, callback_ping_pong)
+{
+	struct hora_net_loop *a = tn_loop(1, 1, NULL), *b = tn_loop(1, 2, NULL);
+	struct hora_net_peer *pa, *pb;
+	uint16_t port = 0;
+	tn_pair(a, b, &port, &pa, &pb);
+	struct pp x = {.peer = pa, .left = 1000, .echo = 1}, y = {.peer = pb, .left = 1000};
+	pthread_mutex_init(&x.m, NULL);
+	pthread_cond_init(&x.c, NULL);
+	pthread_mutex_init(&y.m, NULL);
+	pthread_cond_init(&y.c, NULL);
+	cr_assert_eq(hora_net_irecv(pa, &x.buf, 8, pp_recv, &x, NULL), 0);
+	cr_assert_eq(hora_net_irecv(pb, &y.buf, 8, pp_recv, &y, NULL), 0);
+	cr_assert_eq(hora_net_isend(pb, &y.buf, 8, pp_sent, &y, NULL), 0);
+	pthread_mutex_lock(&x.m);
+	while (!x.done)
+		pthread_cond_wait(&x.c, &x.m);
+	pthread_mutex_unlock(&x.m);
+	pthread_mutex_lock(&y.m);
+	while (!y.done)
+		pthread_cond_wait(&y.c, &y.m);
+	pthread_mutex_unlock(&y.m);
+	cr_assert_eq(x.left, 0);
+	cr_assert_eq(y.left, 0);
+	cr_assert_eq(y.buf, 1999); /* each side adds one per message it sends */
+	hora_net_peer_close(pa);
+	hora_net_peer_close(pb);
+	hora_net_loop_destroy(a);
+	hora_net_loop_destroy(b);
+}
+
+Test(net_transport, length_mismatch_is_named)
+{
+	struct hora_net_loop *a = tn_loop(1, 1, NULL), *b = tn_loop(1, 2, NULL);
+	struct hora_net_peer *pa, *pb;
+	uint16_t port = 0;
+	tn_pair(a, b, &port, &pa, &pb);
+	uint8_t s[100] = {0}, d[64];
+	struct hora_net_req *rs, *rr;
+	char err[256];
+	cr_assert_eq(hora_net_isend(pb, s, 100, NULL, NULL, &rs), 0);
+	cr_assert_eq(hora_net_irecv(pa, d, 64, NULL, NULL, &rr), 0);
+	cr_assert_eq(hora_net_wait(rr, err, sizeof(err)), -EMSGSIZE);
+	cr_assert(strstr(err, "message 0 from 127.0.0.1:") &&
+		  strstr(err, "is 100 bytes but the receive posted for it is 64 bytes"), "%s", err);
+	hora_net_wait(rs, err, sizeof(err));
+	hora_net_peer_close(pa);
+	hora_net_peer_close(pb);
+	hora_net_loop_destroy(a);
+	hora_net_loop_destroy(b);
+}
+
+static void view7(struct hora_net_opts *o) { o->view = 7; }
+
+Test(net_transport, frames_of_another_view_are_refused)
+{
+	struct hora_net_loop *a = tn_loop(1, 1, NULL), *b = tn_loop(1, 2, view7);
+	struct hora_net_peer *pa, *pb;
+	uint16_t port = 0;
+	tn_pair(a, b, &port, &pa, &pb);
+	uint8_t s[8] = {1}, d[8];
+	struct hora_net_req *rs, *rr;
+	char err[256];
+	cr_assert_eq(hora_net_isend(pb, s, 8, NULL, NULL, &rs), 0);
+	cr_assert_eq(hora_net_irecv(pa, d, 8, NULL, NULL, &rr), 0);
+	cr_assert_eq(hora_net_wait(rr, err, sizeof(err)), -ESTALE);
+	cr_assert(strstr(err, "belongs to view 7, this is view 0"), "%s", err);
+	hora_net_wait(rs, err, sizeof(err));
+	hora_net_peer_close(pa);
+	hora_net_peer_close(pb);
+	hora_net_loop_destroy(a);
+	hora_net_loop_destroy(b);
+}
+
+Test(net_transport, peer_close_fails_pending_receive)
+{
+	struct hora_net_loop *a = tn_loop(2, 1, NULL), *b = tn_loop(2, 2, NULL);
+	struct hora_net_peer *pa, *pb;
+	uint16_t port = 0;
+	tn_pair(a, b, &port, &pa, &pb);
+	uint8_t d[8];
+	struct hora_net_req *rr;
+	char err[256];
+	cr_assert_eq(hora_net_irecv(pa, d, 8, NULL, NULL, &rr), 0);
+	hora_net_peer_close(pb);
+	cr_assert_eq(hora_net_wait(rr, err, sizeof(err)), -ECONNRESET);
+	cr_assert(strstr(err, "closed the connection"), "%s", err);
+	/* and later requests fail at once with the same reason */
+	cr_assert_eq(hora_net_irecv(pa, d, 8, NULL, NULL, &rr), 0);
+	cr_assert_eq(hora_net_wait(rr, err, sizeof(err)), -ECONNRESET);
+	hora_net_peer_close(pa);
+	hora_net_loop_destroy(a);
+	hora_net_loop_destroy(b);
+}
+
+Test(net_transport, connect_to_nothing_times_out_with_reason)
+{
+	struct hora_net_loop *b = tn_loop(1, 2, NULL);
+	struct hora_net_peer *pb;
+	char err[256];
+	/* port 1 on loopback: refused; retried until the deadline */
+	int rc = hora_net_connect(b, "127.0.0.1", 1, 300, &pb, err, sizeof(err));
+	cr_assert_eq(rc, -ECONNREFUSED, "rc %d: %s", rc, err);
+	cr_assert(strstr(err, "127.0.0.1:1: connect: Connection refused"), "%s", err);
+	hora_net_loop_destroy(b);
+}
+
+static void short_io(struct hora_net_opts *o) { o->io_timeout_ms = 300; }
+
+Test(net_transport, io_timeout_on_silent_peer)
+{
+	struct hora_net_loop *a = tn_loop(1, 1, short_io), *b = tn_loop(1, 2, NULL);
+	struct hora_net_peer *pa, *pb;
+	uint16_t port = 0;
+	tn_pair(a, b, &port, &pa, &pb);
+	uint8_t d[8];
+	struct hora_net_req *rr;
+	char err[256];
+	cr_assert_eq(hora_net_irecv(pa, d, 8, NULL, NULL, &rr), 0); /* pb never sends */
+	cr_assert_eq(hora_net_wait(rr, err, sizeof(err)), -ETIMEDOUT);
+	cr_assert(strstr(err, "no progress from peer 127.0.0.1:") && strstr(err, "for 300 ms"), "%s",
+		  err);
+	hora_net_peer_close(pa);
+	hora_net_peer_close(pb);
+	hora_net_loop_destroy(a);
+	hora_net_loop_destroy(b);
+}
