@@ -155,6 +155,10 @@ static void hs_fail(struct conn *c, int rc, const char *why)
 		} else if (rc == -ETIMEDOUT) {
 			loop->stats.handshake_timeouts++;
 			hora_net_refuse_log(loop, "handshake timeout from %s: %s", c->name, why);
+		} else if (rc == -EPROTONOSUPPORT) {
+			loop->stats.refused++;
+			hora_net_refuse_log(loop, "protocol version %d from %s not supported (this is %d)",
+					    c->hs.peer_version, c->name, HORA_NET_VERSION);
 		} else {
 			loop->stats.refused++;
 			hora_net_refuse_log(loop, "refused %s: %s", c->name, why);

@@ -184,6 +184,11 @@ static void on_tick(struct hora_net_loop *loop, struct op *op, const struct io_u
 	(void)op;
 	(void)cqe;
 	int64_t now = hora_net_now_ns();
+	if (loop->log_suppressed && now - loop->log_window_ns > 1000000000) {
+		fprintf(stderr, "hora net: (%llu more refusals not logged)\n",
+			(unsigned long long)loop->log_suppressed);
+		loop->log_suppressed = 0;
+	}
 	for (struct conn *c = loop->conns, *n; c; c = n) {
 		n = c->next;
 		hora_net_conn_tick(c, now);
@@ -378,6 +383,9 @@ void hora_net_loop_destroy(struct hora_net_loop *loop)
 		loop->stopping = true; /* seen at the next wake-up (tick) */
 	}
 	pthread_join(loop->thread, NULL);
+	if (loop->log_suppressed)
+		fprintf(stderr, "hora net: (%llu more refusals not logged)\n",
+			(unsigned long long)loop->log_suppressed);
 	pthread_mutex_lock(&loop->qlock);
 	loop->dead = true;
 	struct cmd *q = loop->q;
