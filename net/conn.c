@@ -376,6 +376,8 @@ static void arm_rx_staging(struct conn *c)
 	}
 	struct io_uring_sqe *sqe = hora_net_sqe(c->loop);
 	io_uring_prep_recv(sqe, c->fd, c->rxbuf + c->rx_have, HORA_NET_RXBUF - c->rx_have, 0);
+	if (c->rx_have == c->rx_off) /* nothing pending: usually no data yet, arm poll first */
+		sqe->ioprio |= IORING_RECVSEND_POLL_FIRST;
 	io_uring_sqe_set_data(sqe, &c->rx_op);
 	c->rx_armed = true;
 	c->rx_direct = false;
@@ -577,6 +579,17 @@ void hora_net_conn_kick_tx(struct conn *c)
 			hora_net_conn_shutdown(c); /* goodbye flushed */
 		return;
 	}
+	struct frame *h = c->txq;
+	if (h->inlined && !h->next && !c->loop->o.send_zc) {
+		/* one small frame (the latency case): a single contiguous send */
+		struct io_uring_sqe *sqe = hora_net_sqe(c->loop);
+		io_uring_prep_send(sqe, c->fd, h->hdr + h->sent, HORA_NET_HDR_BYTES + h->len - h->sent,
+				   MSG_NOSIGNAL);
+		io_uring_sqe_set_data(sqe, &c->tx_op);
+		c->tx_armed = true;
+		c->inflight++;
+		return;
+	}
 	int n = 0;
 	size_t total = 0;
 	for (struct frame *f = c->txq; f && n < HORA_NET_MAX_IOV - 1 && total < (8u << 20); f = f->next) {
@@ -616,7 +629,7 @@ static void pop_sent(struct conn *c)
 		c->loop->stats.frames_sent++;
 		c->loop->stats.bytes_sent += f->len;
 		struct hora_net_req *r = f->req;
-		free(f);
+		hora_net_frame_put(c->loop, f);
 		if (r && !c->peer->status)
 			hora_net_peer_send_frame_done(r);
 	}

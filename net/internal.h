@@ -13,12 +13,15 @@
 #include <liburing.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define HORA_NET_RXBUF 65536
 #define HORA_NET_DIRECT_MIN 16384 /* payload rest >= this: recv straight into the user buffer */
 #define HORA_NET_MAX_IOV 32
 #define HORA_NET_NAME 64
+#define HORA_NET_INLINE 464 /* payloads up to this go out as one contiguous send */
+#define HORA_NET_FRAME_CACHE 256
 
 struct hora_net_loop;
 struct conn;
@@ -34,7 +37,9 @@ enum rx_state { RX_HDR, RX_PAYLOAD, RX_PARKED };
 struct frame {
 	struct frame *next;
 	struct hora_net_req *req; /* NULL for CLOSE */
+	bool inlined;             /* payload copied right after hdr (small frames) */
 	uint8_t hdr[HORA_NET_HDR_BYTES];
+	uint8_t inl[HORA_NET_INLINE]; /* must follow hdr: one buffer on the wire */
 	const uint8_t *payload;
 	size_t len;  /* payload bytes */
 	size_t sent; /* of hdr + payload */
@@ -88,6 +93,9 @@ struct conn {
 	struct iovec iov[HORA_NET_MAX_IOV];
 	uint64_t frames_tx;
 };
+
+_Static_assert(offsetof(struct frame, inl) == offsetof(struct frame, hdr) + HORA_NET_HDR_BYTES,
+	       "inline payload must follow the header");
 
 enum req_kind { REQ_SEND, REQ_RECV, REQ_SYNC };
 
@@ -149,6 +157,7 @@ struct hora_net_loop {
 	struct hora_net_opts o;
 	uint8_t secret[HORA_NET_SECRET_MAX];
 	struct io_uring ring;
+	bool ring_disabled; /* created R_DISABLED; the comm thread enables it */
 	pthread_t thread;
 	bool stopping;
 	int efd;
@@ -159,6 +168,10 @@ struct hora_net_loop {
 	int listen_fd;
 	struct op accept_op;
 	struct conn *conns;
+	struct frame *frame_cache; /* freed frames, reused (comm thread only) */
+	struct hora_net_req *req_cache; /* freed callback requests (comm thread only) */
+	int req_cache_n;
+	int frame_cache_n;
 	int pending_handshakes;
 	struct hora_net_peer *pending; /* server side, stripes still arriving */
 	struct hora_net_peer **all_peers;
@@ -178,6 +191,8 @@ struct hora_net_loop {
 
 /* loop.c */
 int64_t hora_net_now_ns(void);
+struct frame *hora_net_frame_get(struct hora_net_loop *loop);
+void hora_net_frame_put(struct hora_net_loop *loop, struct frame *f);
 struct io_uring_sqe *hora_net_sqe(struct hora_net_loop *loop);
 void hora_net_refuse_log(struct hora_net_loop *loop, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));

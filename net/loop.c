@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -45,6 +46,33 @@ int64_t hora_net_now_ns(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+struct frame *hora_net_frame_get(struct hora_net_loop *loop)
+{
+	struct frame *f = loop->frame_cache;
+	if (f) {
+		loop->frame_cache = f->next;
+		loop->frame_cache_n--;
+		f->next = NULL;
+		f->req = NULL;
+		f->inlined = false;
+		f->payload = NULL;
+		f->len = f->sent = 0;
+		return f;
+	}
+	return calloc(1, sizeof(*f));
+}
+
+void hora_net_frame_put(struct hora_net_loop *loop, struct frame *f)
+{
+	if (loop->frame_cache_n >= HORA_NET_FRAME_CACHE) {
+		free(f);
+		return;
+	}
+	f->next = loop->frame_cache;
+	loop->frame_cache = f;
+	loop->frame_cache_n++;
 }
 
 bool hora_net_on_loop(struct hora_net_loop *loop)
@@ -295,6 +323,17 @@ fail:
 static void *loop_main(void *arg)
 {
 	struct hora_net_loop *loop = arg;
+	if (loop->ring_disabled) {
+		/* io_uring_enable_rings() is declared by liburing 2.3 but not
+		 * exported by its shared library: register directly. */
+		if (syscall(__NR_io_uring_register, loop->ring.ring_fd,
+			    IORING_REGISTER_ENABLE_RINGS, NULL, 0) < 0) {
+			fprintf(stderr, "hora net: enabling the io_uring ring: %s\n", strerror(errno));
+			return NULL;
+		}
+	}
+	arm_efd(loop);
+	arm_tick(loop);
 	while (!loop->stopping) {
 		int rc = io_uring_submit_and_wait(&loop->ring, 1);
 		if (rc < 0 && rc != -EINTR && rc != -EBUSY && rc != -ETIME) {
@@ -341,7 +380,17 @@ int hora_net_loop_create(const struct hora_net_opts *o, struct hora_net_loop **o
 	loop->accept_op.fn = on_accept;
 	pthread_mutex_init(&loop->qlock, NULL);
 	pthread_cond_init(&loop->qcond, NULL);
-	int rc = io_uring_queue_init(RING_ENTRIES, &loop->ring, 0);
+	/* Only the comm thread submits, and completions are reaped by it, so
+	 * task work can wait until it asks for events (DEFER_TASKRUN): fewer
+	 * interrupts and wake-ups per message. Fall back on older kernels. */
+	/* R_DISABLED: the comm thread enables the ring and so becomes its
+	 * single issuer. */
+	int rc = io_uring_queue_init(RING_ENTRIES, &loop->ring,
+				     IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN |
+					     IORING_SETUP_R_DISABLED);
+	loop->ring_disabled = rc == 0;
+	if (rc == -EINVAL)
+		rc = io_uring_queue_init(RING_ENTRIES, &loop->ring, 0);
 	if (rc < 0) {
 		snprintf(err, errlen, "io_uring_queue_init: %s", strerror(-rc));
 		free(loop);
@@ -355,9 +404,6 @@ int hora_net_loop_create(const struct hora_net_opts *o, struct hora_net_loop **o
 		free(loop);
 		return rc;
 	}
-	arm_efd(loop);
-	arm_tick(loop);
-	io_uring_submit(&loop->ring);
 	rc = pthread_create(&loop->thread, NULL, loop_main, loop);
 	if (rc) {
 		snprintf(err, errlen, "pthread_create: %s", strerror(rc));
@@ -424,6 +470,16 @@ void hora_net_loop_destroy(struct hora_net_loop *loop)
 		free(p);
 	}
 	free(loop->all_peers);
+	while (loop->req_cache) {
+		struct hora_net_req *r = loop->req_cache;
+		loop->req_cache = r->next;
+		free(r);
+	}
+	while (loop->frame_cache) {
+		struct frame *f = loop->frame_cache;
+		loop->frame_cache = f->next;
+		free(f);
+	}
 	if (loop->listen_fd >= 0)
 		close(loop->listen_fd);
 	close(loop->efd);

@@ -31,7 +31,15 @@ int hora_net_parse_addr(const char *host, uint16_t port, struct sockaddr_storage
 static struct hora_net_req *req_new(enum req_kind kind, struct hora_net_peer *p, void *buf,
 				    size_t len, hora_net_done_fn cb, void *arg)
 {
-	struct hora_net_req *r = calloc(1, sizeof(*r));
+	struct hora_net_req *r = NULL;
+	if (cb && p && p->loop->req_cache && hora_net_on_loop(p->loop)) {
+		r = p->loop->req_cache;
+		p->loop->req_cache = r->next;
+		p->loop->req_cache_n--;
+		memset(r, 0, offsetof(struct hora_net_req, lock));
+	} else {
+		r = calloc(1, sizeof(*r));
+	}
 	if (!r)
 		return NULL;
 	r->kind = kind;
@@ -52,6 +60,12 @@ static void req_free(struct hora_net_req *r)
 	if (!r->cb) {
 		pthread_mutex_destroy(&r->lock);
 		pthread_cond_destroy(&r->cond);
+	} else if (r->peer && hora_net_on_loop(r->peer->loop) && r->peer->loop->req_cache_n < 256) {
+		struct hora_net_loop *loop = r->peer->loop;
+		r->next = loop->req_cache;
+		loop->req_cache = r;
+		loop->req_cache_n++;
+		return;
 	}
 	free(r);
 }
@@ -486,7 +500,7 @@ void hora_net_peer_do_send(struct hora_net_req *r)
 		p->last_progress_ns = hora_net_now_ns();
 	uint64_t mask = 0;
 	for (size_t i = 0; i < nframes; i++) {
-		struct frame *f = calloc(1, sizeof(*f));
+		struct frame *f = hora_net_frame_get(loop);
 		if (!f) {
 			hora_net_peer_fail(p, -ENOMEM, "out of memory queueing message %llu",
 					   (unsigned long long)r->seq);
@@ -511,6 +525,10 @@ void hora_net_peer_do_send(struct hora_net_req *r)
 		f->req = r;
 		f->payload = r->buf + off;
 		f->len = len;
+		if (len <= HORA_NET_INLINE) { /* one contiguous buffer: a plain send */
+			memcpy(f->inl, f->payload, len);
+			f->inlined = true;
+		}
 		int s = p->next_stripe;
 		p->next_stripe = (p->next_stripe + 1) % p->nconns;
 		enqueue(p->conns[s], f);
@@ -604,6 +622,14 @@ static int post_data(struct hora_net_peer *p, enum cmd_kind kind, void *buf, siz
 	c->req = r;
 	if (out)
 		*out = r;
+	if (hora_net_on_loop(p->loop)) { /* from a callback: run inline */
+		free(c);
+		if (kind == CMD_SEND)
+			hora_net_peer_do_send(r);
+		else
+			hora_net_peer_do_recv(r);
+		return 0;
+	}
 	int rc = hora_net_post(p->loop, c);
 	if (rc) {
 		if (out)
@@ -645,7 +671,7 @@ void hora_net_peer_do_close(struct hora_net_peer *p, struct hora_net_req *sync)
 			hora_net_conn_shutdown(c);
 			continue;
 		}
-		struct frame *f = calloc(1, sizeof(*f));
+		struct frame *f = hora_net_frame_get(p->loop);
 		if (!f) {
 			hora_net_conn_shutdown(c);
 			continue;
