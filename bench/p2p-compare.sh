@@ -91,7 +91,7 @@ pingpong() {
   python3 -c "import json;print(json.load(open('$TMP/pp.json'))['oneway_median_us'])"
 }
 
-echo "# p2p-compare: setup $SETUP${SETUP/lo/}$([[ $SETUP == netns ]] && echo " rate $RATE"), $REPS interleaved reps, $(nproc) cores, $(uname -r)"
+echo "# p2p-compare: setup $SETUP$([[ $SETUP == netns ]] && echo " rate $RATE"), $REPS interleaved reps, $(nproc) cores, $(uname -r)"
 printf "%4s %11s %11s %13s %13s %13s %13s\n" rep hora_gbps iperf3_gbps hora_us_same pp_us_same hora_us_split pp_us_split
 for r in $(seq 1 "$REPS"); do
   hb=$(hora_bw); ib=$(iperf); hl=$(hora_lat same); pl=$(pingpong same); hs=$(hora_lat split); ps=$(pingpong split)
