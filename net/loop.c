@@ -217,12 +217,21 @@ static void on_tick(struct hora_net_loop *loop, struct op *op, const struct io_u
 			(unsigned long long)loop->log_suppressed);
 		loop->log_suppressed = 0;
 	}
-	for (struct conn *c = loop->conns, *n; c; c = n) {
-		n = c->next;
-		hora_net_conn_tick(c, now);
+	/* Failing one conn can free others (a peer's stripes go together), so
+	 * handle one expiry at a time and rescan; handled conns are CLOSING. */
+	for (bool again = true; again;) {
+		again = false;
+		for (struct conn *c = loop->conns; c; c = c->next)
+			if ((c->state == C_HANDSHAKE || c->state == C_CONNECTING) && c->deadline_ns &&
+			    now > c->deadline_ns) {
+				hora_net_conn_tick(c, now);
+				again = true;
+				break;
+			}
 	}
-	for (int i = 0; i < loop->npeers; i++)
-		hora_net_peer_tick(loop->all_peers[i], now);
+	for (int i = loop->npeers - 1; i >= 0; i--) /* backwards: a failing peer may be removed */
+		if (i < loop->npeers)
+			hora_net_peer_tick(loop->all_peers[i], now);
 	if (!loop->stopping)
 		arm_tick(loop);
 }

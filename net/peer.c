@@ -182,9 +182,13 @@ void hora_net_peer_fail(struct hora_net_peer *p, int status, const char *fmt, ..
 		va_end(ap);
 		p->status = status ? status : -EIO;
 	}
-	for (int i = 0; i < p->nconns; i++)
-		if (p->conns[i])
-			hora_net_conn_shutdown(p->conns[i]); /* may free the conn and p */
+	/* shutting down the last socket may free p: work from a copy */
+	struct conn *cs[64];
+	int n = p->nconns;
+	memcpy(cs, p->conns, sizeof(*cs) * (size_t)n);
+	for (int i = 0; i < n; i++)
+		if (cs[i])
+			hora_net_conn_shutdown(cs[i]);
 }
 
 static void fail_all(struct hora_net_peer *p)
@@ -663,21 +667,27 @@ void hora_net_peer_do_close(struct hora_net_peer *p, struct hora_net_req *sync)
 		peer_free(p);
 		return;
 	}
-	for (int i = 0; i < p->nconns; i++) {
-		struct conn *c = p->conns[i];
+	/* shutting down the last socket may free p: work from a copy */
+	struct conn *cs[64];
+	int n = p->nconns, broken = p->status != 0;
+	uint32_t view = p->loop->o.view;
+	struct hora_net_loop *loop = p->loop;
+	memcpy(cs, p->conns, sizeof(*cs) * (size_t)n);
+	for (int i = 0; i < n; i++) {
+		struct conn *c = cs[i];
 		if (!c)
 			continue;
-		if (p->status || c->state != C_READY) {
+		if (broken || c->state != C_READY) {
 			hora_net_conn_shutdown(c);
 			continue;
 		}
-		struct frame *f = hora_net_frame_get(p->loop);
+		struct frame *f = hora_net_frame_get(loop);
 		if (!f) {
 			hora_net_conn_shutdown(c);
 			continue;
 		}
 		struct hora_net_hdr h = {.magic = HORA_NET_MAGIC, .version = HORA_NET_VERSION,
-					 .type = HORA_NET_T_CLOSE, .view = p->loop->o.view};
+					 .type = HORA_NET_T_CLOSE, .view = view};
 		hora_net_hdr_encode(&h, f->hdr);
 		enqueue(c, f);
 		hora_net_conn_kick_tx(c); /* shuts the conn down once the queue drains */
