@@ -4,48 +4,40 @@
  * anything uses a length or an offset. Decoding never allocates.
  */
 #include "frame.h"
+#include "endian.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
-static void put16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
-static void put32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i)); }
-static void put64(uint8_t *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i)); }
-static uint16_t get16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
-static uint32_t get32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-static uint64_t get64(const uint8_t *p) { return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32; }
 
 void hora_net_hdr_encode(const struct hora_net_hdr *h, uint8_t out[HORA_NET_HDR_BYTES])
 {
-	put32(out, h->magic);
+	hora_put32(out, h->magic);
 	out[4] = h->version;
 	out[5] = h->type;
-	put16(out + 6, h->flags);
-	put32(out + 8, h->view);
-	put32(out + 12, h->crc32c);
-	put64(out + 16, h->seq);
-	put64(out + 24, h->msg_len);
-	put64(out + 32, h->offset);
-	put64(out + 40, h->length);
+	hora_put16(out + 6, h->flags);
+	hora_put32(out + 8, h->view);
+	hora_put32(out + 12, h->crc32c);
+	hora_put64(out + 16, h->seq);
+	hora_put64(out + 24, h->msg_len);
+	hora_put64(out + 32, h->offset);
+	hora_put64(out + 40, h->length);
 }
 
 int hora_net_hdr_decode(const uint8_t in[HORA_NET_HDR_BYTES], uint64_t max_frame,
 			struct hora_net_hdr *h, char *why, size_t whylen)
 {
-	h->magic = get32(in);
+	h->magic = hora_get32(in);
 	h->version = in[4];
 	h->type = in[5];
-	h->flags = get16(in + 6);
-	h->view = get32(in + 8);
-	h->crc32c = get32(in + 12);
-	h->seq = get64(in + 16);
-	h->msg_len = get64(in + 24);
-	h->offset = get64(in + 32);
-	h->length = get64(in + 40);
+	h->flags = hora_get16(in + 6);
+	h->view = hora_get32(in + 8);
+	h->crc32c = hora_get32(in + 12);
+	h->seq = hora_get64(in + 16);
+	h->msg_len = hora_get64(in + 24);
+	h->offset = hora_get64(in + 32);
+	h->length = hora_get64(in + 40);
 	if (h->magic != HORA_NET_MAGIC)
 		return snprintf(why, whylen, "bad frame magic 0x%08x (not a hora peer?)", h->magic),
 		       -EBADMSG;

@@ -6,6 +6,7 @@
  * exchange cannot be replayed, and the labels stop reflection.
  */
 #include "handshake.h"
+#include "endian.h"
 #include "frame.h"
 
 #include <errno.h>
@@ -20,19 +21,10 @@
 enum { HS_T_HELLO = 0x10, HS_T_CHALLENGE = 0x11, HS_T_AUTH = 0x12, HS_T_OK = 0x13, HS_T_REJECT = 0x14 };
 enum { S_C_WAIT_CHALLENGE = 1, S_C_WAIT_RESULT, S_S_WAIT_HELLO, S_S_WAIT_AUTH, S_DONE, S_FAILED };
 
-static void put16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
-static void put32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i)); }
-static void put64(uint8_t *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i)); }
-static uint16_t get16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
-static uint32_t get32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-static uint64_t get64(const uint8_t *p) { return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32; }
 
 static void head(uint8_t *p, uint8_t type)
 {
-	put32(p, HORA_NET_MAGIC);
+	hora_put32(p, HORA_NET_MAGIC);
 	p[4] = HORA_NET_VERSION;
 	p[5] = type;
 }
@@ -71,10 +63,10 @@ int hora_net_hs_client_start(struct hora_net_hs *hs, const uint8_t *key, size_t 
 	hs->nstripes = nstripes;
 	uint8_t *h = hs->hello;
 	head(h, HS_T_HELLO);
-	put16(h + 6, stripe);
-	put16(h + 8, nstripes);
-	put32(h + 12, node);
-	put64(h + 16, session);
+	hora_put16(h + 6, stripe);
+	hora_put16(h + 8, nstripes);
+	hora_put32(h + 12, node);
+	hora_put64(h + 16, session);
 	randombytes_buf(h + 24, 32); /* nonce_c; 56..63 reserved, zero */
 	memcpy(out, h, HORA_NET_HELLO_BYTES);
 	*outlen = HORA_NET_HELLO_BYTES;
@@ -134,8 +126,8 @@ static void reject(uint8_t *out, size_t *outlen, uint8_t reason)
 /* magic, then version, then type: the first 6 bytes are stable across versions */
 static int check_head(struct hora_net_hs *hs, const uint8_t *in, uint8_t type, const char *what)
 {
-	if (get32(in) != HORA_NET_MAGIC)
-		return fail(hs, -EBADMSG, "not a hora peer (bad magic 0x%08x in %s)", get32(in), what);
+	if (hora_get32(in) != HORA_NET_MAGIC)
+		return fail(hs, -EBADMSG, "not a hora peer (bad magic 0x%08x in %s)", hora_get32(in), what);
 	hs->peer_version = in[4];
 	if (in[4] != HORA_NET_VERSION)
 		return fail(hs, -EPROTONOSUPPORT, "protocol version %u not supported (this is %d)",
@@ -178,20 +170,20 @@ int hora_net_hs_input(struct hora_net_hs *hs, const uint8_t *in, size_t n, uint8
 			       rc == -EPROTONOSUPPORT ? HORA_NET_REJ_VERSION : HORA_NET_REJ_MALFORMED);
 			return rc;
 		}
-		uint16_t stripe = get16(in + 6), nstripes = get16(in + 8);
-		if (nstripes == 0 || nstripes > 64 || stripe >= nstripes || get64(in + 56)) {
+		uint16_t stripe = hora_get16(in + 6), nstripes = hora_get16(in + 8);
+		if (nstripes == 0 || nstripes > 64 || stripe >= nstripes || hora_get64(in + 56)) {
 			reject(out, outlen, HORA_NET_REJ_MALFORMED);
 			return fail(hs, -EBADMSG, "malformed HELLO (stripe %u of %u)", stripe, nstripes);
 		}
 		memcpy(hs->hello, in, HORA_NET_HELLO_BYTES);
 		hs->stripe = stripe;
 		hs->nstripes = nstripes;
-		hs->peer_node = get32(in + 12);
-		hs->session = get64(in + 16);
+		hs->peer_node = hora_get32(in + 12);
+		hs->session = hora_get64(in + 16);
 		uint8_t *c = hs->challenge;
 		memset(c, 0, sizeof(hs->challenge));
 		head(c, HS_T_CHALLENGE);
-		put32(c + 8, hs->local_node);
+		hora_put32(c + 8, hs->local_node);
 		randombytes_buf(c + 12, 32); /* nonce_s; 44..47 reserved */
 		mac(hs, "hora-v1-server", 48, c + 48);
 		memcpy(out, c, HORA_NET_CHALLENGE_BYTES);
@@ -200,7 +192,7 @@ int hora_net_hs_input(struct hora_net_hs *hs, const uint8_t *in, size_t n, uint8
 		return 0;
 	}
 	case S_C_WAIT_CHALLENGE: {
-		if (get32(in) == HORA_NET_MAGIC && in[5] == HS_T_REJECT)
+		if (hora_get32(in) == HORA_NET_MAGIC && in[5] == HS_T_REJECT)
 			return fail(hs, -ECONNREFUSED, "peer refused the connection: %s",
 				    reject_reason(in[6]));
 		int rc = check_head(hs, in, HS_T_CHALLENGE, "CHALLENGE");
@@ -211,7 +203,7 @@ int hora_net_hs_input(struct hora_net_hs *hs, const uint8_t *in, size_t n, uint8
 		if (sodium_memcmp(m, in + 48, 32) != 0)
 			return fail(hs, -EACCES, "authentication failed: the peer does not know the "
 					       "cluster secret");
-		hs->peer_node = get32(in + 8);
+		hs->peer_node = hora_get32(in + 8);
 		uint8_t *a = out;
 		memset(a, 0, HORA_NET_AUTH_BYTES);
 		head(a, HS_T_AUTH);
@@ -239,7 +231,7 @@ int hora_net_hs_input(struct hora_net_hs *hs, const uint8_t *in, size_t n, uint8
 		return 1;
 	}
 	case S_C_WAIT_RESULT:
-		if (get32(in) == HORA_NET_MAGIC && in[5] == HS_T_REJECT)
+		if (hora_get32(in) == HORA_NET_MAGIC && in[5] == HS_T_REJECT)
 			return fail(hs, -ECONNREFUSED, "peer refused the connection: %s",
 				    reject_reason(in[6]));
 		if (check_head(hs, in, HS_T_OK, "OK"))

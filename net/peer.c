@@ -106,9 +106,10 @@ int hora_net_test(struct hora_net_req *r)
 	return d;
 }
 
-/* A request another thread waits on while the comm thread runs cmd. */
+/* A request another thread waits on while the comm thread runs cmd; its
+ * buf, when result is given, is what the command produced. */
 static int sync_cmd(struct hora_net_loop *loop, struct cmd *c, struct hora_net_req *r, char *err,
-		    size_t errlen)
+		    size_t errlen, void **result)
 {
 	c->req = r;
 	int rc = hora_net_post(loop, c);
@@ -117,6 +118,12 @@ static int sync_cmd(struct hora_net_loop *loop, struct cmd *c, struct hora_net_r
 		snprintf(err, errlen, "transport loop is shut down");
 		return rc;
 	}
+	pthread_mutex_lock(&r->lock);
+	while (!r->done)
+		pthread_cond_wait(&r->cond, &r->lock);
+	pthread_mutex_unlock(&r->lock);
+	if (result)
+		*result = r->buf;
 	return hora_net_wait(r, err, errlen);
 }
 
@@ -363,16 +370,17 @@ void hora_net_client_connect(struct hora_net_loop *loop, struct cmd *cmd)
 	snprintf(p->name, sizeof(p->name), "%s", tmp);
 }
 
-int hora_net_connect(struct hora_net_loop *loop, const char *host, uint16_t port, int timeout_ms,
-		     struct hora_net_peer **out, char *err, size_t errlen)
+/* A command carrying an address, and the request its caller waits on. */
+static int addr_cmd(enum cmd_kind kind, const char *host, uint16_t port, struct cmd **cp,
+		    struct hora_net_req **rp, char *err, size_t errlen)
 {
-	*out = NULL;
 	struct cmd *c = calloc(1, sizeof(*c));
 	struct hora_net_req *r = req_new(REQ_SYNC, NULL, NULL, 0, NULL, NULL);
 	if (!c || !r) {
 		free(c);
 		if (r)
 			req_free(r);
+		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
 	if (hora_net_parse_addr(host, port, &c->addr, &c->addrlen)) {
@@ -381,49 +389,40 @@ int hora_net_connect(struct hora_net_loop *loop, const char *host, uint16_t port
 		snprintf(err, errlen, "'%s' is not an IPv4 or IPv6 address", host);
 		return -EINVAL;
 	}
-	c->kind = CMD_CONNECT;
-	c->timeout_ms = timeout_ms > 0 ? timeout_ms : 10000;
-	/* wait on r by hand: its buf carries the peer back */
-	c->req = r;
-	int rc = hora_net_post(loop, c);
-	if (rc) {
-		req_free(r);
-		return rc;
-	}
-	pthread_mutex_lock(&r->lock);
-	while (!r->done)
-		pthread_cond_wait(&r->cond, &r->lock);
-	pthread_mutex_unlock(&r->lock);
-	rc = r->status;
+	c->kind = kind;
+	*cp = c;
+	*rp = r;
+	return 0;
+}
+
+int hora_net_connect(struct hora_net_loop *loop, const char *host, uint16_t port, int timeout_ms,
+		     struct hora_net_peer **out, char *err, size_t errlen)
+{
+	struct cmd *c;
+	struct hora_net_req *r;
+	*out = NULL;
+	int rc = addr_cmd(CMD_CONNECT, host, port, &c, &r, err, errlen);
 	if (rc)
-		snprintf(err, errlen, "%s", r->err);
-	else
-		*out = (struct hora_net_peer *)r->buf;
-	req_free(r);
+		return rc;
+	c->timeout_ms = timeout_ms > 0 ? timeout_ms : 10000;
+	void *peer = NULL; /* the request's buf carries the peer back */
+	rc = sync_cmd(loop, c, r, err, errlen, &peer);
+	if (!rc)
+		*out = peer;
 	return rc;
 }
 
 int hora_net_listen(struct hora_net_loop *loop, const char *host, uint16_t port, uint16_t *bound,
 		    char *err, size_t errlen)
 {
-	struct cmd *c = calloc(1, sizeof(*c));
-	struct hora_net_req *r = req_new(REQ_SYNC, NULL, NULL, 0, NULL, NULL);
+	struct cmd *c;
+	struct hora_net_req *r;
 	uint16_t b = 0;
-	if (!c || !r) {
-		free(c);
-		if (r)
-			req_free(r);
-		return -ENOMEM;
-	}
-	if (hora_net_parse_addr(host, port, &c->addr, &c->addrlen)) {
-		free(c);
-		req_free(r);
-		snprintf(err, errlen, "'%s' is not an IPv4 or IPv6 address", host);
-		return -EINVAL;
-	}
-	c->kind = CMD_LISTEN;
+	int rc = addr_cmd(CMD_LISTEN, host, port, &c, &r, err, errlen);
+	if (rc)
+		return rc;
 	c->bound = &b;
-	int rc = sync_cmd(loop, c, r, err, errlen);
+	rc = sync_cmd(loop, c, r, err, errlen, NULL);
 	if (!rc && bound)
 		*bound = b;
 	return rc;
@@ -709,5 +708,5 @@ void hora_net_peer_close(struct hora_net_peer *p)
 	c->kind = CMD_CLOSE;
 	c->peer = p;
 	char err[256];
-	sync_cmd(p->loop, c, r, err, sizeof(err));
+	sync_cmd(p->loop, c, r, err, sizeof(err), NULL);
 }

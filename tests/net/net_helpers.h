@@ -49,6 +49,29 @@ static inline void tn_pair(struct hora_net_loop *srv, struct hora_net_loop *cli,
 	cr_assert_eq(hora_net_accept(srv, 5000, ps, err, sizeof(err)), 0, "%s", err);
 }
 
+/* Two loops and one authenticated peer between them. */
+struct tn_env {
+	struct hora_net_loop *a, *b;
+	struct hora_net_peer *pa, *pb; /* pa: a's view of b, pb: b's view of a */
+};
+
+static inline struct tn_env tn_up(int sockets, void (*tweak_a)(struct hora_net_opts *),
+				  void (*tweak_b)(struct hora_net_opts *))
+{
+	struct tn_env e = {tn_loop(sockets, 1, tweak_a), tn_loop(sockets, 2, tweak_b), NULL, NULL};
+	uint16_t port = 0;
+	tn_pair(e.a, e.b, &port, &e.pa, &e.pb);
+	return e;
+}
+
+static inline void tn_down(struct tn_env *e)
+{
+	hora_net_peer_close(e->pa);
+	hora_net_peer_close(e->pb);
+	hora_net_loop_destroy(e->a);
+	hora_net_loop_destroy(e->b);
+}
+
 /* A blocking raw TCP socket to 127.0.0.1:port (for misbehaving clients). */
 static inline int tn_raw(uint16_t port)
 {

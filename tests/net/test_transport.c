@@ -8,10 +8,8 @@
 
 static void roundtrip(int sockets, void (*tweak)(struct hora_net_opts *))
 {
-	struct hora_net_loop *a = tn_loop(sockets, 1, tweak), *b = tn_loop(sockets, 2, tweak);
-	struct hora_net_peer *pa, *pb;
-	uint16_t port = 0;
-	tn_pair(a, b, &port, &pa, &pb);
+	struct tn_env e = tn_up(sockets, tweak, tweak);
+	struct hora_net_peer *pa = e.pa, *pb = e.pb;
 	cr_assert_eq(hora_net_peer_node(pa), 2);
 	cr_assert_eq(hora_net_peer_node(pb), 1);
 	static const size_t sizes[] = {0, 1, 7, 48, 4096, 65536 - 48, 65536, 100000, 1 << 20,
@@ -38,10 +36,7 @@ static void roundtrip(int sockets, void (*tweak)(struct hora_net_opts *))
 		free(src[i]);
 		free(dst[i]);
 	}
-	hora_net_peer_close(pa);
-	hora_net_peer_close(pb);
-	hora_net_loop_destroy(a);
-	hora_net_loop_destroy(b);
+	tn_down(&e);
 }
 
 Test(net_transport, messages_of_every_size_one_socket) { roundtrip(1, NULL); }
@@ -89,10 +84,8 @@ static void pp_recv(void *arg, int st, const char *err)
 
 Test(net_transport, callback_ping_pong)
 {
-	struct hora_net_loop *a = tn_loop(1, 1, NULL), *b = tn_loop(1, 2, NULL);
-	struct hora_net_peer *pa, *pb;
-	uint16_t port = 0;
-	tn_pair(a, b, &port, &pa, &pb);
+	struct tn_env e = tn_up(1, NULL, NULL);
+	struct hora_net_peer *pa = e.pa, *pb = e.pb;
 	struct pp x = {.peer = pa, .left = 1000, .echo = 1}, y = {.peer = pb, .left = 1000};
 	pthread_mutex_init(&x.m, NULL);
 	pthread_cond_init(&x.c, NULL);
@@ -112,18 +105,13 @@ Test(net_transport, callback_ping_pong)
 	cr_assert_eq(x.left, 0);
 	cr_assert_eq(y.left, 0);
 	cr_assert_eq(y.buf, 1999); /* each side adds one per message it sends */
-	hora_net_peer_close(pa);
-	hora_net_peer_close(pb);
-	hora_net_loop_destroy(a);
-	hora_net_loop_destroy(b);
+	tn_down(&e);
 }
 
 Test(net_transport, length_mismatch_is_named)
 {
-	struct hora_net_loop *a = tn_loop(1, 1, NULL), *b = tn_loop(1, 2, NULL);
-	struct hora_net_peer *pa, *pb;
-	uint16_t port = 0;
-	tn_pair(a, b, &port, &pa, &pb);
+	struct tn_env e = tn_up(1, NULL, NULL);
+	struct hora_net_peer *pa = e.pa, *pb = e.pb;
 	uint8_t s[100] = {0}, d[64];
 	struct hora_net_req *rs, *rr;
 	char err[256];
@@ -133,20 +121,15 @@ Test(net_transport, length_mismatch_is_named)
 	cr_assert(strstr(err, "message 0 from 127.0.0.1:") &&
 		  strstr(err, "is 100 bytes but the receive posted for it is 64 bytes"), "%s", err);
 	hora_net_wait(rs, err, sizeof(err));
-	hora_net_peer_close(pa);
-	hora_net_peer_close(pb);
-	hora_net_loop_destroy(a);
-	hora_net_loop_destroy(b);
+	tn_down(&e);
 }
 
 static void view7(struct hora_net_opts *o) { o->view = 7; }
 
 Test(net_transport, frames_of_another_view_are_refused)
 {
-	struct hora_net_loop *a = tn_loop(1, 1, NULL), *b = tn_loop(1, 2, view7);
-	struct hora_net_peer *pa, *pb;
-	uint16_t port = 0;
-	tn_pair(a, b, &port, &pa, &pb);
+	struct tn_env e = tn_up(1, NULL, view7);
+	struct hora_net_peer *pa = e.pa, *pb = e.pb;
 	uint8_t s[8] = {1}, d[8];
 	struct hora_net_req *rs, *rr;
 	char err[256];
@@ -155,18 +138,13 @@ Test(net_transport, frames_of_another_view_are_refused)
 	cr_assert_eq(hora_net_wait(rr, err, sizeof(err)), -ESTALE);
 	cr_assert(strstr(err, "belongs to view 7, this is view 0"), "%s", err);
 	hora_net_wait(rs, err, sizeof(err));
-	hora_net_peer_close(pa);
-	hora_net_peer_close(pb);
-	hora_net_loop_destroy(a);
-	hora_net_loop_destroy(b);
+	tn_down(&e);
 }
 
 Test(net_transport, peer_close_fails_pending_receive)
 {
-	struct hora_net_loop *a = tn_loop(2, 1, NULL), *b = tn_loop(2, 2, NULL);
-	struct hora_net_peer *pa, *pb;
-	uint16_t port = 0;
-	tn_pair(a, b, &port, &pa, &pb);
+	struct tn_env e = tn_up(2, NULL, NULL);
+	struct hora_net_peer *pa = e.pa, *pb = e.pb;
 	uint8_t d[8];
 	struct hora_net_req *rr;
 	char err[256];
@@ -178,8 +156,8 @@ Test(net_transport, peer_close_fails_pending_receive)
 	cr_assert_eq(hora_net_irecv(pa, d, 8, NULL, NULL, &rr), 0);
 	cr_assert_eq(hora_net_wait(rr, err, sizeof(err)), -ECONNRESET);
 	hora_net_peer_close(pa);
-	hora_net_loop_destroy(a);
-	hora_net_loop_destroy(b);
+	hora_net_loop_destroy(e.a);
+	hora_net_loop_destroy(e.b);
 }
 
 Test(net_transport, connect_to_nothing_times_out_with_reason)
@@ -198,19 +176,14 @@ static void short_io(struct hora_net_opts *o) { o->io_timeout_ms = 300; }
 
 Test(net_transport, io_timeout_on_silent_peer)
 {
-	struct hora_net_loop *a = tn_loop(1, 1, short_io), *b = tn_loop(1, 2, NULL);
-	struct hora_net_peer *pa, *pb;
-	uint16_t port = 0;
-	tn_pair(a, b, &port, &pa, &pb);
+	struct tn_env e = tn_up(1, short_io, NULL);
+	struct hora_net_peer *pa = e.pa;
 	uint8_t d[8];
 	struct hora_net_req *rr;
 	char err[256];
-	cr_assert_eq(hora_net_irecv(pa, d, 8, NULL, NULL, &rr), 0); /* pb never sends */
+	cr_assert_eq(hora_net_irecv(pa, d, 8, NULL, NULL, &rr), 0); /* e.pb never sends */
 	cr_assert_eq(hora_net_wait(rr, err, sizeof(err)), -ETIMEDOUT);
 	cr_assert(strstr(err, "no progress from peer 127.0.0.1:") && strstr(err, "for 300 ms"), "%s",
 		  err);
-	hora_net_peer_close(pa);
-	hora_net_peer_close(pb);
-	hora_net_loop_destroy(a);
-	hora_net_loop_destroy(b);
+	tn_down(&e);
 }
