@@ -32,6 +32,7 @@
 
 static void conn_free(struct conn *c);
 static void process_rx(struct conn *c);
+static void pop_sent(struct conn *c);
 
 static void fmt_addr(const struct sockaddr_storage *ss, socklen_t len, char *buf, size_t n)
 {
@@ -581,7 +582,29 @@ void hora_net_conn_kick_tx(struct conn *c)
 	}
 	struct frame *h = c->txq;
 	if (h->inlined && !h->next && !c->loop->o.send_zc) {
-		/* one small frame (the latency case): a single contiguous send */
+		/* One small frame (the latency case). Try a non-blocking send(2)
+		 * first: when the socket has room it completes here, with no SQE,
+		 * no CQE and no extra trip through io_uring_enter. */
+		if (h->sent == 0) {
+			size_t total = HORA_NET_HDR_BYTES + h->len;
+			ssize_t n = send(c->fd, h->hdr, total, MSG_DONTWAIT | MSG_NOSIGNAL);
+			if (n > 0)
+				h->sent = (size_t)n;
+			if (n == (ssize_t)total) {
+				c->peer->last_progress_ns = hora_net_now_ns();
+				c->inflight++; /* callbacks below may close us: hold on */
+				pop_sent(c);
+				if (!op_done(c))
+					hora_net_conn_kick_tx(c);
+				return;
+			}
+			if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+				int e = errno;
+				hora_net_peer_fail(c->peer, -e, "send to %s: %s", c->peer->name,
+						   strerror(e));
+				return;
+			}
+		}
 		struct io_uring_sqe *sqe = hora_net_sqe(c->loop);
 		io_uring_prep_send(sqe, c->fd, h->hdr + h->sent, HORA_NET_HDR_BYTES + h->len - h->sent,
 				   MSG_NOSIGNAL);
