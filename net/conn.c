@@ -434,7 +434,7 @@ static void frame_done(struct conn *c)
 	}
 	c->loop->stats.frames_received++;
 	c->loop->stats.bytes_received += c->cur.length;
-	p->last_progress_ns = hora_net_now_ns();
+	p->progress++;
 	r->done_bytes += c->cur.length;
 	c->rx = RX_HDR;
 	c->cur_req = NULL;
@@ -591,7 +591,7 @@ void hora_net_conn_kick_tx(struct conn *c)
 			if (n > 0)
 				h->sent = (size_t)n;
 			if (n == (ssize_t)total) {
-				c->peer->last_progress_ns = hora_net_now_ns();
+				c->peer->progress++;
 				c->inflight++; /* callbacks below may close us: hold on */
 				pop_sent(c);
 				if (!op_done(c))
@@ -691,7 +691,7 @@ static void on_tx(struct hora_net_loop *loop, struct op *op, const struct io_uri
 		f->sent += k;
 		left -= k;
 	}
-	c->peer->last_progress_ns = hora_net_now_ns();
+	c->peer->progress++;
 	if (!more) {
 		pop_sent(c);
 		hora_net_conn_kick_tx(c);

@@ -137,7 +137,10 @@ struct hora_net_peer {
 	bool closing;       /* user called close */
 	struct hora_net_req *close_req;
 	struct hora_net_req *connect_req; /* client: completes when all stripes ready */
-	int64_t last_progress_ns;
+	uint64_t progress;         /* bumped on every byte moved or op posted (no clock on the data path) */
+	uint64_t progress_seen;    /* value at the last tick that saw it change */
+	int64_t idle_since_ns;     /* when the tick first saw progress unchanged */
+	int64_t created_ns;
 };
 
 enum cmd_kind { CMD_LISTEN, CMD_CONNECT, CMD_SEND, CMD_RECV, CMD_CLOSE, CMD_STOP };

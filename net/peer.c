@@ -146,7 +146,7 @@ static struct hora_net_peer *peer_new(struct hora_net_loop *loop, int nconns)
 	loop->all_peers[loop->npeers++] = p;
 	p->loop = loop;
 	p->nconns = nconns;
-	p->last_progress_ns = hora_net_now_ns();
+	p->created_ns = p->idle_since_ns = hora_net_now_ns();
 	return p;
 }
 
@@ -316,15 +316,19 @@ void hora_net_peer_tick(struct hora_net_peer *p, int64_t now)
 	if (p->status || p->closing)
 		return;
 	if (p->nready < p->nconns && !p->connect_req &&
-	    now - p->last_progress_ns > (int64_t)o->handshake_timeout_ms * 1000000) {
+	    now - p->created_ns > (int64_t)o->handshake_timeout_ms * 1000000) {
 		hora_net_refuse_log(p->loop, "dropping %s: only %d of %d stripes arrived", p->name,
 				    p->nready, p->nconns);
 		hora_net_peer_fail(p, -ETIMEDOUT, "only %d of %d stripes arrived", p->nready,
 				   p->nconns);
 		return;
 	}
-	if (o->io_timeout_ms > 0 && (p->recvq || p->sendq) &&
-	    now - p->last_progress_ns > (int64_t)o->io_timeout_ms * 1000000)
+	if (p->progress != p->progress_seen || !(p->recvq || p->sendq)) {
+		p->progress_seen = p->progress;
+		p->idle_since_ns = now;
+		return;
+	}
+	if (o->io_timeout_ms > 0 && now - p->idle_since_ns > (int64_t)o->io_timeout_ms * 1000000)
 		hora_net_peer_fail(p, -ETIMEDOUT, "no progress from peer %s for %d ms", p->name,
 				   o->io_timeout_ms);
 }
@@ -500,7 +504,7 @@ void hora_net_peer_do_send(struct hora_net_req *r)
 		p->sendq = r;
 	p->sendq_tail = r;
 	if (!p->recvq && p->sendq == r)
-		p->last_progress_ns = hora_net_now_ns();
+		p->progress++;
 	uint64_t mask = 0;
 	for (size_t i = 0; i < nframes; i++) {
 		struct frame *f = hora_net_frame_get(loop);
@@ -558,7 +562,7 @@ void hora_net_peer_send_frame_done(struct hora_net_req *r)
 		if (p->sendq_tail == r)
 			p->sendq_tail = prev;
 	}
-	p->last_progress_ns = hora_net_now_ns();
+	p->progress++;
 	hora_net_req_finish(r, 0, NULL);
 }
 
@@ -572,7 +576,7 @@ void hora_net_peer_do_recv(struct hora_net_req *r)
 	}
 	r->seq = p->recv_seq++;
 	if (!p->recvq && !p->sendq)
-		p->last_progress_ns = hora_net_now_ns();
+		p->progress++;
 	if (p->recvq_tail)
 		p->recvq_tail->next = r;
 	else
