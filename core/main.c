@@ -22,6 +22,8 @@
 #if HORA_WITH_BENCH
 int hora_bench_main(int argc, char **argv);
 #endif
+int hora_cmd_seed(int argc, char **argv);
+int hora_cmd_worker(int argc, char **argv);
 
 static void usage_train(FILE *f)
 {
@@ -178,6 +180,8 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: hora <command> [options]\n"
 		   "  train      train a model on one worker (hora train --help)\n"
+		   "  seed       run a bare seed that admits joiners (hora seed --help)\n"
+		   "  worker     join a cluster and follow its agreed views (hora worker --help)\n"
 		   "  bench      benchmarks: hora bench train --help\n"
 		   "  gpu-info   list CUDA devices and the NCCL version\n"
 		   "  version    print the version and build features\n");
@@ -200,6 +204,10 @@ int main(int argc, char **argv)
 		return 2;
 #endif
 	}
+	if (!strcmp(cmd, "seed"))
+		return hora_cmd_seed(argc - 1, argv + 1);
+	if (!strcmp(cmd, "worker"))
+		return hora_cmd_worker(argc - 1, argv + 1);
 	if (!strcmp(cmd, "gpu-info"))
 		return cmd_gpu_info();
 	if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {

@@ -16,8 +16,11 @@
 #ifndef HORA_NET_H
 #define HORA_NET_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "swim.h"
 
 struct hora_net_opts {
 	uint32_t node_id;            /* this worker's id, sent in the handshake */
@@ -89,6 +92,30 @@ int hora_net_irecv(struct hora_net_peer *peer, void *buf, size_t len, hora_net_d
 int hora_net_wait(struct hora_net_req *req, char *err, size_t errlen);
 /* 1 if req has finished (then hora_net_wait returns at once), else 0. */
 int hora_net_test(struct hora_net_req *req);
+
+/* ---- membership (SWIM + agreed views, net/MEMBERSHIP.md) -------------------- */
+
+/* Bind UDP host:port (0 = any; *bound gets it) and run SWIM on this loop's
+ * comm thread, joining through the seeds (none: start alone). cfg's uid,
+ * self address and secret are filled in here (secret: the loop's). */
+int hora_net_membership_start(struct hora_net_loop *loop, const struct hora_swim_cfg *cfg,
+			      const char *host, uint16_t port, uint16_t *bound,
+			      const struct hora_swim_addr *seeds, int nseeds, char *err, size_t errlen);
+/* The installed view, this member's rank (-1 if not in it), paused and why.
+ * Returns 0, or -ENOTCONN when membership is not running. Thread-safe. */
+int hora_net_membership_view(struct hora_net_loop *loop, struct hora_swim_view *v, int *rank,
+			     bool *paused, char *why, size_t whylen);
+/* Wait until the installed view id differs from `known` (or its paused
+ * state changes); timeout_ms -1 = forever. 0, -ETIMEDOUT or -ESHUTDOWN. */
+int hora_net_membership_wait(struct hora_net_loop *loop, uint64_t known, bool known_paused,
+			     int timeout_ms);
+/* Whether a seed (or any member) has answered. */
+bool hora_net_membership_joined(struct hora_net_loop *loop);
+/* Announce a graceful leave to every member; returns once sent. */
+void hora_net_membership_leave(struct hora_net_loop *loop);
+void hora_net_membership_stats(struct hora_net_loop *loop, struct hora_swim_stats *st);
+/* Parse "a.b.c.d:port" into a SWIM address. 0 or -EINVAL. */
+int hora_net_swim_addr(const char *hostport, struct hora_swim_addr *a);
 
 struct hora_net_stats {
 	uint64_t accepted, refused, auth_failures, handshake_timeouts, protocol_errors;

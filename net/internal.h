@@ -9,8 +9,10 @@
 #include "frame.h"
 #include "handshake.h"
 #include "hora_net.h"
+#include "swim.h"
 
 #include <liburing.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -143,7 +145,8 @@ struct hora_net_peer {
 	int64_t created_ns;
 };
 
-enum cmd_kind { CMD_LISTEN, CMD_CONNECT, CMD_SEND, CMD_RECV, CMD_CLOSE, CMD_STOP };
+enum cmd_kind { CMD_LISTEN, CMD_CONNECT, CMD_SEND, CMD_RECV, CMD_CLOSE, CMD_STOP, CMD_MEMBERSHIP,
+		CMD_LEAVE };
 
 struct cmd {
 	struct cmd *next;
@@ -154,6 +157,7 @@ struct cmd {
 	socklen_t addrlen;
 	int timeout_ms;
 	uint16_t *bound;
+	void *arg; /* CMD_MEMBERSHIP: struct hora_net_membership_start */
 };
 
 struct hora_net_loop {
@@ -190,6 +194,23 @@ struct hora_net_loop {
 	struct hora_net_peer *accepted, *accepted_tail;
 	bool dead;
 	struct hora_net_stats stats; /* [q] when read from outside; comm thread writes */
+
+	/* membership (membership.c); swim is owned by the comm thread */
+	struct hora_swim *swim;
+	int udp_fd;
+	struct op udp_op, swim_op;
+	struct __kernel_timespec swim_ts;
+	struct msghdr udp_msg;
+	struct iovec udp_iov;
+	struct sockaddr_in udp_from;
+	uint8_t udp_buf[HORA_SWIM_MTU + 64];
+	bool leaving;
+	/* [q] snapshot for other threads */
+	struct hora_swim_view mview;
+	int mrank;
+	bool mpaused, mjoined;
+	char mwhy[128];
+	struct hora_swim_stats mstats;
 };
 
 /* loop.c */
@@ -200,6 +221,10 @@ struct io_uring_sqe *hora_net_sqe(struct hora_net_loop *loop);
 void hora_net_refuse_log(struct hora_net_loop *loop, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 bool hora_net_on_loop(struct hora_net_loop *loop);
+
+/* membership.c */
+void hora_net_membership_run(struct hora_net_loop *loop, struct cmd *c);
+void hora_net_membership_do_leave(struct hora_net_loop *loop, struct hora_net_req *r);
 
 /* conn.c */
 struct conn *hora_net_conn_new(struct hora_net_loop *loop, int fd, bool server,

@@ -145,6 +145,12 @@ static void run_cmd(struct hora_net_loop *loop, struct cmd *c)
 	case CMD_STOP:
 		loop->stopping = true;
 		break;
+	case CMD_MEMBERSHIP:
+		hora_net_membership_run(loop, c);
+		break;
+	case CMD_LEAVE:
+		hora_net_membership_do_leave(loop, c->req);
+		break;
 	}
 	free(c);
 }
@@ -384,6 +390,8 @@ int hora_net_loop_create(const struct hora_net_opts *o, struct hora_net_loop **o
 	memcpy(loop->secret, o->secret, o->secret_len);
 	loop->o.secret = loop->secret;
 	loop->listen_fd = -1;
+	loop->udp_fd = -1;
+	loop->mrank = -1;
 	loop->efd_op.fn = on_efd;
 	loop->tick_op.fn = on_tick;
 	loop->accept_op.fn = on_accept;
@@ -491,6 +499,9 @@ void hora_net_loop_destroy(struct hora_net_loop *loop)
 	}
 	if (loop->listen_fd >= 0)
 		close(loop->listen_fd);
+	if (loop->udp_fd >= 0)
+		close(loop->udp_fd);
+	hora_swim_destroy(loop->swim);
 	close(loop->efd);
 	io_uring_queue_exit(&loop->ring);
 	pthread_mutex_destroy(&loop->qlock);

@@ -127,6 +127,20 @@ static int sync_cmd(struct hora_net_loop *loop, struct cmd *c, struct hora_net_r
 	return hora_net_wait(r, err, errlen);
 }
 
+struct hora_net_req *hora_net_sync_req(void);
+struct hora_net_req *hora_net_sync_req(void)
+{
+	return req_new(REQ_SYNC, NULL, NULL, 0, NULL, NULL);
+}
+
+int hora_net_sync_wait(struct hora_net_loop *loop, struct cmd *c, struct hora_net_req *r, char *err,
+		       size_t errlen);
+int hora_net_sync_wait(struct hora_net_loop *loop, struct cmd *c, struct hora_net_req *r, char *err,
+		       size_t errlen)
+{
+	return sync_cmd(loop, c, r, err, errlen, NULL);
+}
+
 /* ---- peers ---------------------------------------------------------------------- */
 
 static struct hora_net_peer *peer_new(struct hora_net_loop *loop, int nconns)

@@ -1,0 +1,249 @@
+/* worker.c - `hora seed` and `hora worker`: a process that joins the cluster
+ * through seeds, keeps SWIM membership on its comm thread, and follows the
+ * agreed views. Today's job for a worker is the trivial one: print every
+ * view it installs with its rank (training joins with the distributed
+ * optimizer issue). SIGTERM/SIGINT leave gracefully.
+ *
+ * Secret: cluster.secret_file (--secret-file) or HORA_SECRET, never argv.
+ */
+#include "hora.h"
+#include "net/handshake.h"
+#include "net/hora_net.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define MAX_SEEDS 16
+
+struct node_opts {
+	const char *listen;
+	struct hora_swim_addr seeds[MAX_SEEDS];
+	int nseeds;
+	const char *secret_file;
+	struct hora_swim_cfg swim;
+	int join_timeout_ms;
+	int run_ms; /* 0 = until a signal */
+};
+
+static int parse_common(int c, const char *arg, struct node_opts *o, const char *prog)
+{
+	switch (c) {
+	case 'l':
+		o->listen = arg;
+		return 0;
+	case 's':
+		if (o->nseeds == MAX_SEEDS || hora_net_swim_addr(arg, &o->seeds[o->nseeds])) {
+			fprintf(stderr, "%s: --seed wants IPv4:PORT (got '%s')\n", prog, arg);
+			return 2;
+		}
+		o->nseeds++;
+		return 0;
+	case 'k':
+		o->secret_file = arg;
+		return 0;
+	case 'p':
+		o->swim.probe_interval_ms = atoi(arg);
+		return 0;
+	case 'S':
+		o->swim.suspect_timeout_ms = atoi(arg);
+		return 0;
+	case 't':
+		o->run_ms = atoi(arg);
+		return 0;
+	}
+	return 1;
+}
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void print_view(struct hora_net_loop *loop, const char *who)
+{
+	struct hora_swim_view v;
+	int rank;
+	bool paused;
+	char why[128];
+	hora_net_membership_view(loop, &v, &rank, &paused, why, sizeof(why));
+	if (!v.id && !paused)
+		return;
+	printf("%s: view %llu: %d members, rank %d%s%s [", who, (unsigned long long)v.id, v.n, rank,
+	       paused ? ", paused: " : "", paused ? why : "");
+	for (int i = 0; i < v.n; i++)
+		printf("%s%016llx", i ? " " : "", (unsigned long long)v.uids[i]);
+	printf("]\n");
+	fflush(stdout);
+}
+
+static int run_node(struct node_opts *o, enum hora_swim_role role, const char *prog)
+{
+	uint8_t secret[HORA_NET_SECRET_MAX];
+	char err[256];
+	int slen = hora_net_secret_load(o->secret_file, secret, sizeof(secret), err, sizeof(err));
+	if (slen < 0) {
+		fprintf(stderr, "%s: %s\n", prog, err);
+		return 2;
+	}
+	char host[64] = "0.0.0.0";
+	uint16_t port = 0;
+	if (o->listen) {
+		struct hora_swim_addr a;
+		if (hora_net_swim_addr(o->listen, &a)) {
+			fprintf(stderr, "%s: --listen wants IPv4:PORT (got '%s')\n", prog, o->listen);
+			return 2;
+		}
+		snprintf(host, sizeof(host), "%.*s", (int)(strrchr(o->listen, ':') - o->listen), o->listen);
+		port = a.port;
+	}
+	/* signals are taken synchronously by the main thread */
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+
+	struct hora_net_opts no;
+	hora_net_opts_default(&no);
+	no.secret = secret;
+	no.secret_len = (size_t)slen;
+	struct hora_net_loop *loop;
+	if (hora_net_loop_create(&no, &loop, err, sizeof(err))) {
+		fprintf(stderr, "%s: %s\n", prog, err);
+		return 1;
+	}
+	o->swim.role = role;
+	uint16_t bound;
+	if (hora_net_membership_start(loop, &o->swim, host, port, &bound, o->seeds, o->nseeds, err,
+				      sizeof(err))) {
+		fprintf(stderr, "%s: %s\n", prog, err);
+		hora_net_loop_destroy(loop);
+		return 2;
+	}
+	char who[96];
+	snprintf(who, sizeof(who), "%s %s:%u", role == HORA_SWIM_SEED ? "seed" : "worker", host, bound);
+	printf("%s: up (membership on UDP port %u)\n", who, bound);
+	fflush(stdout);
+
+	int rc = 0;
+	int64_t start = mono_ms();
+	bool joined_said = o->nseeds == 0;
+	uint64_t known = 0;
+	bool known_paused = false;
+	for (;;) {
+		struct timespec zero = {0, 0};
+		int sig = sigtimedwait(&set, NULL, &zero);
+		if (sig == SIGTERM || sig == SIGINT) {
+			printf("%s: leaving (signal %d)\n", who, sig);
+			fflush(stdout);
+			hora_net_membership_leave(loop);
+			break;
+		}
+		if (o->run_ms && mono_ms() - start > o->run_ms)
+			break;
+		if (!joined_said) {
+			if (hora_net_membership_joined(loop)) {
+				joined_said = true;
+				printf("%s: joined\n", who);
+				fflush(stdout);
+			} else if (mono_ms() - start > o->join_timeout_ms) {
+				fprintf(stderr, "%s: no authenticated answer from %d seed(s) within %d ms "
+						"(seed down or wrong cluster secret?)\n",
+					who, o->nseeds, o->join_timeout_ms);
+				rc = 1;
+				break;
+			}
+		}
+		hora_net_membership_wait(loop, known, known_paused, 100);
+		struct hora_swim_view v;
+		int rank;
+		bool paused;
+		hora_net_membership_view(loop, &v, &rank, &paused, NULL, 0);
+		if (v.id != known || paused != known_paused) {
+			known = v.id;
+			known_paused = paused;
+			if (role == HORA_SWIM_WORKER)
+				print_view(loop, who);
+		}
+	}
+	hora_net_loop_destroy(loop);
+	return rc;
+}
+
+static void usage(FILE *f, const char *what)
+{
+	fprintf(f,
+		"usage: hora %s [--listen IP:PORT] [--seed IP:PORT]... [--secret-file F]\n"
+		"       [--probe-interval-ms 200] [--suspect-timeout-ms 1000]%s [--run-ms N]\n"
+		"  The cluster secret comes from --secret-file or HORA_SECRET.\n",
+		what, strcmp(what, "worker") ? "" : " [--expect N]");
+}
+
+static const struct option common_opts[] = {
+	{"listen", required_argument, 0, 'l'},
+	{"seed", required_argument, 0, 's'},
+	{"secret-file", required_argument, 0, 'k'},
+	{"probe-interval-ms", required_argument, 0, 'p'},
+	{"suspect-timeout-ms", required_argument, 0, 'S'},
+	{"run-ms", required_argument, 0, 't'},
+	{"expect", required_argument, 0, 'e'},
+	{"help", no_argument, 0, 'h'},
+	{0, 0, 0, 0},
+};
+
+static int cmd_node(int argc, char **argv, enum hora_swim_role role)
+{
+	const char *what = role == HORA_SWIM_SEED ? "seed" : "worker";
+	char prog[32];
+	snprintf(prog, sizeof(prog), "hora %s", what);
+	struct node_opts o = {.join_timeout_ms = 10000};
+	hora_swim_cfg_default(&o.swim);
+	int c;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "", common_opts, NULL)) != -1) {
+		if (c == 'h') {
+			usage(stdout, what);
+			return 0;
+		}
+		if (c == 'e' && role == HORA_SWIM_WORKER) {
+			o.swim.min_members = atoi(optarg);
+			if (o.swim.min_members < 1) {
+				fprintf(stderr, "%s: --expect must be a positive integer\n", prog);
+				return 2;
+			}
+			continue;
+		}
+		int r = c == '?' ? 1 : parse_common(c, optarg, &o, prog);
+		if (r == 2)
+			return 2;
+		if (r) {
+			usage(stderr, what);
+			return 2;
+		}
+	}
+	if (o.swim.probe_interval_ms < 10 || o.swim.suspect_timeout_ms < o.swim.probe_interval_ms) {
+		fprintf(stderr, "%s: need probe_interval_ms >= 10 and suspect_timeout_ms >= it\n", prog);
+		return 2;
+	}
+	o.swim.ping_timeout_ms = o.swim.probe_interval_ms * 2 / 5;
+	return run_node(&o, role, prog);
+}
+
+int hora_cmd_seed(int argc, char **argv);
+int hora_cmd_seed(int argc, char **argv)
+{
+	return cmd_node(argc, argv, HORA_SWIM_SEED);
+}
+
+int hora_cmd_worker(int argc, char **argv);
+int hora_cmd_worker(int argc, char **argv)
+{
+	return cmd_node(argc, argv, HORA_SWIM_WORKER);
+}

@@ -1,0 +1,872 @@
+/* swim.c - SWIM failure detection + gossip dissemination + agreed views.
+ *
+ * SWIM (Das, Gupta, Motivala 2002): every protocol period T each member pings
+ * the next member of a shuffled round-robin list; without an ACK within
+ * ping_timeout it asks k others to ping on its behalf (PING_REQ); without any
+ * ACK by the end of the period the target becomes SUSPECT; a suspect not
+ * refuted within suspect_timeout becomes DEAD. A member that hears it is
+ * suspected (or dead) refutes by raising its incarnation. State changes ride
+ * on every message (piggyback), each sent lambda*log2(N+1) times.
+ *
+ * Views: the lowest-uid live worker proposes (id, members sorted by uid);
+ * it commits once every proposed member and a majority of the previous view
+ * acknowledged. A member left out of the view, or seeing no majority of its
+ * view alive, reports itself paused. Layouts: net/MEMBERSHIP.md.
+ */
+#include "swim.h"
+#include "endian.h"
+
+#include <errno.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAGIC 0x4d575348u /* "HSWM" */
+#define VERSION 1
+#define HDR 44
+#define MAC 16
+#define UPD 24
+
+enum { T_PING = 1, T_ACK, T_PING_REQ, T_JOIN, T_JOIN_REPLY, T_LEAVE, T_PROPOSE, T_VACK, T_COMMIT, T_CACK,
+       T_VNACK, T_SYNC };
+
+struct mem {
+	struct hora_swim_member m;
+	int tx_left; /* piggyback transmissions still due */
+	bool vack, cack;
+};
+
+struct hora_swim {
+	struct hora_swim_cfg cfg;
+	uint8_t key[1024];
+	struct mem *mem; /* mem[0] is self */
+	int n;
+	uint64_t seq;
+	struct hora_swim_stats st;
+	/* probing */
+	int *order, norder, next_probe;
+	int64_t period_start, next_period;
+	uint64_t probe_uid;
+	uint32_t probe_seq;
+	bool probe_acked, probe_indirect_sent;
+	int periods;
+	/* joining */
+	struct hora_swim_addr *seeds;
+	int nseeds, seed_next;
+	bool joined;
+	int64_t next_join;
+	/* views */
+	struct hora_swim_view view;
+	uint64_t promised, highest;
+	uint64_t promised_by; /* proposer of `promised`: equal ids only from it */
+	struct hora_swim_view prop; /* in flight, id 0 = none */
+	int64_t prop_sent, prop_started;
+	struct hora_swim_view commit; /* last committed by us, resent until acked */
+	int64_t commit_sent;
+	/* reply forwarding for PING_REQ: whom to tell when target acks */
+	struct {
+		uint64_t target;
+		uint32_t our_seq, their_seq;
+		struct hora_swim_addr requester;
+		int64_t until;
+	} fwd[32];
+	/* outbox */
+	struct hora_swim_out *out;
+	int out_head, out_n;
+	bool left;
+};
+
+void hora_swim_cfg_default(struct hora_swim_cfg *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->probe_interval_ms = 200;
+	c->ping_timeout_ms = 80;
+	c->suspect_timeout_ms = 1000;
+	c->indirect_probes = 3;
+	c->retransmit_mult = 3;
+	c->min_members = 1;
+	c->join_retry_ms = 500;
+}
+
+static struct mem *find(struct hora_swim *s, uint64_t uid)
+{
+	for (int i = 0; i < s->n; i++)
+		if (s->mem[i].m.uid == uid)
+			return &s->mem[i];
+	return NULL;
+}
+
+static int tx_budget(const struct hora_swim *s)
+{
+	int lg = 1;
+	while ((1 << lg) < s->n + 1)
+		lg++;
+	return s->cfg.retransmit_mult * lg;
+}
+
+struct hora_swim *hora_swim_create(const struct hora_swim_cfg *cfg)
+{
+	if (!cfg->secret || cfg->secret_len < 16 || cfg->secret_len > sizeof(((struct hora_swim *)0)->key) ||
+	    sodium_init() < 0)
+		return NULL;
+	struct hora_swim *s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	s->cfg = *cfg;
+	memcpy(s->key, cfg->secret, cfg->secret_len);
+	s->cfg.secret = s->key;
+	s->mem = calloc(HORA_SWIM_MAX_MEMBERS, sizeof(*s->mem));
+	s->order = calloc(HORA_SWIM_MAX_MEMBERS, sizeof(int));
+	s->out = calloc(HORA_SWIM_OUTBOX, sizeof(*s->out));
+	if (!s->mem || !s->order || !s->out) {
+		hora_swim_destroy(s);
+		return NULL;
+	}
+	s->n = 1;
+	s->mem[0].m = (struct hora_swim_member){.uid = cfg->uid, .addr = cfg->self,
+						.data_port = cfg->data_port, .role = cfg->role,
+						.state = HORA_SWIM_ALIVE, .incarnation = 1};
+	s->mem[0].tx_left = tx_budget(s);
+	randombytes_buf(&s->seq, sizeof(s->seq));
+	s->seq &= 0xffffffffull; /* start low but unpredictable */
+	return s;
+}
+
+void hora_swim_destroy(struct hora_swim *s)
+{
+	if (!s)
+		return;
+	free(s->mem);
+	free(s->order);
+	free(s->out);
+	free(s->seeds);
+	sodium_memzero(s->key, sizeof(s->key));
+	free(s);
+}
+
+/* ---- encoding -------------------------------------------------------------- */
+
+struct msg {
+	uint8_t *b;
+	size_t len;
+	int nupd;
+};
+
+static void msg_begin(struct hora_swim *s, struct msg *m, uint8_t *buf, int type, uint32_t aux32,
+		      uint64_t aux64)
+{
+	m->b = buf;
+	hora_put32(buf, MAGIC);
+	buf[4] = VERSION;
+	buf[5] = (uint8_t)type;
+	hora_put16(buf + 6, 0);
+	hora_put64(buf + 8, s->cfg.uid);
+	hora_put64(buf + 16, ++s->seq);
+	hora_put32(buf + 24, s->mem[0].m.incarnation);
+	hora_put32(buf + 28, aux32);
+	hora_put64(buf + 32, aux64);
+	hora_put32(buf + 40, 0); /* body length, set by msg_body */
+	m->len = HDR;
+	m->nupd = 0;
+}
+
+static void msg_body(struct msg *m, const void *body, size_t n)
+{
+	memcpy(m->b + m->len, body, n);
+	m->len += n;
+	hora_put32(m->b + 40, (uint32_t)n);
+}
+
+static void put_upd(uint8_t *p, const struct hora_swim_member *x)
+{
+	hora_put64(p, x->uid);
+	hora_put32(p + 8, x->addr.ip);
+	hora_put16(p + 12, x->addr.port);
+	hora_put16(p + 14, x->data_port);
+	hora_put32(p + 16, x->incarnation);
+	p[20] = x->state;
+	p[21] = x->role;
+	p[22] = p[23] = 0;
+}
+
+static bool msg_upd(struct msg *m, const struct hora_swim_member *x)
+{
+	if (m->len + UPD + MAC > HORA_SWIM_MTU)
+		return false;
+	put_upd(m->b + m->len, x);
+	m->len += UPD;
+	m->nupd++;
+	hora_put16(m->b + 6, (uint16_t)m->nupd);
+	return true;
+}
+
+/* Piggyback pending updates, freshest first. */
+static void piggyback(struct hora_swim *s, struct msg *m)
+{
+	for (;;) {
+		struct mem *best = NULL;
+		for (int i = 0; i < s->n; i++)
+			if (s->mem[i].tx_left > 0 && (!best || s->mem[i].tx_left > best->tx_left))
+				best = &s->mem[i];
+		if (!best || !msg_upd(m, &best->m))
+			return;
+		best->tx_left--;
+	}
+}
+
+static void msg_send(struct hora_swim *s, struct msg *m, struct hora_swim_addr to)
+{
+	crypto_auth_hmacsha256_state st;
+	uint8_t full[32];
+	crypto_auth_hmacsha256_init(&st, s->key, s->cfg.secret_len);
+	crypto_auth_hmacsha256_update(&st, m->b, m->len);
+	crypto_auth_hmacsha256_final(&st, full);
+	memcpy(m->b + m->len, full, MAC);
+	m->len += MAC;
+	if (s->out_n == HORA_SWIM_OUTBOX)
+		return; /* driver not keeping up: drop, UDP semantics */
+	struct hora_swim_out *o = &s->out[(s->out_head + s->out_n) % HORA_SWIM_OUTBOX];
+	o->to = to;
+	o->len = m->len;
+	if (m->b != o->buf)
+		memcpy(o->buf, m->b, m->len);
+	s->out_n++;
+	s->st.sent_msgs++;
+	s->st.sent_bytes += m->len;
+}
+
+static void send_simple(struct hora_swim *s, int type, uint32_t aux32, uint64_t aux64,
+			const void *body, size_t blen, struct hora_swim_addr to, bool gossip)
+{
+	uint8_t buf[HORA_SWIM_MTU];
+	struct msg m;
+	msg_begin(s, &m, buf, type, aux32, aux64);
+	if (blen)
+		msg_body(&m, body, blen);
+	if (gossip) {
+		msg_upd(&m, &s->mem[0].m); /* whoever we talk to learns us directly */
+		piggyback(s, &m);
+	}
+	msg_send(s, &m, to);
+}
+
+/* Our whole table (but departed members), in as many datagrams as needed. */
+static void send_table(struct hora_swim *s, int type, struct hora_swim_addr to)
+{
+	int i = 0;
+	do {
+		uint8_t buf[HORA_SWIM_MTU];
+		struct msg m;
+		msg_begin(s, &m, buf, type, 0, 0);
+		for (; i < s->n; i++)
+			if (s->mem[i].m.state != HORA_SWIM_LEFT && !msg_upd(&m, &s->mem[i].m))
+				break;
+		msg_send(s, &m, to);
+	} while (i < s->n);
+}
+
+bool hora_swim_pop(struct hora_swim *s, struct hora_swim_out *out)
+{
+	if (!s->out_n)
+		return false;
+	*out = s->out[s->out_head];
+	s->out_head = (s->out_head + 1) % HORA_SWIM_OUTBOX;
+	s->out_n--;
+	return true;
+}
+
+/* ---- member table ------------------------------------------------------------ */
+
+static void changed(struct hora_swim *s, struct mem *x, int64_t now)
+{
+	x->m.state_since_ms = now;
+	x->tx_left = tx_budget(s);
+}
+
+/* Apply an update about member u (SWIM precedence). */
+static void apply(struct hora_swim *s, int64_t now, const struct hora_swim_member *u)
+{
+	if (u->uid == s->cfg.uid) {
+		/* about me: refute suspicion or death */
+		if ((u->state == HORA_SWIM_SUSPECT || u->state == HORA_SWIM_DEAD) &&
+		    u->incarnation >= s->mem[0].m.incarnation && !s->left) {
+			s->mem[0].m.incarnation = u->incarnation + 1;
+			changed(s, &s->mem[0], now);
+		}
+		return;
+	}
+	struct mem *x = find(s, u->uid);
+	if (!x) {
+		if (u->state == HORA_SWIM_LEFT || u->state == HORA_SWIM_DEAD ||
+		    s->n == HORA_SWIM_MAX_MEMBERS)
+			return;
+		x = &s->mem[s->n++];
+		memset(x, 0, sizeof(*x));
+		x->m = *u;
+		x->m.last_seq = 0;
+		changed(s, x, now);
+		return;
+	}
+	struct hora_swim_member *m = &x->m;
+	if (m->state == HORA_SWIM_LEFT)
+		return;
+	bool take = false;
+	switch (u->state) {
+	case HORA_SWIM_ALIVE:
+		take = u->incarnation > m->incarnation;
+		break;
+	case HORA_SWIM_SUSPECT:
+		take = (m->state == HORA_SWIM_ALIVE && u->incarnation >= m->incarnation) ||
+		       (m->state != HORA_SWIM_DEAD && u->incarnation > m->incarnation);
+		break;
+	case HORA_SWIM_DEAD:
+		take = m->state != HORA_SWIM_DEAD && u->incarnation >= m->incarnation;
+		break;
+	case HORA_SWIM_LEFT:
+		take = true;
+		break;
+	}
+	if (!take)
+		return;
+	m->state = u->state;
+	m->incarnation = u->incarnation;
+	m->addr = u->addr;
+	m->data_port = u->data_port;
+	changed(s, x, now);
+}
+
+static void mark(struct hora_swim *s, struct mem *x, int state, int64_t now)
+{
+	if (x->m.state == state)
+		return;
+	x->m.state = (uint8_t)state;
+	changed(s, x, now);
+}
+
+/* ---- views --------------------------------------------------------------------- */
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return (x > y) - (x < y);
+}
+
+static bool live(const struct mem *x)
+{
+	return x->m.state == HORA_SWIM_ALIVE || x->m.state == HORA_SWIM_SUSPECT;
+}
+
+static void desired(const struct hora_swim *s, struct hora_swim_view *v)
+{
+	v->n = 0;
+	for (int i = 0; i < s->n && v->n < HORA_SWIM_MAX_VIEW; i++)
+		if (s->mem[i].m.role == HORA_SWIM_WORKER && live(&s->mem[i]))
+			v->uids[v->n++] = s->mem[i].m.uid;
+	qsort(v->uids, (size_t)v->n, sizeof(uint64_t), cmp_u64);
+}
+
+static bool same_members(const struct hora_swim_view *a, const struct hora_swim_view *b)
+{
+	return a->n == b->n && !memcmp(a->uids, b->uids, sizeof(uint64_t) * (size_t)a->n);
+}
+
+static bool in_view(const struct hora_swim_view *v, uint64_t uid)
+{
+	for (int i = 0; i < v->n; i++)
+		if (v->uids[i] == uid)
+			return true;
+	return false;
+}
+
+static void view_body(const struct hora_swim_view *v, uint64_t prev, uint8_t *b, size_t *len)
+{
+	hora_put64(b, prev);
+	hora_put16(b + 8, (uint16_t)v->n);
+	for (int i = 0; i < v->n; i++)
+		hora_put64(b + 10 + 8 * i, v->uids[i]);
+	*len = 10 + 8 * (size_t)v->n;
+}
+
+static void send_view_msg(struct hora_swim *s, int type, const struct hora_swim_view *v)
+{
+	uint8_t body[10 + 8 * HORA_SWIM_MAX_VIEW];
+	size_t blen;
+	view_body(v, s->view.id, body, &blen);
+	for (int i = 1; i < s->n; i++) {
+		struct mem *x = &s->mem[i];
+		bool to = in_view(v, x->m.uid) || in_view(&s->view, x->m.uid);
+		if (!to || !live(x))
+			continue;
+		if ((type == T_PROPOSE && x->vack) || (type == T_COMMIT && x->cack))
+			continue;
+		send_simple(s, type, 0, v->id, body, blen, x->m.addr, false);
+	}
+}
+
+static void install(struct hora_swim *s, const struct hora_swim_view *v)
+{
+	s->view = *v;
+	if (v->id > s->highest)
+		s->highest = v->id;
+	s->st.views_installed++;
+}
+
+static void try_commit(struct hora_swim *s, int64_t now)
+{
+	if (!s->prop.id)
+		return;
+	for (int i = 0; i < s->prop.n; i++) {
+		if (s->prop.uids[i] == s->cfg.uid)
+			continue;
+		struct mem *x = find(s, s->prop.uids[i]);
+		if (!x || !x->vack)
+			return;
+	}
+	int acks = 0;
+	for (int i = 0; i < s->view.n; i++) {
+		struct mem *x = find(s, s->view.uids[i]);
+		acks += s->view.uids[i] == s->cfg.uid || (x && x->vack);
+	}
+	if (s->view.n && 2 * acks <= s->view.n)
+		return; /* no majority of the previous view */
+	install(s, &s->prop);
+	s->commit = s->prop;
+	s->prop.id = 0;
+	for (int i = 0; i < s->n; i++)
+		s->mem[i].cack = false;
+	send_view_msg(s, T_COMMIT, &s->commit);
+	s->commit_sent = now;
+}
+
+static void coordinate(struct hora_swim *s, int64_t now)
+{
+	if (s->cfg.role != HORA_SWIM_WORKER || s->left || !s->joined)
+		return;
+	struct hora_swim_view d;
+	desired(s, &d);
+	if (!d.n || d.uids[0] != s->cfg.uid)
+		return; /* not the coordinator */
+	if (!s->view.id && d.n < s->cfg.min_members)
+		return;
+	if (s->view.id && same_members(&d, &s->view)) {
+		s->prop.id = 0;
+		return;
+	}
+	int64_t resend = s->cfg.probe_interval_ms;
+	if (s->prop.id && same_members(&d, &s->prop) && now - s->prop_started < 8 * resend) {
+		if (now - s->prop_sent >= resend) {
+			send_view_msg(s, T_PROPOSE, &s->prop);
+			s->prop_sent = now;
+		}
+		return;
+	}
+	/* a new proposal */
+	d.id = (s->highest > s->promised ? s->highest : s->promised) + 1;
+	s->prop = d;
+	s->promised = d.id;
+	s->promised_by = s->cfg.uid;
+	if (d.id > s->highest)
+		s->highest = d.id;
+	for (int i = 0; i < s->n; i++)
+		s->mem[i].vack = false;
+	send_view_msg(s, T_PROPOSE, &s->prop);
+	s->prop_sent = s->prop_started = now;
+	try_commit(s, now); /* alone: commits at once */
+}
+
+/* ---- probing --------------------------------------------------------------------- */
+
+static void shuffle_order(struct hora_swim *s)
+{
+	s->norder = 0;
+	for (int i = 1; i < s->n; i++)
+		if (live(&s->mem[i]))
+			s->order[s->norder++] = i;
+	for (int i = s->norder - 1; i > 0; i--) {
+		int j = (int)randombytes_uniform((uint32_t)i + 1), t = s->order[i];
+		s->order[i] = s->order[j];
+		s->order[j] = t;
+	}
+	s->next_probe = 0;
+}
+
+static void start_period(struct hora_swim *s, int64_t now)
+{
+	/* the previous probe: no ACK at all -> suspect */
+	if (s->probe_uid && !s->probe_acked) {
+		struct mem *x = find(s, s->probe_uid);
+		if (x && x->m.state == HORA_SWIM_ALIVE)
+			mark(s, x, HORA_SWIM_SUSPECT, now);
+	}
+	s->probe_uid = 0;
+	s->period_start = now;
+	s->next_period = now + s->cfg.probe_interval_ms;
+	s->periods++;
+	/* every 10th period: try to reconnect a dead member, and seeds nobody
+	 * alive sits on (a restarted seed learns the cluster this way) */
+	if (s->periods % 10 == 0) {
+		int dead[HORA_SWIM_MAX_MEMBERS], nd = 0;
+		for (int i = 1; i < s->n; i++)
+			if (s->mem[i].m.state == HORA_SWIM_DEAD)
+				dead[nd++] = i;
+		if (nd) {
+			struct mem *x = &s->mem[dead[randombytes_uniform((uint32_t)nd)]];
+			uint8_t buf[HORA_SWIM_MTU];
+			struct msg m;
+			msg_begin(s, &m, buf, T_PING, 0, x->m.uid);
+			msg_upd(&m, &x->m); /* tell it it is dead: it will refute */
+			msg_upd(&m, &s->mem[0].m);
+			msg_send(s, &m, x->m.addr);
+		}
+		for (int i = 0; i < s->nseeds; i++) {
+			bool known = false;
+			for (int j = 1; j < s->n; j++)
+				known |= live(&s->mem[j]) && s->mem[j].m.addr.ip == s->seeds[i].ip &&
+					 s->mem[j].m.addr.port == s->seeds[i].port;
+			if (!known) {
+				uint8_t buf[HORA_SWIM_MTU];
+				struct msg m;
+				msg_begin(s, &m, buf, T_JOIN, 0, 0);
+				msg_upd(&m, &s->mem[0].m);
+				msg_send(s, &m, s->seeds[i]);
+			}
+		}
+	}
+	/* every 5th period: push-pull our table with one random live member, so
+	 * a member that missed gossip (joined early, lost datagrams) catches up */
+	if (s->periods % 5 == 0) {
+		int live_i[HORA_SWIM_MAX_MEMBERS], nl = 0;
+		for (int i = 1; i < s->n; i++)
+			if (s->mem[i].m.state == HORA_SWIM_ALIVE)
+				live_i[nl++] = i;
+		if (nl)
+			send_table(s, T_SYNC, s->mem[live_i[randombytes_uniform((uint32_t)nl)]].m.addr);
+	}
+	if (s->next_probe >= s->norder)
+		shuffle_order(s);
+	while (s->next_probe < s->norder) {
+		struct mem *x = &s->mem[s->order[s->next_probe++]];
+		if (!live(x))
+			continue;
+		s->probe_uid = x->m.uid;
+		s->probe_seq = (uint32_t)s->seq + 1;
+		s->probe_acked = false;
+		s->probe_indirect_sent = false;
+		send_simple(s, T_PING, s->probe_seq, x->m.uid, NULL, 0, x->m.addr, true);
+		return;
+	}
+}
+
+static void indirect(struct hora_swim *s)
+{
+	struct mem *t = find(s, s->probe_uid);
+	if (!t)
+		return;
+	uint8_t body[6];
+	hora_put32(body, t->m.addr.ip);
+	hora_put16(body + 4, t->m.addr.port);
+	int cand[HORA_SWIM_MAX_MEMBERS], nc = 0;
+	for (int i = 1; i < s->n; i++)
+		if (s->mem[i].m.state == HORA_SWIM_ALIVE && s->mem[i].m.uid != t->m.uid)
+			cand[nc++] = i;
+	for (int k = 0; k < s->cfg.indirect_probes && nc; k++) {
+		int j = (int)randombytes_uniform((uint32_t)nc);
+		send_simple(s, T_PING_REQ, s->probe_seq, t->m.uid, body, sizeof(body),
+			    s->mem[cand[j]].m.addr, true);
+		cand[j] = cand[--nc];
+	}
+	s->probe_indirect_sent = true;
+}
+
+void hora_swim_tick(struct hora_swim *s, int64_t now)
+{
+	if (s->left)
+		return;
+	if (!s->joined && s->nseeds && now >= s->next_join) {
+		uint8_t buf[HORA_SWIM_MTU];
+		struct msg m;
+		msg_begin(s, &m, buf, T_JOIN, 0, 0);
+		msg_upd(&m, &s->mem[0].m);
+		msg_send(s, &m, s->seeds[s->seed_next++ % s->nseeds]);
+		s->next_join = now + s->cfg.join_retry_ms;
+	}
+	if (now >= s->next_period)
+		start_period(s, now);
+	else if (s->probe_uid && !s->probe_acked && !s->probe_indirect_sent &&
+		 now - s->period_start >= s->cfg.ping_timeout_ms)
+		indirect(s);
+	for (int i = 1; i < s->n; i++) {
+		struct mem *x = &s->mem[i];
+		if (x->m.state == HORA_SWIM_SUSPECT &&
+		    now - x->m.state_since_ms >= s->cfg.suspect_timeout_ms)
+			mark(s, x, HORA_SWIM_DEAD, now);
+	}
+	coordinate(s, now);
+	if (s->commit.id && now - s->commit_sent >= s->cfg.probe_interval_ms &&
+	    s->commit.id == s->view.id) {
+		send_view_msg(s, T_COMMIT, &s->commit);
+		s->commit_sent = now;
+	}
+}
+
+int hora_swim_next_ms(const struct hora_swim *s, int64_t now)
+{
+	int64_t next = s->next_period;
+	if (s->probe_uid && !s->probe_acked && !s->probe_indirect_sent)
+		next = s->period_start + s->cfg.ping_timeout_ms < next ? s->period_start + s->cfg.ping_timeout_ms
+								       : next;
+	if (!s->joined && s->nseeds && s->next_join < next)
+		next = s->next_join;
+	int64_t d = next - now;
+	if (d > 50)
+		d = 50; /* suspicion timers and resends */
+	return d < 1 ? 1 : (int)d;
+}
+
+void hora_swim_join(struct hora_swim *s, int64_t now, const struct hora_swim_addr *seeds, int n)
+{
+	free(s->seeds);
+	s->seeds = NULL;
+	s->nseeds = 0;
+	/* skip ourselves among the seeds */
+	if (n > 0 && (s->seeds = calloc((size_t)n, sizeof(*seeds))))
+		for (int i = 0; i < n; i++)
+			if (seeds[i].ip != s->cfg.self.ip || seeds[i].port != s->cfg.self.port)
+				s->seeds[s->nseeds++] = seeds[i];
+	s->joined = s->nseeds == 0;
+	s->next_join = now;
+	s->next_period = now + s->cfg.probe_interval_ms;
+	hora_swim_tick(s, now);
+}
+
+void hora_swim_leave(struct hora_swim *s, int64_t now)
+{
+	s->mem[0].m.state = HORA_SWIM_LEFT;
+	s->mem[0].m.incarnation++;
+	for (int i = 1; i < s->n; i++)
+		if (live(&s->mem[i])) {
+			uint8_t buf[HORA_SWIM_MTU];
+			struct msg m;
+			msg_begin(s, &m, buf, T_LEAVE, 0, 0);
+			msg_upd(&m, &s->mem[0].m);
+			msg_send(s, &m, s->mem[i].m.addr);
+		}
+	s->left = true;
+	(void)now;
+}
+
+/* ---- input ---------------------------------------------------------------------- */
+
+static void handle_ack(struct hora_swim *s, int64_t now, uint32_t seq, uint64_t about)
+{
+	if (about == s->probe_uid && seq == s->probe_seq)
+		s->probe_acked = true;
+	/* an ACK for someone who asked us to ping on their behalf */
+	for (int i = 0; i < 32; i++)
+		if (s->fwd[i].until > now && s->fwd[i].target == about && s->fwd[i].our_seq == seq) {
+			send_simple(s, T_ACK, s->fwd[i].their_seq, about, NULL, 0, s->fwd[i].requester,
+				    true);
+			s->fwd[i].until = 0;
+		}
+}
+
+void hora_swim_input(struct hora_swim *s, int64_t now, struct hora_swim_addr from,
+		     const uint8_t *b, size_t len)
+{
+	s->st.recv_msgs++;
+	s->st.recv_bytes += len;
+	if (len < HDR + MAC || hora_get32(b) != MAGIC || b[4] != VERSION) {
+		s->st.malformed++;
+		return;
+	}
+	uint8_t full[32];
+	crypto_auth_hmacsha256_state hs;
+	crypto_auth_hmacsha256_init(&hs, s->key, s->cfg.secret_len);
+	crypto_auth_hmacsha256_update(&hs, b, len - MAC);
+	crypto_auth_hmacsha256_final(&hs, full);
+	if (sodium_memcmp(full, b + len - MAC, MAC) != 0) {
+		s->st.bad_mac++;
+		return;
+	}
+	int type = b[5], nupd = hora_get16(b + 6);
+	uint64_t uid = hora_get64(b + 8), seq = hora_get64(b + 16), aux64 = hora_get64(b + 32);
+	uint32_t aux32 = hora_get32(b + 28), blen = hora_get32(b + 40);
+	if (uid == s->cfg.uid || HDR + (size_t)blen + (size_t)nupd * UPD + MAC != len) {
+		s->st.malformed++;
+		return;
+	}
+	struct mem *snd = find(s, uid);
+	if (snd) {
+		if (seq <= snd->m.last_seq) {
+			s->st.replays++;
+			return;
+		}
+		snd->m.last_seq = seq;
+	}
+	if (s->left)
+		return;
+	const uint8_t *body = b + HDR, *upd = body + blen;
+	for (int i = 0; i < nupd; i++) {
+		const uint8_t *p = upd + UPD * i;
+		struct hora_swim_member u = {.uid = hora_get64(p), .addr = {hora_get32(p + 8), hora_get16(p + 12)},
+					     .data_port = hora_get16(p + 14), .incarnation = hora_get32(p + 16),
+					     .state = p[20], .role = p[21]};
+		if (u.state > HORA_SWIM_LEFT || u.role > HORA_SWIM_SEED) {
+			s->st.malformed++;
+			return;
+		}
+		apply(s, now, &u);
+	}
+	snd = find(s, uid);
+	if (snd && !snd->m.last_seq)
+		snd->m.last_seq = seq;
+	if (snd && snd->m.state == HORA_SWIM_ALIVE)
+		snd->m.addr = from; /* NAT-free clusters: the source is the address */
+	if (type != T_JOIN)
+		s->joined = true; /* any authenticated message from a member */
+
+	switch (type) {
+	case T_PING:
+		send_simple(s, T_ACK, aux32, s->cfg.uid, NULL, 0, from, true);
+		break;
+	case T_ACK:
+		handle_ack(s, now, aux32, aux64); /* a suspect's refutation comes by gossip */
+		break;
+	case T_PING_REQ: {
+		if (blen < 6)
+			break;
+		struct hora_swim_addr t = {hora_get32(body), hora_get16(body + 4)};
+		int slot = 0;
+		for (int i = 0; i < 32; i++)
+			if (s->fwd[i].until < s->fwd[slot].until)
+				slot = i;
+		s->fwd[slot].target = aux64;
+		s->fwd[slot].our_seq = (uint32_t)s->seq + 1;
+		s->fwd[slot].their_seq = aux32;
+		s->fwd[slot].requester = from;
+		s->fwd[slot].until = now + s->cfg.probe_interval_ms;
+		send_simple(s, T_PING, s->fwd[slot].our_seq, aux64, NULL, 0, t, true);
+		break;
+	}
+	case T_JOIN:
+		send_table(s, T_JOIN_REPLY, from);
+		break;
+	case T_SYNC: /* push-pull anti-entropy: they pushed, we answer with ours */
+		send_table(s, T_JOIN_REPLY, from);
+		break;
+	case T_JOIN_REPLY:
+		s->joined = true;
+		break;
+	case T_LEAVE:
+		break; /* the LEFT update was applied above */
+	case T_PROPOSE: {
+		if (blen < 10)
+			break;
+		if (aux64 <= s->view.id || aux64 < s->promised ||
+		    (aux64 == s->promised && s->promised_by && s->promised_by != uid)) {
+			/* tell the proposer which id to beat */
+			uint64_t beat = s->promised > s->view.id ? s->promised : s->view.id;
+			if (beat < aux64)
+				beat = aux64; /* same id, other proposer */
+			send_simple(s, T_VNACK, 0, beat, NULL, 0, from, true);
+			break;
+		}
+		s->promised = aux64;
+		s->promised_by = uid;
+		if (aux64 > s->highest)
+			s->highest = aux64;
+		send_simple(s, T_VACK, 0, aux64, NULL, 0, from, true);
+		break;
+	}
+	case T_VACK:
+		if (snd && s->prop.id == aux64) {
+			snd->vack = true;
+			try_commit(s, now);
+		}
+		break;
+	case T_COMMIT: {
+		int n = blen >= 10 ? hora_get16(body + 8) : -1;
+		if (n < 0 || n > HORA_SWIM_MAX_VIEW || blen != 10 + 8u * (uint32_t)n) {
+			s->st.malformed++;
+			break;
+		}
+		if (aux64 > s->view.id) {
+			struct hora_swim_view v = {.id = aux64, .n = n};
+			for (int i = 0; i < n; i++)
+				v.uids[i] = hora_get64(body + 10 + 8 * i);
+			install(s, &v);
+			if (s->prop.id && s->prop.id <= aux64)
+				s->prop.id = 0;
+		}
+		if (aux64 == s->view.id)
+			send_simple(s, T_CACK, 0, aux64, NULL, 0, from, true);
+		break;
+	}
+	case T_VNACK:
+		if (aux64 > s->highest) {
+			s->highest = aux64;
+			s->prop.id = 0; /* re-propose above it at the next tick */
+		}
+		break;
+	case T_CACK:
+		if (snd && s->commit.id == aux64)
+			snd->cack = true;
+		break;
+	default:
+		s->st.malformed++;
+	}
+}
+
+/* ---- queries ---------------------------------------------------------------------- */
+
+void hora_swim_view_get(const struct hora_swim *s, struct hora_swim_view *v, int *rank,
+			bool *paused, char *why, size_t whylen)
+{
+	*v = s->view;
+	*rank = -1;
+	for (int i = 0; i < s->view.n; i++)
+		if (s->view.uids[i] == s->cfg.uid)
+			*rank = i;
+	int alive = 0;
+	for (int i = 0; i < s->view.n; i++) {
+		const struct mem *x = NULL;
+		for (int j = 0; j < s->n; j++)
+			if (s->mem[j].m.uid == s->view.uids[i])
+				x = &s->mem[j];
+		alive += x && (x == &s->mem[0] || live(x));
+	}
+	*paused = false;
+	if (why && whylen)
+		why[0] = 0;
+	if (!s->view.id)
+		return;
+	if (*rank < 0) {
+		*paused = true;
+		if (why)
+			snprintf(why, whylen, "not a member of view %llu", (unsigned long long)s->view.id);
+	} else if (2 * alive <= s->view.n) {
+		*paused = true;
+		if (why)
+			snprintf(why, whylen, "no majority of view %llu: %d of %d members reachable",
+				 (unsigned long long)s->view.id, alive, s->view.n);
+	}
+}
+
+int hora_swim_members(const struct hora_swim *s, struct hora_swim_member *out, int cap)
+{
+	int n = s->n < cap ? s->n : cap;
+	for (int i = 0; i < n; i++)
+		out[i] = s->mem[i].m;
+	return n;
+}
+
+void hora_swim_stats_get(const struct hora_swim *s, struct hora_swim_stats *st)
+{
+	*st = s->st;
+}
+
+bool hora_swim_joined(const struct hora_swim *s)
+{
+	return s->joined;
+}

@@ -1,0 +1,108 @@
+/* swim.h - SWIM membership and agreed views, as an I/O-free state machine.
+ *
+ * The driver (membership.c) feeds it datagrams and clock ticks and sends
+ * what it puts in its outbox; tests drive it directly. Message formats and
+ * the view protocol: net/MEMBERSHIP.md.
+ *
+ * Not thread-safe: one driver thread owns a struct hora_swim.
+ */
+#ifndef HORA_NET_SWIM_H
+#define HORA_NET_SWIM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define HORA_SWIM_MAX_MEMBERS 256
+#define HORA_SWIM_MAX_VIEW 128
+#define HORA_SWIM_MTU 1400
+#define HORA_SWIM_OUTBOX 512
+
+enum hora_swim_role { HORA_SWIM_WORKER = 0, HORA_SWIM_SEED = 1 };
+enum hora_swim_state { HORA_SWIM_ALIVE, HORA_SWIM_SUSPECT, HORA_SWIM_DEAD, HORA_SWIM_LEFT };
+
+struct hora_swim_addr {
+	uint32_t ip;   /* IPv4, network byte order */
+	uint16_t port; /* UDP port, host order */
+};
+
+struct hora_swim_cfg {
+	uint64_t uid;              /* unique per process (random) */
+	enum hora_swim_role role;
+	struct hora_swim_addr self;
+	uint16_t data_port;        /* TCP port for collectives, advertised */
+	int probe_interval_ms;     /* protocol period T (default 200) */
+	int ping_timeout_ms;       /* direct ping deadline (default 80) */
+	int suspect_timeout_ms;    /* suspect -> dead (default 1000) */
+	int indirect_probes;       /* k for ping-req (default 3) */
+	int retransmit_mult;       /* lambda: updates sent lambda*log2(N+1) times (default 3) */
+	int min_members;           /* workers needed before the first view (default 1) */
+	int join_retry_ms;         /* JOIN resend period (default 500) */
+	const uint8_t *secret;
+	size_t secret_len;
+};
+
+void hora_swim_cfg_default(struct hora_swim_cfg *c);
+
+struct hora_swim_member {
+	uint64_t uid;
+	struct hora_swim_addr addr;
+	uint16_t data_port;
+	uint8_t role, state;
+	uint32_t incarnation;
+	int64_t state_since_ms;
+	uint64_t last_seq; /* replay guard: highest datagram sequence seen */
+};
+
+struct hora_swim_view {
+	uint64_t id;   /* 0 = none yet */
+	int n;
+	uint64_t uids[HORA_SWIM_MAX_VIEW]; /* rank order */
+};
+
+struct hora_swim_out {
+	struct hora_swim_addr to;
+	size_t len;
+	uint8_t buf[HORA_SWIM_MTU];
+};
+
+struct hora_swim_stats {
+	uint64_t sent_bytes, recv_bytes, sent_msgs, recv_msgs, bad_mac, replays, malformed;
+	uint64_t views_installed;
+};
+
+struct hora_swim;
+
+/* Returns NULL on bad config (secret < 16 bytes) or out of memory. */
+struct hora_swim *hora_swim_create(const struct hora_swim_cfg *cfg);
+void hora_swim_destroy(struct hora_swim *s);
+
+/* Start joining through these seed addresses (JOIN resent every
+ * join_retry_ms, round-robin, until one answers). n = 0: start alone. */
+void hora_swim_join(struct hora_swim *s, int64_t now_ms, const struct hora_swim_addr *seeds, int n);
+/* Announce departure to every known member (graceful leave). */
+void hora_swim_leave(struct hora_swim *s, int64_t now_ms);
+
+/* A datagram arrived from `from`. Bad MAC, replays and malformed input are
+ * counted and dropped. */
+void hora_swim_input(struct hora_swim *s, int64_t now_ms, struct hora_swim_addr from,
+		     const uint8_t *buf, size_t len);
+/* Advance timers (probes, suspicion, proposals, joins). */
+void hora_swim_tick(struct hora_swim *s, int64_t now_ms);
+/* Milliseconds from now_ms until tick wants to run again (>= 1). */
+int hora_swim_next_ms(const struct hora_swim *s, int64_t now_ms);
+
+/* Take the next datagram to send; false when the outbox is empty. */
+bool hora_swim_pop(struct hora_swim *s, struct hora_swim_out *out);
+
+/* The installed view (id 0 = none), this member's rank in it (-1 if not in
+ * it), and whether it is paused: it lost the majority of its view or was
+ * left out of it. why says why when paused. */
+void hora_swim_view_get(const struct hora_swim *s, struct hora_swim_view *v, int *rank,
+			bool *paused, char *why, size_t whylen);
+/* Snapshot of the member table; returns the count. */
+int hora_swim_members(const struct hora_swim *s, struct hora_swim_member *out, int cap);
+void hora_swim_stats_get(const struct hora_swim *s, struct hora_swim_stats *st);
+bool hora_swim_joined(const struct hora_swim *s);
+
+#endif

@@ -1,0 +1,255 @@
+/* test_swim.c - the SWIM + views state machine over a simulated network
+ * (in-memory datagram delivery, a virtual clock, drop rules for crashes and
+ * partitions): joins converge to one view, a crash is detected and a view
+ * without it agreed, a 2|2 partition pauses both sides and heals, a graceful
+ * leave is immediate, a wrong secret is ignored. */
+#include "net/swim.h"
+
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+
+#define KEY "swim-test-secret-0123456789"
+#define MAXN 16
+
+static struct hora_swim *sw[MAXN];
+static int n;
+static int64_t now;
+static bool down[MAXN];      /* crashed: neither sends nor receives */
+static int side[MAXN];       /* partition side; messages cross only if equal */
+
+static struct hora_swim_addr addr_of(int i)
+{
+	return (struct hora_swim_addr){.ip = 0x0100007f, .port = (uint16_t)(9000 + i)};
+}
+
+static struct hora_swim *mk(int i, const char *key, int min_members, int role)
+{
+	struct hora_swim_cfg c;
+	hora_swim_cfg_default(&c);
+	c.uid = 1000 + (uint64_t)i;
+	c.self = addr_of(i);
+	c.role = role;
+	c.min_members = min_members;
+	c.secret = (const uint8_t *)key;
+	c.secret_len = strlen(key);
+	return hora_swim_create(&c);
+}
+
+static void deliver(void)
+{
+	for (int i = 0; i < n; i++) {
+		struct hora_swim_out o;
+		while (sw[i] && hora_swim_pop(sw[i], &o)) {
+			int j = o.to.port - 9000;
+			if (j < 0 || j >= n || !sw[j] || down[i] || down[j] || side[i] != side[j])
+				continue;
+			hora_swim_input(sw[j], now, addr_of(i), o.buf, o.len);
+		}
+	}
+}
+
+static void run_ms(int ms)
+{
+	for (int t = 0; t < ms; t += 5) {
+		now += 5;
+		for (int i = 0; i < n; i++)
+			if (sw[i] && !down[i])
+				hora_swim_tick(sw[i], now);
+		deliver();
+		deliver();
+	}
+}
+
+static void view_of(int i, struct hora_swim_view *v, int *rank, bool *paused)
+{
+	char why[128];
+	hora_swim_view_get(sw[i], v, rank, paused, why, sizeof(why));
+}
+
+static void start(int count, int min_members)
+{
+	n = count;
+	now = 1000;
+	memset(down, 0, sizeof(down));
+	memset(side, 0, sizeof(side));
+	struct hora_swim_addr seed = addr_of(0);
+	for (int i = 0; i < n; i++) {
+		sw[i] = mk(i, KEY, min_members, HORA_SWIM_WORKER);
+		cr_assert_not_null(sw[i]);
+		hora_swim_join(sw[i], now, i ? &seed : NULL, i ? 1 : 0);
+	}
+}
+
+static void stop(void)
+{
+	for (int i = 0; i < n; i++)
+		hora_swim_destroy(sw[i]);
+	n = 0;
+}
+
+/* every live member has installed the same view with `members` members */
+static uint64_t agreed(int members)
+{
+	struct hora_swim_view v0 = {0};
+	bool first = true;
+	for (int i = 0; i < n; i++) {
+		if (down[i] || !sw[i])
+			continue;
+		struct hora_swim_view v;
+		int rank;
+		bool paused;
+		view_of(i, &v, &rank, &paused);
+		if (v.n != members || paused || rank < 0)
+			return 0;
+		if (first)
+			v0 = v, first = false;
+		else if (v.id != v0.id || memcmp(v.uids, v0.uids, sizeof(uint64_t) * (size_t)v.n))
+			return 0;
+	}
+	return v0.id;
+}
+
+static int64_t until_agreed(int members, int max_ms)
+{
+	int64_t t0 = now;
+	while (now - t0 < max_ms) {
+		if (agreed(members))
+			return now - t0;
+		run_ms(10);
+	}
+	return -1;
+}
+
+Test(net_swim, eight_join_through_one_seed_and_agree)
+{
+	start(8, 8);
+	int64_t t = until_agreed(8, 10000);
+	cr_assert_geq(t, 0, "no agreed 8-member view within 10 s");
+	struct hora_swim_view v;
+	int rank;
+	bool paused;
+	view_of(3, &v, &rank, &paused);
+	for (int i = 1; i < v.n; i++)
+		cr_assert_lt(v.uids[i - 1], v.uids[i]); /* ranks ordered by uid */
+	cr_assert_eq(rank, 3);
+	stop();
+}
+
+Test(net_swim, crash_detected_and_new_view_agreed)
+{
+	start(6, 6);
+	cr_assert_geq(until_agreed(6, 10000), 0);
+	uint64_t before = agreed(6);
+	down[4] = true; /* kill -9 */
+	int64_t t = until_agreed(5, 10000);
+	cr_assert_geq(t, 0, "no 5-member view after a crash");
+	cr_assert_gt(agreed(5), before);
+	/* detection + agreement within suspect_timeout (1 s) + 1 s */
+	cr_assert_leq(t, 2000, "took %lld ms", (long long)t);
+	stop();
+}
+
+Test(net_swim, graceful_leave_is_fast)
+{
+	start(5, 5);
+	cr_assert_geq(until_agreed(5, 10000), 0);
+	hora_swim_leave(sw[2], now);
+	deliver();
+	down[2] = true;
+	int64_t t = until_agreed(4, 5000);
+	cr_assert_geq(t, 0);
+	cr_assert_lt(t, 600, "leave took %lld ms (no failure detector wait)", (long long)t);
+	stop();
+}
+
+Test(net_swim, late_joiner_is_included)
+{
+	start(4, 4);
+	cr_assert_geq(until_agreed(4, 10000), 0);
+	sw[4] = mk(4, KEY, 4, HORA_SWIM_WORKER);
+	n = 5;
+	struct hora_swim_addr seed = addr_of(1);
+	hora_swim_join(sw[4], now, &seed, 1);
+	cr_assert_geq(until_agreed(5, 10000), 0, "late joiner not in a view");
+	stop();
+}
+
+Test(net_swim, minority_and_even_split_pause_then_heal)
+{
+	start(4, 4);
+	cr_assert_geq(until_agreed(4, 10000), 0);
+	uint64_t v4 = agreed(4);
+	side[2] = side[3] = 1; /* 2 | 2 */
+	run_ms(4000);
+	for (int i = 0; i < 4; i++) {
+		struct hora_swim_view v;
+		int rank;
+		bool paused;
+		view_of(i, &v, &rank, &paused);
+		cr_assert(v.n != 2, "member %d formed a view of 2 (id %llu)", i, (unsigned long long)v.id);
+		cr_assert(paused, "member %d is not paused during the partition", i);
+	}
+	side[2] = side[3] = 0; /* heal */
+	int64_t t = until_agreed(4, 15000);
+	cr_assert_geq(t, 0, "cluster did not re-form after the heal");
+	cr_assert_geq(agreed(4), v4);
+	stop();
+}
+
+Test(net_swim, majority_side_continues_minority_pauses)
+{
+	start(5, 5);
+	cr_assert_geq(until_agreed(5, 10000), 0);
+	side[3] = side[4] = 1; /* 3 | 2 */
+	run_ms(4000);
+	struct hora_swim_view v;
+	int rank;
+	bool paused;
+	view_of(0, &v, &rank, &paused);
+	cr_assert_eq(v.n, 3, "majority side has a %d-member view", v.n);
+	cr_assert(!paused);
+	view_of(4, &v, &rank, &paused);
+	cr_assert(paused, "minority member is not paused");
+	cr_assert_eq(v.n, 5); /* still the old view: it never formed its own */
+	stop();
+}
+
+Test(net_swim, wrong_secret_is_ignored)
+{
+	start(3, 3);
+	cr_assert_geq(until_agreed(3, 10000), 0);
+	uint64_t id = agreed(3);
+	sw[3] = mk(3, "a-completely-different-secret", 1, HORA_SWIM_WORKER);
+	n = 4;
+	struct hora_swim_addr seed = addr_of(0);
+	hora_swim_join(sw[3], now, &seed, 1);
+	down[3] = false;
+	run_ms(3000);
+	cr_assert(!hora_swim_joined(sw[3]));
+	struct hora_swim_stats st;
+	hora_swim_stats_get(sw[0], &st);
+	cr_assert_gt(st.bad_mac, 0);
+	/* the others' view did not change */
+	hora_swim_destroy(sw[3]);
+	sw[3] = NULL;
+	n = 3;
+	cr_assert_eq(agreed(3), id);
+	stop();
+}
+
+Test(net_swim, garbage_and_truncation_are_dropped)
+{
+	start(2, 2);
+	cr_assert_geq(until_agreed(2, 10000), 0);
+	uint8_t junk[300];
+	for (int i = 0; i < 300; i++)
+		junk[i] = (uint8_t)(i * 37);
+	for (size_t len = 0; len < sizeof(junk); len += 7)
+		hora_swim_input(sw[0], now, addr_of(5), junk, len);
+	struct hora_swim_stats st;
+	hora_swim_stats_get(sw[0], &st);
+	cr_assert_gt(st.malformed + st.bad_mac, 40);
+	cr_assert_neq(agreed(2), 0);
+	stop();
+}
