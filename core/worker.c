@@ -20,6 +20,16 @@
 
 #define MAX_SEEDS 16
 
+/* Set by the handler; the main loop looks at it at least every 100 ms. (A
+ * handler, not sigwait: threads that exist before main runs, such as
+ * OpenBLAS's, would otherwise take the signal with its default action.) */
+static volatile sig_atomic_t g_signal;
+
+static void on_signal(int sig)
+{
+	g_signal = sig;
+}
+
 struct node_opts {
 	const char *listen;
 	struct hora_swim_addr seeds[MAX_SEEDS];
@@ -103,12 +113,12 @@ static int run_node(struct node_opts *o, enum hora_swim_role role, const char *p
 		snprintf(host, sizeof(host), "%.*s", (int)(strrchr(o->listen, ':') - o->listen), o->listen);
 		port = a.port;
 	}
-	/* signals are taken synchronously by the main thread */
-	sigset_t set;
-	sigemptyset(&set);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGINT);
-	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
 
 	struct hora_net_opts no;
 	hora_net_opts_default(&no);
@@ -138,9 +148,8 @@ static int run_node(struct node_opts *o, enum hora_swim_role role, const char *p
 	uint64_t known = 0;
 	bool known_paused = false;
 	for (;;) {
-		struct timespec zero = {0, 0};
-		int sig = sigtimedwait(&set, NULL, &zero);
-		if (sig == SIGTERM || sig == SIGINT) {
+		int sig = g_signal;
+		if (sig) {
 			printf("%s: leaving (signal %d)\n", who, sig);
 			fflush(stdout);
 			hora_net_membership_leave(loop);
