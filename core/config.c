@@ -6,8 +6,9 @@
  * flags and `--set key=value` go through the same setter, so a value is
  * accepted or refused the same way wherever it comes from.
  *
- * Sections that later parts of hora read (cluster, transport, membership,
- * train.sync, train.checkpoint) are recognised and skipped here.
+ * The cluster, transport and membership sections are read by cluster.c;
+ * train.sync, train.checkpoint and train.gossip are recognised and skipped
+ * (read by the distributed-training issue).
  */
 #include "hora.h"
 
@@ -18,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <yaml.h>
+#include "yamlwalk.h"
 
 _Static_assert(HORA_MAX_HIDDEN == 8, "keep HORA_MAX_HIDDEN == HORA_MODEL_MAX_HIDDEN");
 
@@ -216,193 +217,35 @@ int hora_config_set(struct hora_train_config *c, const char *key, const char *v,
 	return bad(err, errlen, "unknown key '%s'", key);
 }
 
-/* ---- YAML ------------------------------------------------------------------ */
+/* ---- YAML: the train section (core/yamlwalk.c walks the file) -------------------- */
 
-/* Read by later issues (cluster start-up, transport, membership, training
- * modes); their schema lives in deploy/README.md. */
-static const char *const reserved[] = {
+static const char *const train_skip[] = {
 	"cluster", "transport", "membership", "train.sync", "train.checkpoint", "train.gossip",
 };
+static const char *const train_lists[] = {"train.hidden"};
 
-static int is_reserved(const char *path)
+static int train_set(void *cfg, const char *key, const char *value, int line, int col, char *err,
+		     size_t errlen)
 {
-	for (size_t i = 0; i < sizeof(reserved) / sizeof(reserved[0]); i++)
-		if (!strcmp(path, reserved[i]))
-			return 1;
-	return 0;
-}
-
-struct walk {
-	yaml_document_t *doc;
-	const char *file;
-	struct hora_train_config *cfg;
-	char *err;
-	size_t errlen;
-	int visits; /* nodes walked: bounds alias expansion ("billion laughs") */
-};
-
-#define YAML_MAX_VISITS 10000
-
-static int at(struct walk *w, const yaml_node_t *n, const char *fmt, ...)
-{
-	int k = snprintf(w->err, w->errlen, "%s:%zu:%zu: ", w->file, n->start_mark.line + 1,
-			 n->start_mark.column + 1);
-	if (k > 0 && (size_t)k < w->errlen) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(w->err + k, w->errlen - (size_t)k, fmt, ap);
-		va_end(ap);
-	}
-	return HORA_ERR_CONFIG;
-}
-
-/* Apply key=value; an error points at the value (or at the key when the key
- * itself is unknown): "file:l:c: <setter message>". */
-static int set_at(struct walk *w, const yaml_node_t *keyn, const yaml_node_t *val, const char *key,
-		  const char *value)
-{
-	char msg[512];
-	if (hora_config_set(w->cfg, key, value, msg, sizeof(msg)))
-		return at(w, strncmp(msg, "unknown key", 11) ? val : keyn, "%s", msg);
-	return 0;
-}
-
-static const char *kind_name(const yaml_node_t *n)
-{
-	switch (n->type) {
-	case YAML_SCALAR_NODE:
-		return "a scalar";
-	case YAML_SEQUENCE_NODE:
-		return "a list";
-	case YAML_MAPPING_NODE:
-		return "a mapping";
-	default:
-		return "empty";
-	}
-}
-
-static int walk_mapping(struct walk *w, const yaml_node_t *map, const char *prefix);
-
-static int walk_value(struct walk *w, const yaml_node_t *keyn, const yaml_node_t *val,
-		      const char *path)
-{
-	if (++w->visits > YAML_MAX_VISITS)
-		return at(w, val, "more than %d values (alias expansion?); refusing the file",
-			  YAML_MAX_VISITS);
-	if (is_reserved(path)) {
-		if (val->type != YAML_MAPPING_NODE && val->type != YAML_SCALAR_NODE)
-			return at(w, val, "%s must be a mapping or a scalar, not %s", path,
-				  kind_name(val));
-		return 0;
-	}
-	switch (val->type) {
-	case YAML_SCALAR_NODE:
-		return set_at(w, keyn, val, path, (const char *)val->data.scalar.value);
-	case YAML_MAPPING_NODE:
-		return walk_mapping(w, val, path);
-	case YAML_SEQUENCE_NODE: {
-		if (strcmp(path, "train.hidden")) {
-			char msg[512];
-			/* Is it a key at all? Ask the setter with a dummy value. */
-			if (hora_config_set(w->cfg, path, "\x01", msg, sizeof(msg)) &&
-			    strstr(msg, "unknown key"))
-				return at(w, keyn, "%s", msg);
-			return at(w, val, "%s must be a scalar, not a list", path);
-		}
-		char buf[512] = "";
-		size_t len = 0;
-		for (yaml_node_item_t *it = val->data.sequence.items.start;
-		     it < val->data.sequence.items.top; it++) {
-			yaml_node_t *item = yaml_document_get_node(w->doc, *it);
-			if (!item || item->type != YAML_SCALAR_NODE)
-				return at(w, item ? item : val, "%s items must be integers", path);
-			int k = snprintf(buf + len, sizeof(buf) - len, "%s%s", len ? "," : "",
-					 (const char *)item->data.scalar.value);
-			if (k < 0 || (size_t)k >= sizeof(buf) - len)
-				return at(w, val, "%s is too long", path);
-			len += (size_t)k;
-		}
-		return set_at(w, keyn, val, path, buf);
-	}
-	default:
-		return at(w, val, "%s has no value", path);
-	}
-}
-
-static int walk_mapping(struct walk *w, const yaml_node_t *map, const char *prefix)
-{
-	for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top;
-	     p++) {
-		yaml_node_t *k = yaml_document_get_node(w->doc, p->key);
-		yaml_node_t *v = yaml_document_get_node(w->doc, p->value);
-		if (!k || !v)
-			return at(w, map, "malformed mapping");
-		if (k->type != YAML_SCALAR_NODE)
-			return at(w, k, "keys must be scalars, not %s", kind_name(k));
-		const char *name = (const char *)k->data.scalar.value;
-		/* duplicate keys: libyaml keeps both; we refuse */
-		for (yaml_node_pair_t *q = map->data.mapping.pairs.start; q < p; q++) {
-			yaml_node_t *k2 = yaml_document_get_node(w->doc, q->key);
-			if (k2 && k2->type == YAML_SCALAR_NODE &&
-			    !strcmp((const char *)k2->data.scalar.value, name))
-				return at(w, k, "duplicate key '%s%s%s'", prefix, *prefix ? "." : "",
-					  name);
-		}
-		char path[256];
-		int n = snprintf(path, sizeof(path), "%s%s%s", prefix, *prefix ? "." : "", name);
-		if (n < 0 || (size_t)n >= sizeof(path))
-			return at(w, k, "key path too long");
-		/* top level: only known sections */
-		if (!*prefix && strcmp(name, "train") && !is_reserved(name))
-			return at(w, k, "unknown section '%s' (expected cluster, transport, "
-					"membership or train)", name);
-		if (!*prefix && !strcmp(name, "train") && v->type != YAML_MAPPING_NODE)
-			return at(w, v, "train must be a mapping, not %s", kind_name(v));
-		int rc = walk_value(w, k, v, path);
-		if (rc)
-			return rc;
-	}
-	return 0;
+	(void)line;
+	(void)col;
+	return hora_config_set(cfg, key, value, err, errlen);
 }
 
 int hora_config_load_yaml(struct hora_train_config *cfg, const char *path, char *err, size_t errlen)
 {
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return bad(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-	yaml_parser_t parser;
-	yaml_document_t doc;
-	int rc = 0;
-	if (!yaml_parser_initialize(&parser)) {
-		fclose(f);
-		return bad(err, errlen, "%s: cannot initialise the YAML parser", path);
-	}
-	yaml_parser_set_input_file(&parser, f);
-	if (!yaml_parser_load(&parser, &doc)) {
-		const yaml_mark_t *m = parser.context ? &parser.context_mark : &parser.problem_mark;
-		if (parser.problem_mark.line || parser.problem_mark.column)
-			m = &parser.problem_mark;
-		rc = bad(err, errlen, "%s:%zu:%zu: invalid YAML: %s%s%s", path, m->line + 1,
-			 m->column + 1, parser.problem ? parser.problem : "syntax error",
-			 parser.context ? " " : "", parser.context ? parser.context : "");
-		yaml_parser_delete(&parser);
-		fclose(f);
-		return rc;
-	}
+	const struct hora_yaml_spec spec = {
+		.set = train_set,
+		.skip = train_skip,
+		.nskip = sizeof(train_skip) / sizeof(train_skip[0]),
+		.lists = train_lists,
+		.nlists = 1,
+		.required_section = "train",
+	};
 	/* Work on a copy so a failing file leaves cfg untouched. */
 	struct hora_train_config tmp = *cfg;
-	struct walk w = {&doc, path, &tmp, err, errlen, 0};
-	yaml_node_t *root = yaml_document_get_root_node(&doc);
-	if (!root)
-		rc = bad(err, errlen, "%s: empty file, expected a mapping with a 'train' section", path);
-	else if (root->type != YAML_MAPPING_NODE)
-		rc = at(&w, root, "top level must be a mapping, not %s", kind_name(root));
-	else
-		rc = walk_mapping(&w, root, "");
+	int rc = hora_yaml_walk(path, &spec, &tmp, err, errlen);
 	if (!rc)
 		*cfg = tmp;
-	yaml_document_delete(&doc);
-	yaml_parser_delete(&parser);
-	fclose(f);
 	return rc;
 }

@@ -24,6 +24,7 @@ int hora_bench_main(int argc, char **argv);
 #endif
 int hora_cmd_seed(int argc, char **argv);
 int hora_cmd_worker(int argc, char **argv);
+int hora_cmd_launch(int argc, char **argv);
 
 static void usage_train(FILE *f)
 {
@@ -180,6 +181,7 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: hora <command> [options]\n"
 		   "  train      train a model on one worker (hora train --help)\n"
+		   "  launch     start every worker of a cluster file (hora launch --help)\n"
 		   "  seed       run a bare seed that admits joiners (hora seed --help)\n"
 		   "  worker     join a cluster and follow its agreed views (hora worker --help)\n"
 		   "  bench      benchmarks: hora bench train --help\n"
@@ -204,6 +206,8 @@ int main(int argc, char **argv)
 		return 2;
 #endif
 	}
+	if (!strcmp(cmd, "launch"))
+		return hora_cmd_launch(argc - 1, argv + 1);
 	if (!strcmp(cmd, "seed"))
 		return hora_cmd_seed(argc - 1, argv + 1);
 	if (!strcmp(cmd, "worker"))

@@ -6,6 +6,7 @@
  *
  * Secret: cluster.secret_file (--secret-file) or HORA_SECRET, never argv.
  */
+#include "cluster.h"
 #include "hora.h"
 #include "net/handshake.h"
 #include "net/hora_net.h"
@@ -16,7 +17,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
+#include <unistd.h>
 
 #define MAX_SEEDS 16
 
@@ -32,6 +35,10 @@ static void on_signal(int sig)
 
 struct node_opts {
 	const char *listen;
+	char listen_buf[96];
+	const char *config;
+	int proc;        /* global worker index in the cluster file, -1 = from the environment */
+	bool until_full; /* trivial job: exit 0 once a view with every worker is installed */
 	struct hora_swim_addr seeds[MAX_SEEDS];
 	int nseeds;
 	const char *secret_file;
@@ -181,6 +188,15 @@ static int run_node(struct node_opts *o, enum hora_swim_role role, const char *p
 			if (role == HORA_SWIM_WORKER)
 				print_view(loop, who);
 		}
+		if (o->until_full && !paused && rank >= 0 && v.n >= o->swim.min_members) {
+			printf("%s: rank %d of %d in view %llu\n", who, rank, v.n,
+			       (unsigned long long)v.id);
+			fflush(stdout);
+			/* stay a little to answer the others' last messages, then leave */
+			hora_net_membership_wait(loop, v.id, paused, 5 * o->swim.probe_interval_ms);
+			hora_net_membership_leave(loop);
+			break;
+		}
 	}
 	hora_net_loop_destroy(loop);
 	return rc;
@@ -189,10 +205,13 @@ static int run_node(struct node_opts *o, enum hora_swim_role role, const char *p
 static void usage(FILE *f, const char *what)
 {
 	fprintf(f,
-		"usage: hora %s [--listen IP:PORT] [--seed IP:PORT]... [--secret-file F]\n"
-		"       [--probe-interval-ms 200] [--suspect-timeout-ms 1000]%s [--run-ms N]\n"
-		"  The cluster secret comes from --secret-file or HORA_SECRET.\n",
-		what, strcmp(what, "worker") ? "" : " [--expect N]");
+		"usage: hora %s [--config CLUSTER.yaml [--proc G]] [--listen IP:PORT] [--seed IP:PORT]...\n"
+		"       [--secret-file F] [--probe-interval-ms 200] [--suspect-timeout-ms 1000]\n"
+		"       %s[--run-ms N]\n"
+		"  With --config, worker G (--proc, or SLURM_PROCID / OMPI_COMM_WORLD_RANK / PMI_RANK /\n"
+		"  HORA_PROC) of the file binds its node's host at port_base + 1 + G. Flags override\n"
+		"  the file. The cluster secret comes from the file's secret_file or HORA_SECRET.\n",
+		what, strcmp(what, "worker") ? "" : "[--expect N] [--until-full-view] ");
 }
 
 static const struct option common_opts[] = {
@@ -203,20 +222,90 @@ static const struct option common_opts[] = {
 	{"suspect-timeout-ms", required_argument, 0, 'S'},
 	{"run-ms", required_argument, 0, 't'},
 	{"expect", required_argument, 0, 'e'},
+	{"config", required_argument, 0, 'c'},
+	{"proc", required_argument, 0, 'P'},
+	{"until-full-view", no_argument, 0, 'u'},
 	{"help", no_argument, 0, 'h'},
 	{0, 0, 0, 0},
 };
+
+/* Fill node options from a cluster file: which worker this is, where it
+ * listens, the seeds, the secret file and the membership parameters. */
+static int apply_cluster(struct node_opts *o, const struct hora_cluster_config *cc,
+			 enum hora_swim_role role, const char *prog)
+{
+	static const char *const env[] = {"HORA_PROC", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK",
+					  "PMI_RANK"};
+	o->swim = cc->membership;
+	o->join_timeout_ms = cc->join_timeout_ms;
+	o->secret_file = cc->secret_file[0] ? strdup(cc->secret_file) : NULL;
+	o->nseeds = 0;
+	for (int i = 0; i < cc->nseeds && o->nseeds < MAX_SEEDS; i++)
+		if (!hora_net_swim_addr(cc->seeds[i], &o->seeds[o->nseeds]))
+			o->nseeds++;
+	if (role != HORA_SWIM_WORKER)
+		return 0;
+	for (int i = 0; i < 4 && o->proc < 0; i++)
+		if (getenv(env[i]))
+			o->proc = atoi(getenv(env[i]));
+	if (o->proc < 0)
+		o->proc = 0;
+	int local, node = hora_cluster_locate(cc, o->proc, &local);
+	if (node < 0) {
+		fprintf(stderr, "%s: worker %d does not exist: %s has %d workers\n", prog, o->proc,
+			cc->file, hora_cluster_size(cc));
+		return 2;
+	}
+	/* views order members by uid: put the worker index in the high bits, so
+	 * that in a launched cluster rank g is worker g while all are alive */
+	uint64_t r;
+	if (getrandom(&r, sizeof(r), 0) != sizeof(r))
+		r = (uint64_t)time(NULL) ^ (uint64_t)getpid();
+	o->swim.uid = ((uint64_t)(o->proc + 1) << 40) | (r & ((1ull << 40) - 1));
+	snprintf(o->listen_buf, sizeof(o->listen_buf), "%s:%d", cc->nodes[node].host,
+		 cc->port_base + 1 + o->proc);
+	o->listen = o->listen_buf;
+	return 0;
+}
 
 static int cmd_node(int argc, char **argv, enum hora_swim_role role)
 {
 	const char *what = role == HORA_SWIM_SEED ? "seed" : "worker";
 	char prog[32];
 	snprintf(prog, sizeof(prog), "hora %s", what);
-	struct node_opts o = {.join_timeout_ms = 10000};
+	struct node_opts o = {.join_timeout_ms = 10000, .proc = -1};
 	hora_swim_cfg_default(&o.swim);
 	int c;
+	/* pass 1: --config and --proc, so that flags (pass 2) override the file */
+	opterr = 0;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "", common_opts, NULL)) != -1) {
+		if (c == 'c')
+			o.config = optarg;
+		if (c == 'P')
+			o.proc = atoi(optarg);
+	}
+	opterr = 1;
+	if (o.config) {
+		struct hora_cluster_config cc;
+		char err[1024];
+		hora_cluster_defaults(&cc);
+		if (hora_cluster_load(&cc, o.config, err, sizeof(err))) {
+			fprintf(stderr, "%s: %s\n", prog, err);
+			return 2;
+		}
+		int rc = apply_cluster(&o, &cc, role, prog);
+		if (rc)
+			return rc;
+	}
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "", common_opts, NULL)) != -1) {
+		if (c == 'c' || c == 'P')
+			continue;
+		if (c == 'u') {
+			o.until_full = true;
+			continue;
+		}
 		if (c == 'h') {
 			usage(stdout, what);
 			return 0;
@@ -241,7 +330,8 @@ static int cmd_node(int argc, char **argv, enum hora_swim_role role)
 		fprintf(stderr, "%s: need probe_interval_ms >= 10 and suspect_timeout_ms >= it\n", prog);
 		return 2;
 	}
-	o.swim.ping_timeout_ms = o.swim.probe_interval_ms * 2 / 5;
+	if (!o.config || o.swim.ping_timeout_ms >= o.swim.probe_interval_ms)
+		o.swim.ping_timeout_ms = o.swim.probe_interval_ms * 2 / 5;
 	return run_node(&o, role, prog);
 }
 

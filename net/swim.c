@@ -834,7 +834,9 @@ void hora_swim_view_get(const struct hora_swim *s, struct hora_swim_view *v, int
 		for (int j = 0; j < s->n; j++)
 			if (s->mem[j].m.uid == s->view.uids[i])
 				x = &s->mem[j];
-		alive += x && (x == &s->mem[0] || live(x));
+		/* a member we have not heard of yet counts as reachable: only
+		 * members we know to be dead or gone count against the majority */
+		alive += !x || x == &s->mem[0] || live(x);
 	}
 	*paused = false;
 	if (why && whylen)

@@ -1,0 +1,54 @@
+/* cluster.h - the cluster file: cluster, transport and membership sections
+ * (internal; schema in deploy/README.md). */
+#ifndef HORA_CORE_CLUSTER_H
+#define HORA_CORE_CLUSTER_H
+
+#include "net/hora_net.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#define HORA_CLUSTER_MAX_NODES 64
+#define HORA_CLUSTER_MAX_SEEDS 16
+#define HORA_CLUSTER_MAX_GPUS 16
+
+struct hora_cluster_node {
+	char host[64];  /* IPv4 address the node's workers bind to */
+	char netns[64]; /* network namespace (launcher netns) */
+	int workers;
+	int ngpus;
+	int gpus[HORA_CLUSTER_MAX_GPUS];
+	int line, col;           /* of the node (first key seen) */
+	int host_line, host_col; /* of its host value */
+};
+
+struct hora_cluster_config {
+	char file[1024];
+	char name[64];
+	char secret_file[1024];
+	int secret_line, secret_col;
+	char seeds[HORA_CLUSTER_MAX_SEEDS][80];
+	int nseeds;
+	char launcher[512];    /* local | ssh | netns | a command template with {host} and {cmd} */
+	char ssh_command[512]; /* template for launcher ssh */
+	int port_base;         /* worker i of the cluster listens on UDP port_base + 1 + i */
+	struct hora_cluster_node nodes[HORA_CLUSTER_MAX_NODES];
+	int nnodes;
+	struct hora_net_opts transport; /* secret not set here */
+	struct hora_swim_cfg membership; /* uid/self/secret not set here */
+	int join_timeout_ms;
+};
+
+void hora_cluster_defaults(struct hora_cluster_config *c);
+/* Read and validate path (its train section is left to the train loader).
+ * Returns 0, or HORA_ERR_CONFIG with "file:line:col: key problem" in err. */
+int hora_cluster_load(struct hora_cluster_config *c, const char *path, char *err, size_t errlen);
+/* Apply one "key=value" (same keys as the file). */
+int hora_cluster_set(struct hora_cluster_config *c, const char *key, const char *value, char *err,
+		     size_t errlen);
+/* Total workers over all nodes. */
+int hora_cluster_size(const struct hora_cluster_config *c);
+/* Node and local index of global worker g; -1 if out of range. */
+int hora_cluster_locate(const struct hora_cluster_config *c, int g, int *local);
+
+#endif
