@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# test_cluster_cli.sh HORA_BIN - bad cluster files: every error names
+# file:line:col and the key, exit status 2, for `hora launch` and
+# `hora worker --config`.
+set -uo pipefail
+HORA="$1"
+T="$(mktemp -d)"
+trap 'rm -rf "$T"' EXIT
+export HORA_SECRET="cluster-cli-test-secret-0123"
+pass=0 fail=0
+check() { if [[ $2 == 0 ]]; then pass=$((pass+1)); echo "ok   $1"; else fail=$((fail+1)); echo "FAIL $1"; fi; }
+expect() { # name, file content, expected text
+  printf '%s' "$2" >"$T/c.yaml"
+  for cmd in "launch $T/c.yaml" "worker --config $T/c.yaml"; do
+    "$HORA" $cmd >"$T/out" 2>&1; local rc=$?
+    if [[ $rc == 2 ]] && grep -qF -- "$3" "$T/out"; then check "$1 ($cmd)" 0
+    else check "$1 ($cmd)" 1; echo "  rc=$rc want 2 and: $3"; sed 's/^/  | /' "$T/out" | head -3; fi
+  done
+}
+expect "workers not a number" $'cluster:\n  nodes:\n    - host: 127.0.0.1\n      workers: four\n' \
+  "c.yaml:4:16: cluster.nodes[0].workers must be a positive integer (got 'four')"
+expect "negative workers" $'cluster:\n  nodes:\n    - {host: 127.0.0.1, workers: -1}\n' \
+  "c.yaml:3:34: cluster.nodes[0].workers must be a positive integer (got '-1')"
+expect "host not an address" $'cluster:\n  nodes:\n    - {host: localhost, workers: 1}\n' \
+  "c.yaml:3:14: cluster.nodes[0].host must be an IPv4 address (got 'localhost')"
+expect "missing workers" $'cluster:\n  nodes:\n    - host: 127.0.0.1\n' \
+  "c.yaml:3:13: cluster.nodes[0].workers is missing"
+expect "missing nodes" $'cluster:\n  name: x\n' "cluster.nodes is missing"
+expect "unknown key" $'cluster:\n  nodes:\n    - {host: 127.0.0.1, workers: 1}\nmembership:\n  probe_interval: 100\n' \
+  "c.yaml:5:3: unknown key 'membership.probe_interval'"
+expect "unknown section" $'clutser:\n  nodes: []\n' "c.yaml:1:1: unknown section 'clutser'"
+expect "duplicate host" $'cluster:\n  nodes:\n    - {host: 127.0.0.1, workers: 1}\n    - {host: 127.0.0.1, workers: 2}\n' \
+  "c.yaml:4:14: cluster.nodes[1].host 127.0.0.1 is already cluster.nodes[0].host"
+expect "unreadable secret file" $'cluster:\n  secret_file: /nonexistent/secret\n  nodes:\n    - {host: 127.0.0.1, workers: 1}\n' \
+  "c.yaml:2:16: cluster.secret_file: secret file /nonexistent/secret: No such file or directory"
+expect "bad seed" $'cluster:\n  seeds: [\"127.0.0.1\"]\n  nodes:\n    - {host: 127.0.0.1, workers: 1}\n' \
+  "c.yaml:2:10: cluster.seeds must be a list of IPv4:PORT (got '127.0.0.1')"
+expect "wrong type for a size" $'cluster:\n  nodes:\n    - {host: 127.0.0.1, workers: 1}\ntransport:\n  chunk_size: big\n' \
+  "c.yaml:5:15: transport.chunk_size must be a size"
+expect "list where a scalar goes" $'cluster:\n  name: [a, b]\n  nodes:\n    - {host: 127.0.0.1, workers: 1}\n' \
+  "c.yaml:2:9: cluster.name must be a scalar, not a list"
+expect "malformed YAML" $'cluster:\n  nodes: [\n' "c.yaml:3:1: invalid YAML"
+( unset HORA_SECRET; printf 'cluster:\n  nodes:\n    - {host: 127.0.0.1, workers: 1}\n' >"$T/c.yaml"
+  "$HORA" launch "$T/c.yaml" >"$T/out" 2>&1; rc=$?
+  [[ $rc == 2 ]] && grep -q "no cluster secret: set cluster.secret_file or HORA_SECRET" "$T/out" ); check "no secret at all" $?
+printf 'cluster:\n  nodes:\n    - {host: 127.0.0.1, workers: 2}\n' >"$T/c.yaml"
+"$HORA" worker --config "$T/c.yaml" --proc 5 >"$T/out" 2>&1; rc=$?
+[[ $rc == 2 ]] && grep -q "worker 5 does not exist: .* has 2 workers" "$T/out"; check "worker index out of range" $?
+echo "cluster-cli: $pass passed, $fail failed"
+[[ $fail == 0 ]]
