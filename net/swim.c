@@ -29,7 +29,7 @@
 #define UPD 24
 
 enum { T_PING = 1, T_ACK, T_PING_REQ, T_JOIN, T_JOIN_REPLY, T_LEAVE, T_PROPOSE, T_VACK, T_COMMIT, T_CACK,
-       T_VNACK, T_SYNC };
+       T_VNACK, T_SYNC, T_NEWS };
 
 struct mem {
 	struct hora_swim_member m;
@@ -293,6 +293,7 @@ static void apply(struct hora_swim *s, int64_t now, const struct hora_swim_membe
 		    u->incarnation >= s->mem[0].m.incarnation && !s->left) {
 			s->mem[0].m.incarnation = u->incarnation + 1;
 			changed(s, &s->mem[0], now);
+			s->st.refutations++;
 		}
 		return;
 	}
@@ -306,6 +307,12 @@ static void apply(struct hora_swim *s, int64_t now, const struct hora_swim_membe
 		x->m = *u;
 		x->m.last_seq = 0;
 		changed(s, x, now);
+		/* SWIM 4.3: a new member goes to a random place in what is left of
+		 * this round, so it is probed in this round, not the next one */
+		int pos = s->next_probe + (int)randombytes_uniform((uint32_t)(s->norder - s->next_probe + 1));
+		memmove(&s->order[pos + 1], &s->order[pos], sizeof(int) * (size_t)(s->norder - pos));
+		s->order[pos] = s->n - 1;
+		s->norder++;
 		return;
 	}
 	struct hora_swim_member *m = &x->m;
@@ -496,8 +503,10 @@ static void start_period(struct hora_swim *s, int64_t now)
 	/* the previous probe: no ACK at all -> suspect */
 	if (s->probe_uid && !s->probe_acked) {
 		struct mem *x = find(s, s->probe_uid);
-		if (x && x->m.state == HORA_SWIM_ALIVE)
+		if (x && x->m.state == HORA_SWIM_ALIVE) {
 			mark(s, x, HORA_SWIM_SUSPECT, now);
+			s->st.suspicions++;
+		}
 	}
 	s->probe_uid = 0;
 	s->period_start = now;
@@ -533,9 +542,9 @@ static void start_period(struct hora_swim *s, int64_t now)
 			}
 		}
 	}
-	/* every 5th period: push-pull our table with one random live member, so
+	/* every 10th period: push-pull our table with one random live member, so
 	 * a member that missed gossip (joined early, lost datagrams) catches up */
-	if (s->periods % 5 == 0) {
+	if (s->periods % 10 == 5) {
 		int live_i[HORA_SWIM_MAX_MEMBERS], nl = 0;
 		for (int i = 1; i < s->n; i++)
 			if (s->mem[i].m.state == HORA_SWIM_ALIVE)
@@ -599,8 +608,19 @@ void hora_swim_tick(struct hora_swim *s, int64_t now)
 	for (int i = 1; i < s->n; i++) {
 		struct mem *x = &s->mem[i];
 		if (x->m.state == HORA_SWIM_SUSPECT &&
-		    now - x->m.state_since_ms >= s->cfg.suspect_timeout_ms)
+		    now - x->m.state_since_ms >= s->cfg.suspect_timeout_ms) {
 			mark(s, x, HORA_SWIM_DEAD, now);
+			/* a death changes the view: tell every live member at once
+			 * instead of waiting for gossip to carry it (N-1 datagrams) */
+			for (int j = 1; j < s->n; j++)
+				if (s->mem[j].m.state == HORA_SWIM_ALIVE) {
+					uint8_t buf[HORA_SWIM_MTU];
+					struct msg m;
+					msg_begin(s, &m, buf, T_NEWS, 0, 0);
+					msg_upd(&m, &x->m);
+					msg_send(s, &m, s->mem[j].m.addr);
+				}
+		}
 	}
 	coordinate(s, now);
 	if (s->commit.id && now - s->commit_sent >= s->cfg.probe_interval_ms &&
@@ -759,7 +779,8 @@ void hora_swim_input(struct hora_swim *s, int64_t now, struct hora_swim_addr fro
 		s->joined = true;
 		break;
 	case T_LEAVE:
-		break; /* the LEFT update was applied above */
+	case T_NEWS:
+		break; /* the updates were applied above */
 	case T_PROPOSE: {
 		if (blen < 10)
 			break;

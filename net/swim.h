@@ -69,6 +69,7 @@ struct hora_swim_out {
 struct hora_swim_stats {
 	uint64_t sent_bytes, recv_bytes, sent_msgs, recv_msgs, bad_mac, replays, malformed;
 	uint64_t views_installed;
+	uint64_t suspicions, refutations; /* raised here: suspected someone / refuted about me */
 };
 
 struct hora_swim;
