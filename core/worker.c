@@ -154,6 +154,7 @@ static int run_node(struct node_opts *o, enum hora_swim_role role, const char *p
 	bool joined_said = o->nseeds == 0;
 	uint64_t known = 0;
 	bool known_paused = false;
+	int known_alive = 1;
 	for (;;) {
 		int sig = g_signal;
 		if (sig) {
@@ -182,6 +183,12 @@ static int run_node(struct node_opts *o, enum hora_swim_role role, const char *p
 		int rank;
 		bool paused;
 		hora_net_membership_view(loop, &v, &rank, &paused, NULL, 0);
+		int alive = hora_net_membership_alive(loop);
+		if (role == HORA_SWIM_SEED && alive != known_alive) {
+			known_alive = alive;
+			printf("%s: %d members alive\n", who, alive);
+			fflush(stdout);
+		}
 		if (v.id != known || paused != known_paused) {
 			known = v.id;
 			known_paused = paused;

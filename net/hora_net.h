@@ -105,10 +105,13 @@ int hora_net_membership_start(struct hora_net_loop *loop, const struct hora_swim
  * Returns 0, or -ENOTCONN when membership is not running. Thread-safe. */
 int hora_net_membership_view(struct hora_net_loop *loop, struct hora_swim_view *v, int *rank,
 			     bool *paused, char *why, size_t whylen);
-/* Wait until the installed view id differs from `known` (or its paused
- * state changes); timeout_ms -1 = forever. 0, -ETIMEDOUT or -ESHUTDOWN. */
+/* Wait until the installed view id differs from `known`, its paused state
+ * changes, or the number of live members changes; timeout_ms -1 = forever.
+ * 0, -ETIMEDOUT or -ESHUTDOWN. */
 int hora_net_membership_wait(struct hora_net_loop *loop, uint64_t known, bool known_paused,
 			     int timeout_ms);
+/* Members this one believes alive (itself included). */
+int hora_net_membership_alive(struct hora_net_loop *loop);
 /* Whether a seed (or any member) has answered. */
 bool hora_net_membership_joined(struct hora_net_loop *loop);
 /* Announce a graceful leave to every member; returns once sent. */

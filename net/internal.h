@@ -209,6 +209,7 @@ struct hora_net_loop {
 	struct hora_swim_view mview;
 	int mrank;
 	bool mpaused, mjoined;
+	int malive; /* members this one believes alive, itself included */
 	char mwhy[128];
 	struct hora_swim_stats mstats;
 };

@@ -47,9 +47,14 @@ static void flush(struct hora_net_loop *loop)
 	bool paused;
 	char why[128];
 	hora_swim_view_get(loop->swim, &v, &rank, &paused, why, sizeof(why));
+	struct hora_swim_member mem[HORA_SWIM_MAX_MEMBERS];
+	int nm = hora_swim_members(loop->swim, mem, HORA_SWIM_MAX_MEMBERS), alive = 0;
+	for (int i = 0; i < nm; i++)
+		alive += mem[i].state == HORA_SWIM_ALIVE || mem[i].state == HORA_SWIM_SUSPECT;
 	pthread_mutex_lock(&loop->qlock);
 	bool changed = v.id != loop->mview.id || paused != loop->mpaused ||
-		       hora_swim_joined(loop->swim) != loop->mjoined;
+		       hora_swim_joined(loop->swim) != loop->mjoined || alive != loop->malive;
+	loop->malive = alive;
 	loop->mview = v;
 	loop->mrank = rank;
 	loop->mpaused = paused;
@@ -252,6 +257,14 @@ int hora_net_membership_view(struct hora_net_loop *loop, struct hora_swim_view *
 	return rc;
 }
 
+int hora_net_membership_alive(struct hora_net_loop *loop)
+{
+	pthread_mutex_lock(&loop->qlock);
+	int n = loop->malive;
+	pthread_mutex_unlock(&loop->qlock);
+	return n;
+}
+
 bool hora_net_membership_joined(struct hora_net_loop *loop)
 {
 	pthread_mutex_lock(&loop->qlock);
@@ -280,7 +293,9 @@ int hora_net_membership_wait(struct hora_net_loop *loop, uint64_t known, bool kn
 	}
 	int rc = 0;
 	pthread_mutex_lock(&loop->qlock);
-	while (loop->mview.id == known && loop->mpaused == known_paused && !loop->dead && !rc) {
+	int alive0 = loop->malive;
+	while (loop->mview.id == known && loop->mpaused == known_paused && loop->malive == alive0 &&
+	       !loop->dead && !rc) {
 		if (timeout_ms < 0)
 			pthread_cond_wait(&loop->qcond, &loop->qlock);
 		else if (pthread_cond_timedwait(&loop->qcond, &loop->qlock, &ts))

@@ -364,12 +364,19 @@ static bool live(const struct mem *x)
 	return x->m.state == HORA_SWIM_ALIVE || x->m.state == HORA_SWIM_SUSPECT;
 }
 
-static void desired(const struct hora_swim *s, struct hora_swim_view *v)
+static struct mem *find(struct hora_swim *s, uint64_t uid);
+
+/* Live workers, plus members of the installed view we have not heard of yet
+ * (gossip about them is on its way; only evidence of death removes one). */
+static void desired(struct hora_swim *s, struct hora_swim_view *v)
 {
 	v->n = 0;
 	for (int i = 0; i < s->n && v->n < HORA_SWIM_MAX_VIEW; i++)
 		if (s->mem[i].m.role == HORA_SWIM_WORKER && live(&s->mem[i]))
 			v->uids[v->n++] = s->mem[i].m.uid;
+	for (int i = 0; i < s->view.n && v->n < HORA_SWIM_MAX_VIEW; i++)
+		if (!find(s, s->view.uids[i]))
+			v->uids[v->n++] = s->view.uids[i];
 	qsort(v->uids, (size_t)v->n, sizeof(uint64_t), cmp_u64);
 }
 
@@ -814,9 +821,14 @@ void hora_swim_input(struct hora_swim *s, int64_t now, struct hora_swim_addr fro
 		}
 		if (aux64 > s->view.id) {
 			struct hora_swim_view v = {.id = aux64, .n = n};
-			for (int i = 0; i < n; i++)
+			bool unknown = false;
+			for (int i = 0; i < n; i++) {
 				v.uids[i] = hora_get64(body + 10 + 8 * i);
+				unknown |= !find(s, v.uids[i]);
+			}
 			install(s, &v);
+			if (unknown) /* members we have not heard of: pull the sender's table */
+				send_table(s, T_SYNC, from);
 			if (s->prop.id && s->prop.id <= aux64)
 				s->prop.id = 0;
 		}

@@ -3,7 +3,7 @@
 #  1. 8 workers join through one seed and all install the same 8-member view;
 #  2. kill -9 of one: every other worker installs a 7-member view within
 #     suspect_timeout (1 s) + 1 s;
-#  3. the seed killed after bootstrap changes no view;
+#  3. the seed killed after bootstrap changes no view; restarted, it rejoins;
 #  4. a late joiner (through a worker, the seed being gone) gets a view with it;
 #  5. SIGTERM: graceful leave, a new view well before the failure detector;
 #  6. a worker with the wrong secret is refused (exit 1, says why) and
@@ -61,6 +61,14 @@ kill -9 "$SEED"
 sleep 2.5
 after=$(for f in "${rest[@]}"; do last_view "$f"; done | md5sum)
 [[ $before == "$after" ]]; check "seed killed after bootstrap: no view change" $?
+
+# 3b. the seed restarted on its address learns the cluster again (members
+#     send JOIN to configured seeds nobody alive occupies, every 10 periods)
+"$HORA" seed --listen 127.0.0.1:$SEED_PORT >"$T/seed2.log" 2>&1 & PIDS+=($!)
+ok=1; for i in $(seq 1 100); do grep -q "8 members alive" "$T/seed2.log" && { ok=0; break; }; sleep 0.1; done
+check "restarted seed rejoins: it sees the 7 workers (+ itself) alive" $ok
+after=$(for f in "${rest[@]}"; do last_view "$f"; done | md5sum)
+[[ $before == "$after" ]]; check "restarted seed changes no view" $?
 
 # 4. a late joiner, through a worker
 "$HORA" worker --listen 127.0.0.1:$((SEED_PORT + 20)) --seed 127.0.0.1:$((SEED_PORT + 1)) >"$T/late.log" 2>&1 &
