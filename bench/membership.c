@@ -6,7 +6,8 @@
  *   agree_ms   start of all members -> every member installed the N view
  *   detect_ms  one member's loop destroyed without LEAVE (as kill -9) ->
  *              every other member installed the N-1 view (detection + agreement)
- *   bytes_per_s_per_member  membership traffic in a quiet 3 s window
+ *   bytes_per_s_per_member  membership traffic in a quiet 3 s window that starts
+ *                           5 s after agreement (join-time gossip drained)
  * and prints medians. SWIM's expectations: detection time about constant in
  * N, dissemination O(log N) periods, traffic per member constant.
  */
@@ -117,7 +118,9 @@ int hora_bench_membership(int argc, char **argv)
 		}
 		double a = wait_views(l, n, -1, n, 60);
 		agree[r] = a < 0 ? -1 : (hora_bench_now() - t0) * 1e3; /* from the first start */
-		/* quiet window: traffic per member */
+		/* quiet window: traffic per member, once the join-time gossip (each
+		 * update sent lambda*log2(N+1) times) has drained */
+		usleep(5000000);
 		struct hora_swim_stats s0, s1;
 		uint64_t b0 = 0, b1 = 0, f0 = 0, f1 = 0;
 		for (int i = 0; i < n; i++) {
