@@ -16,10 +16,10 @@ bash deploy/get-data.sh
 step() { printf '\n=== %s\n' "$*"; }
 
 if [[ ${HORA_SKIP_FUZZ:-0} != 1 ]]; then
-  step "fuzz: IDX loader, YAML config, frame decoder + handshake (${HORA_FUZZ_SECONDS:-30} s each)"
+  step "fuzz: IDX loader, YAML config, frame decoder + handshake, membership datagrams (${HORA_FUZZ_SECONDS:-30} s each)"
   CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHORA_FUZZ=ON \
     -DHORA_CUDA=OFF -DHORA_BUILD_BENCH=OFF >/dev/null
-  cmake --build build-fuzz -j"$JOBS" --target fuzz_idx fuzz_config fuzz_net
+  cmake --build build-fuzz -j"$JOBS" --target fuzz_idx fuzz_config fuzz_net fuzz_swim
   bash tests/fuzz/run.sh build-fuzz "${HORA_FUZZ_SECONDS:-30}"
 fi
 

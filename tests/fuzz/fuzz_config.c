@@ -1,4 +1,5 @@
 /* fuzz_config.c - libFuzzer target for the YAML config loader. */
+#include "core/cluster.h"
 #include "hora.h"
 
 #include <stdint.h>
@@ -18,6 +19,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		struct hora_train_config cfg;
 		hora_train_config_defaults(&cfg);
 		hora_config_load_yaml(&cfg, path, err, sizeof(err));
+		struct hora_cluster_config cc; /* the cluster sections, same file */
+		hora_cluster_defaults(&cc);
+		hora_cluster_load(&cc, path, err, sizeof(err));
 	}
 	close(fd);
 	return 0;

@@ -5,7 +5,7 @@
 set -euo pipefail
 BUILD="$1" SECS="${2:-30}"
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-for t in idx config net; do
+for t in idx config net swim; do
   work="$(mktemp -d)"
   echo "fuzz_$t: ${SECS}s"
   if ! (cd "$work" && "$OLDPWD/$BUILD/tests/fuzz_$t" -max_total_time="$SECS" -max_len=8192 \
