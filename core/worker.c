@@ -37,6 +37,7 @@ struct node_opts {
 	const char *listen;
 	char listen_buf[96];
 	const char *config;
+	char secret_buf[1024];
 	int proc;        /* global worker index in the cluster file, -1 = from the environment */
 	bool until_full; /* trivial job: exit 0 once a view with every worker is installed */
 	struct hora_swim_addr seeds[MAX_SEEDS];
@@ -245,7 +246,8 @@ static int apply_cluster(struct node_opts *o, const struct hora_cluster_config *
 					  "PMI_RANK"};
 	o->swim = cc->membership;
 	o->join_timeout_ms = cc->join_timeout_ms;
-	o->secret_file = cc->secret_file[0] ? strdup(cc->secret_file) : NULL;
+	snprintf(o->secret_buf, sizeof(o->secret_buf), "%s", cc->secret_file);
+	o->secret_file = o->secret_buf[0] ? o->secret_buf : NULL;
 	o->nseeds = 0;
 	for (int i = 0; i < cc->nseeds && o->nseeds < MAX_SEEDS; i++)
 		if (!hora_net_swim_addr(cc->seeds[i], &o->seeds[o->nseeds]))
