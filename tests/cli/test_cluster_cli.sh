@@ -46,5 +46,16 @@ expect "malformed YAML" $'cluster:\n  nodes: [\n' "c.yaml:3:1: invalid YAML"
 printf 'cluster:\n  nodes:\n    - {host: 127.0.0.1, workers: 2}\n' >"$T/c.yaml"
 "$HORA" worker --config "$T/c.yaml" --proc 5 >"$T/out" 2>&1; rc=$?
 [[ $rc == 2 ]] && grep -q "worker 5 does not exist: .* has 2 workers" "$T/out"; check "worker index out of range" $?
+# hora launch: the trivial job on deploy/clusters/local.yaml, and a failing one
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+timeout 60 "$HORA" launch "$ROOT/deploy/clusters/local.yaml" -- --until-full-view >"$T/out" 2>&1; rc=$?
+[[ $rc == 0 && $(grep -cE '^\[[0-3] 127\.0\.0\.1\] worker .*: rank [0-3] of 4 in view' "$T/out") == 4 ]] \
+  && grep -q "4 of 4 workers succeeded" "$T/out"
+check "hora launch local.yaml: 4 workers print rank and view, exit 0 (rc=$rc)" $?
+timeout 60 "$HORA" launch "$ROOT/deploy/clusters/local.yaml" -- --no-such-flag >"$T/out" 2>&1; rc=$?
+[[ $rc == 1 ]] && grep -q "worker 2 on 127.0.0.1 exited with status 2; last lines:" "$T/out" \
+  && grep -q "unrecognized option '--no-such-flag'" "$T/out"
+check "hora launch: failed workers named with their last lines, exit 1 (rc=$rc)" $?
+
 echo "cluster-cli: $pass passed, $fail failed"
 [[ $fail == 0 ]]
