@@ -1,0 +1,211 @@
+/* reduce.c - reduction loops. Each (dtype, op) is its own unit-stride loop
+ * that gcc vectorises (dst may alias an input exactly; gcc checks overlap at
+ * run time); f16/bf16 go through f32 in blocks of 256. */
+#include "reduce.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <string.h>
+
+size_t hora_net_dtype_size(enum hora_net_dtype t)
+{
+	static const size_t sz[] = {4, 8, 2, 2, 4, 8};
+	return t < HORA_NET_DTYPES ? sz[t] : 0;
+}
+
+const char *hora_net_dtype_name(enum hora_net_dtype t)
+{
+	static const char *const n[] = {"f32", "f64", "f16", "bf16", "i32", "i64"};
+	return t < HORA_NET_DTYPES ? n[t] : "?";
+}
+
+const char *hora_net_op_name(enum hora_net_op op)
+{
+	static const char *const n[] = {"sum", "avg", "min", "max", "prod"};
+	return op < HORA_NET_OPS ? n[op] : "?";
+}
+
+float hora_net_f16_to_f32(uint16_t h)
+{
+	uint32_t s = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff, bits;
+	if (e == 0) {
+		if (!m) {
+			bits = s;
+		} else { /* subnormal: normalise */
+			e = 127 - 15 + 1;
+			while (!(m & 0x400)) {
+				m <<= 1;
+				e--;
+			}
+			bits = s | e << 23 | (m & 0x3ff) << 13;
+		}
+	} else if (e == 31) {
+		bits = s | 0x7f800000 | m << 13;
+	} else {
+		bits = s | (e + 127 - 15) << 23 | m << 13;
+	}
+	float f;
+	memcpy(&f, &bits, 4);
+	return f;
+}
+
+uint16_t hora_net_f32_to_f16(float f)
+{
+	uint32_t x;
+	memcpy(&x, &f, 4);
+	uint32_t s = (x >> 16) & 0x8000, e = (x >> 23) & 0xff, m = x & 0x7fffff;
+	if (e == 0xff)
+		return (uint16_t)(s | 0x7c00 | (m ? 0x200 : 0));
+	int ee = (int)e - 127 + 15;
+	if (ee >= 31)
+		return (uint16_t)(s | 0x7c00);
+	if (ee <= 0) {
+		if (ee < -10)
+			return (uint16_t)s;
+		m |= 0x800000;
+		int shift = 14 - ee;
+		uint32_t r = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+		if (rem > half || (rem == half && (r & 1)))
+			r++;
+		return (uint16_t)(s | r);
+	}
+	uint32_t r = (uint32_t)ee << 10 | m >> 13, rem = m & 0x1fff;
+	if (rem > 0x1000 || (rem == 0x1000 && (r & 1)))
+		r++; /* may carry into the exponent: still right (up to inf) */
+	return (uint16_t)(s | r);
+}
+
+float hora_net_bf16_to_f32(uint16_t h)
+{
+	uint32_t x = (uint32_t)h << 16;
+	float f;
+	memcpy(&f, &x, 4);
+	return f;
+}
+
+uint16_t hora_net_f32_to_bf16(float f)
+{
+	uint32_t x;
+	memcpy(&x, &f, 4);
+	if ((x & 0x7fffffff) > 0x7f800000)
+		return (uint16_t)((x >> 16) | 0x40); /* quiet NaN */
+	x += 0x7fff + ((x >> 16) & 1);
+	return (uint16_t)(x >> 16);
+}
+
+#define LOOP(T, EXPR)                                                                             \
+	do {                                                                                      \
+		T *d = dst; /* may alias x or y exactly: no restrict; gcc    */                  \
+		const T *x = a, *y = b; /* vectorises behind an overlap check */                  \
+		for (size_t i = 0; i < n; i++)                                                    \
+			d[i] = EXPR;                                                              \
+	} while (0)
+#define OPS(T)                                                                                    \
+	switch (op) {                                                                             \
+	case HORA_NET_SUM:                                                                        \
+	case HORA_NET_AVG:                                                                        \
+		LOOP(T, x[i] + y[i]);                                                             \
+		break;                                                                            \
+	case HORA_NET_MIN:                                                                        \
+		LOOP(T, x[i] < y[i] ? x[i] : y[i]);                                               \
+		break;                                                                            \
+	case HORA_NET_MAX:                                                                        \
+		LOOP(T, x[i] > y[i] ? x[i] : y[i]);                                               \
+		break;                                                                            \
+	case HORA_NET_PROD:                                                                       \
+		LOOP(T, x[i] * y[i]);                                                             \
+		break;                                                                            \
+	default:                                                                                  \
+		break;                                                                            \
+	}
+
+static void reduce_same(void *dst, const void *a, const void *b, size_t n, enum hora_net_dtype t,
+			enum hora_net_op op)
+{
+	switch (t) {
+	case HORA_NET_F32:
+		OPS(float)
+		break;
+	case HORA_NET_F64:
+		OPS(double)
+		break;
+	case HORA_NET_I32:
+		OPS(int32_t)
+		break;
+	case HORA_NET_I64:
+		OPS(int64_t)
+		break;
+	default:
+		break;
+	}
+}
+
+static void reduce_half(void *dst, const void *a, const void *b, size_t n, bool bf,
+			enum hora_net_op op)
+{
+	uint16_t *d = dst;
+	const uint16_t *x = a, *y = b;
+	float fx[256], fy[256];
+	for (size_t i = 0; i < n; i += 256) {
+		size_t k = n - i < 256 ? n - i : 256;
+		for (size_t j = 0; j < k; j++) {
+			fx[j] = bf ? hora_net_bf16_to_f32(x[i + j]) : hora_net_f16_to_f32(x[i + j]);
+			fy[j] = bf ? hora_net_bf16_to_f32(y[i + j]) : hora_net_f16_to_f32(y[i + j]);
+		}
+		reduce_same(fx, fx, fy, k, HORA_NET_F32, op);
+		for (size_t j = 0; j < k; j++)
+			d[i + j] = bf ? hora_net_f32_to_bf16(fx[j]) : hora_net_f32_to_f16(fx[j]);
+	}
+}
+
+void hora_net_reduce(void *dst, const void *a, const void *b, size_t n, enum hora_net_dtype t,
+		     enum hora_net_op op)
+{
+	if (t == HORA_NET_F16 || t == HORA_NET_BF16) {
+		reduce_half(dst, a, b, n, t == HORA_NET_BF16, op);
+		return;
+	}
+	reduce_same(dst, a, b, n, t, op);
+}
+
+void hora_net_scale(void *p, size_t n, enum hora_net_dtype t, int div)
+{
+	switch (t) {
+	case HORA_NET_F32: {
+		float *x = p, s = 1.0f / (float)div;
+		for (size_t i = 0; i < n; i++)
+			x[i] *= s;
+		break;
+	}
+	case HORA_NET_F64: {
+		double *x = p, s = 1.0 / div;
+		for (size_t i = 0; i < n; i++)
+			x[i] *= s;
+		break;
+	}
+	case HORA_NET_I32: {
+		int32_t *x = p;
+		for (size_t i = 0; i < n; i++)
+			x[i] /= div;
+		break;
+	}
+	case HORA_NET_I64: {
+		int64_t *x = p;
+		for (size_t i = 0; i < n; i++)
+			x[i] /= div;
+		break;
+	}
+	case HORA_NET_F16:
+	case HORA_NET_BF16: {
+		uint16_t *x = p;
+		bool bf = t == HORA_NET_BF16;
+		for (size_t i = 0; i < n; i++) {
+			float f = (bf ? hora_net_bf16_to_f32(x[i]) : hora_net_f16_to_f32(x[i])) / (float)div;
+			x[i] = bf ? hora_net_f32_to_bf16(f) : hora_net_f32_to_f16(f);
+		}
+		break;
+	}
+	default:
+		break;
+	}
+}

@@ -1,0 +1,336 @@
+/* test_coll.c - allreduce correctness: N = 1..8 ranks (threads, each with
+ * its own loop and sockets), every dtype x op, counts 0, 1, N-1, N+1, a
+ * prime, one large enough for the ring; results equal a serial reference
+ * computed with the same reduction order and are bitwise identical on every
+ * rank; mismatched calls give a named error; a rank killed (another process,
+ * kill -9) mid-allreduce makes the others fail fast. Inputs are small
+ * integers, exact in every dtype, so the float tolerance is zero; one test
+ * uses random floats with a stated tolerance. */
+#include "net/coll.h"
+#include "net_helpers.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#define MAXR 8
+
+static char addr[MAXR][32];
+static const char *addrs[MAXR];
+static int base_port;
+
+static void pick_ports(int n)
+{
+	base_port = 20000 + (int)((getpid() * 37 + time(NULL)) % 20000);
+	for (int i = 0; i < n; i++) {
+		snprintf(addr[i], sizeof(addr[i]), "127.0.0.1:%d", base_port + i);
+		addrs[i] = addr[i];
+	}
+}
+
+struct rank_arg {
+	int rank, n;
+	struct hora_net_comm *comm;
+	int rc;
+	char err[512];
+};
+
+static void *create_rank(void *p)
+{
+	struct rank_arg *a = p;
+	struct hora_net_comm_cfg cfg = {.rank = a->rank, .nranks = a->n, .addrs = addrs,
+					.connect_timeout_ms = 10000};
+	hora_net_opts_default(&cfg.opts);
+	cfg.opts.secret = (const uint8_t *)TEST_SECRET;
+	cfg.opts.secret_len = strlen(TEST_SECRET);
+	cfg.opts.io_timeout_ms = 10000;
+	cfg.segment_bytes = 64 << 10; /* several segments per chunk even in tests */
+	a->rc = hora_net_comm_create(&cfg, &a->comm, a->err, sizeof(a->err));
+	return NULL;
+}
+
+static void make_comms(struct rank_arg *ra, int n)
+{
+	pick_ports(n);
+	pthread_t th[MAXR];
+	for (int i = 0; i < n; i++) {
+		ra[i] = (struct rank_arg){.rank = i, .n = n};
+		pthread_create(&th[i], NULL, create_rank, &ra[i]);
+	}
+	for (int i = 0; i < n; i++) {
+		pthread_join(th[i], NULL);
+		cr_assert_eq(ra[i].rc, 0, "rank %d: %s", i, ra[i].err);
+	}
+}
+
+static double value(int rank, size_t i, enum hora_net_op op)
+{
+	if (op == HORA_NET_PROD)
+		return ((i + (size_t)rank) % 3 == 0) ? 2.0 : ((i + (size_t)rank) % 5 == 0 ? -1.0 : 1.0);
+	return (double)((long)((i * 7 + (size_t)rank * 3) % 11) - 5);
+}
+
+static void store(void *p, size_t i, enum hora_net_dtype t, double v)
+{
+	switch (t) {
+	case HORA_NET_F32: ((float *)p)[i] = (float)v; break;
+	case HORA_NET_F64: ((double *)p)[i] = v; break;
+	case HORA_NET_F16: ((uint16_t *)p)[i] = hora_net_f32_to_f16((float)v); break;
+	case HORA_NET_BF16: ((uint16_t *)p)[i] = hora_net_f32_to_bf16((float)v); break;
+	case HORA_NET_I32: ((int32_t *)p)[i] = (int32_t)v; break;
+	case HORA_NET_I64: ((int64_t *)p)[i] = (int64_t)v; break;
+	default: break;
+	}
+}
+
+struct job {
+	struct rank_arg *ra;
+	void *buf;
+	size_t count;
+	enum hora_net_dtype t;
+	enum hora_net_op op;
+	int rc;
+	char err[512];
+};
+
+static void *run_job(void *p)
+{
+	struct job *j = p;
+	j->rc = hora_net_allreduce(j->ra->comm, j->buf, j->buf, j->count, j->t, j->op);
+	if (j->rc)
+		snprintf(j->err, sizeof(j->err), "%s", hora_net_comm_error(j->ra->comm));
+	return NULL;
+}
+
+/* every rank reduces; compare with the serial reference, and with rank 0 */
+static void check_one(struct rank_arg *ra, int n, size_t count, enum hora_net_dtype t,
+		      enum hora_net_op op)
+{
+	size_t esz = hora_net_dtype_size(t), bytes = count * esz;
+	struct job jobs[MAXR];
+	pthread_t th[MAXR];
+	uint8_t *ref = malloc(bytes + 8), *tmp = malloc(bytes + 8);
+	for (int r = 0; r < n; r++) {
+		jobs[r] = (struct job){.ra = &ra[r], .buf = malloc(bytes + 8), .count = count, .t = t, .op = op};
+		for (size_t i = 0; i < count; i++)
+			store(jobs[r].buf, i, t, value(r, i, op));
+	}
+	/* reference: rank 0 op rank 1 op ... (exact for these inputs), then AVG's scale */
+	memcpy(ref, jobs[0].buf, bytes);
+	for (int r = 1; r < n; r++)
+		hora_net_reduce(ref, ref, jobs[r].buf, count, t, op);
+	if (op == HORA_NET_AVG && n > 1)
+		hora_net_scale(ref, count, t, n);
+	for (int r = 0; r < n; r++)
+		pthread_create(&th[r], NULL, run_job, &jobs[r]);
+	for (int r = 0; r < n; r++)
+		pthread_join(th[r], NULL);
+	for (int r = 0; r < n; r++) {
+		cr_assert_eq(jobs[r].rc, 0, "N=%d count %zu %s %s rank %d: %s", n, count,
+			     hora_net_dtype_name(t), hora_net_op_name(op), r, jobs[r].err);
+		cr_assert_eq(memcmp(jobs[r].buf, jobs[0].buf, bytes), 0,
+			     "N=%d count %zu %s %s: rank %d differs from rank 0", n, count,
+			     hora_net_dtype_name(t), hora_net_op_name(op), r);
+	}
+	cr_assert_eq(memcmp(jobs[0].buf, ref, bytes), 0, "N=%d count %zu %s %s: differs from reference",
+		     n, count, hora_net_dtype_name(t), hora_net_op_name(op));
+	for (int r = 0; r < n; r++)
+		free(jobs[r].buf);
+	free(ref);
+	free(tmp);
+}
+
+static void all_cases(int n)
+{
+	struct rank_arg ra[MAXR];
+	make_comms(ra, n);
+	size_t counts[] = {0, 1, (size_t)(n > 1 ? n - 1 : 2), (size_t)n + 1, 1009, 40009};
+	for (int t = 0; t < HORA_NET_DTYPES; t++)
+		for (int op = 0; op < HORA_NET_OPS; op++)
+			for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++)
+				check_one(ra, n, counts[c], (enum hora_net_dtype)t, (enum hora_net_op)op);
+	/* the ring on small counts too, and doubling forced */
+	for (int algo = 1; algo <= 2; algo++) {
+		for (int r = 0; r < n; r++)
+			hora_net_comm_set_algo(ra[r].comm, algo);
+		for (size_t c = 0; c < 4; c++)
+			check_one(ra, n, counts[c] + 3, HORA_NET_F32, HORA_NET_SUM);
+	}
+	for (int r = 0; r < n; r++)
+		hora_net_comm_destroy(ra[r].comm);
+}
+
+Test(net_coll, every_dtype_op_count_n1, .timeout = 120) { all_cases(1); }
+Test(net_coll, every_dtype_op_count_n2, .timeout = 120) { all_cases(2); }
+Test(net_coll, every_dtype_op_count_n3, .timeout = 120) { all_cases(3); }
+Test(net_coll, every_dtype_op_count_n4, .timeout = 120) { all_cases(4); }
+Test(net_coll, every_dtype_op_count_n5, .timeout = 120) { all_cases(5); }
+Test(net_coll, every_dtype_op_count_n6, .timeout = 120) { all_cases(6); }
+Test(net_coll, every_dtype_op_count_n7, .timeout = 120) { all_cases(7); }
+Test(net_coll, every_dtype_op_count_n8, .timeout = 120) { all_cases(8); }
+
+Test(net_coll, sixty_four_mib_f32_sum_n4, .timeout = 120)
+{
+	struct rank_arg ra[MAXR];
+	make_comms(ra, 4);
+	check_one(ra, 4, 16u << 20, HORA_NET_F32, HORA_NET_SUM);
+	for (int r = 0; r < 4; r++)
+		hora_net_comm_destroy(ra[r].comm);
+}
+
+Test(net_coll, random_floats_within_tolerance, .timeout = 60)
+{
+	/* tolerance: each element is a sum of N values of |x| <= 1 in a
+	 * different association than the serial sum: |error| <= N * eps * sum|x| */
+	struct rank_arg ra[MAXR];
+	const int n = 5;
+	const size_t count = 100003;
+	make_comms(ra, n);
+	struct job jobs[MAXR];
+	pthread_t th[MAXR];
+	double *ref = calloc(count, sizeof(double)), *mag = calloc(count, sizeof(double));
+	uint64_t s = 12345;
+	for (int r = 0; r < n; r++) {
+		float *b = malloc(count * sizeof(float));
+		for (size_t i = 0; i < count; i++) {
+			s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+			b[i] = (float)((double)(s >> 11) * 0x1.0p-53 * 2.0 - 1.0);
+			ref[i] += b[i];
+			mag[i] += fabs(b[i]);
+		}
+		jobs[r] = (struct job){.ra = &ra[r], .buf = b, .count = count, .t = HORA_NET_F32, .op = HORA_NET_SUM};
+	}
+	for (int r = 0; r < n; r++)
+		pthread_create(&th[r], NULL, run_job, &jobs[r]);
+	for (int r = 0; r < n; r++)
+		pthread_join(th[r], NULL);
+	double worst = 0;
+	for (int r = 0; r < n; r++) {
+		cr_assert_eq(jobs[r].rc, 0, "%s", jobs[r].err);
+		cr_assert_eq(memcmp(jobs[r].buf, jobs[0].buf, count * 4), 0, "rank %d differs", r);
+	}
+	for (size_t i = 0; i < count; i++) {
+		double e = fabs(((float *)jobs[0].buf)[i] - ref[i]) / (mag[i] * n * 0x1.0p-23 + 1e-30);
+		if (e > worst)
+			worst = e;
+	}
+	cr_log_info("f32 sum of 5 ranks: worst error %.3f of the bound", worst);
+	cr_assert_leq(worst, 1.0);
+	for (int r = 0; r < n; r++) {
+		free(jobs[r].buf);
+		hora_net_comm_destroy(ra[r].comm);
+	}
+	free(ref);
+	free(mag);
+}
+
+Test(net_coll, mismatched_calls_are_named, .timeout = 60)
+{
+	struct rank_arg ra[MAXR];
+	make_comms(ra, 3);
+	struct job jobs[3];
+	pthread_t th[3];
+	float bufs[3][200] = {{0}};
+	for (int r = 0; r < 3; r++)
+		jobs[r] = (struct job){.ra = &ra[r], .buf = bufs[r], .count = r == 1 ? 101 : 100,
+				       .t = HORA_NET_F32, .op = HORA_NET_SUM};
+	for (int r = 0; r < 3; r++)
+		pthread_create(&th[r], NULL, run_job, &jobs[r]);
+	for (int r = 0; r < 3; r++)
+		pthread_join(th[r], NULL);
+	int named = 0;
+	for (int r = 0; r < 3; r++) {
+		cr_assert_lt(jobs[r].rc, 0, "rank %d succeeded", r);
+		if (strstr(jobs[r].err, "mismatched collectives") && strstr(jobs[r].err, "rank "))
+			named++;
+	}
+	cr_assert_geq(named, 1, "no rank named the mismatch: %s | %s | %s", jobs[0].err, jobs[1].err,
+		      jobs[2].err);
+	for (int r = 0; r < 3; r++)
+		hora_net_comm_destroy(ra[r].comm);
+}
+
+Test(net_coll, mismatched_op_on_the_ring_is_named_in_full, .timeout = 60)
+{
+	struct rank_arg ra[MAXR];
+	make_comms(ra, 2);
+	struct job jobs[2];
+	pthread_t th[2];
+	size_t count = 1 << 20; /* ring: the fingerprint goes alone, first */
+	for (int r = 0; r < 2; r++)
+		jobs[r] = (struct job){.ra = &ra[r], .buf = calloc(count, 4), .count = count,
+				       .t = HORA_NET_F32, .op = r ? HORA_NET_MAX : HORA_NET_SUM};
+	for (int r = 0; r < 2; r++)
+		pthread_create(&th[r], NULL, run_job, &jobs[r]);
+	for (int r = 0; r < 2; r++)
+		pthread_join(th[r], NULL);
+	int named = 0;
+	for (int r = 0; r < 2; r++) {
+		cr_assert_lt(jobs[r].rc, 0);
+		named += strstr(jobs[r].err, "f32, sum") && strstr(jobs[r].err, "f32, max") ? 1 : 0;
+		free(jobs[r].buf);
+		hora_net_comm_destroy(ra[r].comm);
+	}
+	cr_assert_geq(named, 1, "%s | %s", jobs[0].err, jobs[1].err);
+}
+
+Test(net_coll, killed_rank_fails_the_others_fast, .timeout = 60)
+{
+	const int n = 3;
+	pick_ports(n);
+	pid_t pid = fork();
+	if (pid == 0) { /* rank 2, in its own process: joins, starts, is killed */
+		struct rank_arg a = {.rank = 2, .n = n};
+		create_rank(&a);
+		if (a.rc)
+			_exit(3);
+		size_t count = 16u << 20;
+		float *b = calloc(count, 4);
+		hora_net_allreduce(a.comm, b, b, count, HORA_NET_F32, HORA_NET_SUM);
+		_exit(0);
+	}
+	struct rank_arg ra[2];
+	pthread_t th[2];
+	for (int i = 0; i < 2; i++) {
+		ra[i] = (struct rank_arg){.rank = i, .n = n};
+		pthread_create(&th[i], NULL, create_rank, &ra[i]);
+	}
+	for (int i = 0; i < 2; i++) {
+		pthread_join(th[i], NULL);
+		cr_assert_eq(ra[i].rc, 0, "%s", ra[i].err);
+	}
+	size_t count = 16u << 20;
+	struct job jobs[2];
+	for (int r = 0; r < 2; r++) {
+		jobs[r] = (struct job){.ra = &ra[r], .buf = calloc(count, 4), .count = count,
+				       .t = HORA_NET_F32, .op = HORA_NET_SUM};
+		pthread_create(&th[r], NULL, run_job, &jobs[r]);
+	}
+	usleep(30000);
+	kill(pid, SIGKILL);
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (int r = 0; r < 2; r++)
+		pthread_join(th[r], NULL);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+	waitpid(pid, NULL, 0);
+	int failed = 0;
+	for (int r = 0; r < 2; r++) {
+		if (jobs[r].rc < 0)
+			failed++;
+		cr_log_info("rank %d: rc %d: %s", r, jobs[r].rc, jobs[r].err);
+	}
+	/* it may have finished before the kill on a fast day; if not, both fail, fast */
+	if (failed) {
+		cr_assert_eq(failed, 2, "only one survivor noticed: %s | %s", jobs[0].err, jobs[1].err);
+		cr_assert_lt(s, 5.0, "survivors took %.2f s to fail", s);
+	}
+	for (int r = 0; r < 2; r++) {
+		free(jobs[r].buf);
+		hora_net_comm_destroy(ra[r].comm);
+	}
+}
