@@ -28,7 +28,8 @@ if [[ ${HORA_SKIP_SANITIZE:-0} != 1 ]]; then
   cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DHORA_SANITIZE=ON -DHORA_CUDA=OFF \
     -DHORA_WERROR=ON >/dev/null
   cmake --build build-asan -j"$JOBS"
-  (cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure)
+  (cd build-asan && ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS="suppressions=$ROOT/tests/lsan.supp" \
+     ctest --output-on-failure)
 fi
 
 step "Release build and tests"

@@ -387,12 +387,10 @@ static int ring(struct hora_net_comm *c, uint8_t *buf, size_t count, enum hora_n
 		maxs += nsegs(&g, len);
 	}
 	struct hora_net_req **sq = calloc(maxs ? maxs : 1, sizeof(*sq));
-	int *sq_done = calloc(maxs ? maxs : 1, sizeof(int));
-	if (!slots || !rq || !sq || !sq_done) {
+	if (!slots || !rq || !sq) {
 		free(slots);
 		free(rq);
 		free(sq);
-		free(sq_done);
 		return fail(c, -ENOMEM, "out of memory for %zu pipeline slots", total);
 	}
 	size_t ns = 0, s_posted = 0, s_waited = 0;
@@ -461,7 +459,8 @@ static int ring(struct hora_net_comm *c, uint8_t *buf, size_t count, enum hora_n
 			POST_SEND(tt + 1, k);
 		/* reap finished sends now and then, so their memory stays bounded */
 		while (s_waited < s_posted && hora_net_test(sq[s_waited])) {
-			rc = rc ? rc : xwait(c, sq[s_waited], right, "send to");
+			int r2 = xwait(c, sq[s_waited], right, "send to"); /* always: it frees */
+			rc = rc ? rc : r2;
 			sq[s_waited++] = NULL;
 		}
 	}
@@ -481,7 +480,6 @@ static int ring(struct hora_net_comm *c, uint8_t *buf, size_t count, enum hora_n
 	free(slots);
 	free(rq);
 	free(sq);
-	free(sq_done);
 	return rc;
 }
 
@@ -498,10 +496,8 @@ int hora_net_allreduce(struct hora_net_comm *c, const void *send, void *recv, si
 	const size_t esz = hora_net_dtype_size(t), bytes = count * esz;
 	if (send != recv && bytes)
 		memmove(recv, send, bytes);
-	if (c->n == 1 || count == 0) {
-		if (c->n == 1)
-			return 0;
-	}
+	if (c->n == 1)
+		return 0; /* (count 0 still exchanges fingerprints: calls stay matched) */
 	struct fp f = {.seq = c->seq, .count = count, .name = 0x61726564 /* "ared" */,
 		       .dtype = (uint8_t)t, .op = (uint8_t)op, .nranks = (uint16_t)c->n};
 	bool small = c->algo == 2 || (c->algo == 0 && (bytes <= c->cfg.small_bytes || count < (size_t)c->n));

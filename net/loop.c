@@ -351,8 +351,23 @@ static void *loop_main(void *arg)
 	arm_tick(loop);
 	while (!loop->stopping) {
 		int rc = io_uring_submit_and_wait(&loop->ring, 1);
-		if (rc < 0 && rc != -EINTR && rc != -EBUSY && rc != -ETIME) {
-			fprintf(stderr, "hora net: io_uring_submit_and_wait: %s\n", strerror(-rc));
+		if (rc < 0 && rc != -EINTR && rc != -EBUSY && rc != -ETIME && rc != -EAGAIN) {
+			fprintf(stderr, "hora net: io_uring_submit_and_wait: %s; the transport loop "
+					"stops\n", strerror(-rc));
+			/* release everyone who waits on us instead of leaving them hanging */
+			pthread_mutex_lock(&loop->qlock);
+			loop->dead = true;
+			struct cmd *q = loop->q;
+			loop->q = loop->q_tail = NULL;
+			pthread_cond_broadcast(&loop->qcond);
+			pthread_mutex_unlock(&loop->qlock);
+			while (q) {
+				struct cmd *n = q->next;
+				if (q->req)
+					hora_net_req_finish(q->req, -ESHUTDOWN, "transport loop stopped");
+				free(q);
+				q = n;
+			}
 			break;
 		}
 		struct io_uring_cqe *cqe;

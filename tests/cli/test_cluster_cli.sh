@@ -8,7 +8,7 @@ T="$(mktemp -d)"
 trap 'rm -rf "$T"' EXIT
 export HORA_SECRET="cluster-cli-test-secret-0123"
 pass=0 fail=0
-check() { if [[ $2 == 0 ]]; then pass=$((pass+1)); echo "ok   $1"; else fail=$((fail+1)); echo "FAIL $1"; fi; }
+check() { if [[ $2 == 0 ]]; then pass=$((pass+1)); echo "ok   $1"; else fail=$((fail+1)); echo "FAIL $1"; fi; return "$2"; }
 expect() { # name, file content, expected text
   printf '%s' "$2" >"$T/c.yaml"
   for cmd in "launch $T/c.yaml" "worker --config $T/c.yaml"; do
@@ -48,10 +48,10 @@ printf 'cluster:\n  nodes:\n    - {host: 127.0.0.1, workers: 2}\n' >"$T/c.yaml"
 [[ $rc == 2 ]] && grep -q "worker 5 does not exist: .* has 2 workers" "$T/out"; check "worker index out of range" $?
 # hora launch: the trivial job on deploy/clusters/local.yaml, and a failing one
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-timeout 60 "$HORA" launch "$ROOT/deploy/clusters/local.yaml" -- --until-full-view >"$T/out" 2>&1; rc=$?
+timeout 120 "$HORA" launch "$ROOT/deploy/clusters/local.yaml" -- --until-full-view >"$T/out" 2>&1; rc=$?
 [[ $rc == 0 && $(grep -cE '^\[[0-3] 127\.0\.0\.1\] worker .*: rank [0-3] of 4 in view' "$T/out") == 4 ]] \
   && grep -q "4 of 4 workers succeeded" "$T/out"
-check "hora launch local.yaml: 4 workers print rank and view, exit 0 (rc=$rc)" $?
+check "hora launch local.yaml: 4 workers print rank and view, exit 0 (rc=$rc)" $? || sed 's/^/  | /' "$T/out" | tail -30
 timeout 60 "$HORA" launch "$ROOT/deploy/clusters/local.yaml" -- --no-such-flag >"$T/out" 2>&1; rc=$?
 [[ $rc == 1 ]] && grep -q "worker 2 on 127.0.0.1 exited with status 2; last lines:" "$T/out" \
   && grep -q "unrecognized option '--no-such-flag'" "$T/out"
