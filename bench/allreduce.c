@@ -37,13 +37,14 @@ static size_t parse_size(const char *s)
 }
 
 static int run_rank(int rank, int n, const char *const *addrs, const uint8_t *secret, size_t slen,
-		    size_t lo, size_t hi, int algo, FILE *out, FILE *json)
+		    size_t lo, size_t hi, int algo, size_t segment, FILE *out, FILE *json)
 {
 	struct hora_net_comm_cfg cfg = {.rank = rank, .nranks = n, .addrs = addrs,
 					.connect_timeout_ms = 30000};
 	hora_net_opts_default(&cfg.opts);
 	cfg.opts.secret = secret;
 	cfg.opts.secret_len = slen;
+	cfg.segment_bytes = segment;
 	struct hora_net_comm *c;
 	char err[512];
 	if (hora_net_comm_create(&cfg, &c, err, sizeof(err))) {
@@ -119,10 +120,11 @@ int hora_bench_allreduce(int argc, char **argv)
 	static const struct option opts[] = {
 		{"ranks", required_argument, 0, 'n'}, {"sizes", required_argument, 0, 's'},
 		{"json", required_argument, 0, 'j'}, {"algo", required_argument, 0, 'a'},
-		{"port", required_argument, 0, 'p'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
+		{"port", required_argument, 0, 'p'}, {"segment", required_argument, 0, 'g'},
+		{"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
 	};
 	int n = 2, algo = 0, port = 0, c;
-	size_t lo = 8, hi = 64 << 20;
+	size_t lo = 8, hi = 64 << 20, segment = 0;
 	const char *json = NULL;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -137,9 +139,10 @@ int hora_bench_allreduce(int argc, char **argv)
 		case 'j': json = optarg; break;
 		case 'a': algo = !strcmp(optarg, "ring") ? 1 : !strcmp(optarg, "doubling") ? 2 : 0; break;
 		case 'p': port = atoi(optarg); break;
+		case 'g': segment = parse_size(optarg); break;
 		case 'h':
 			printf("usage: hora bench allreduce [--ranks N] [--sizes 8:64M] [--algo auto|ring|doubling]\n"
-			       "       [--json F] [--port BASE]\n");
+			       "       [--segment BYTES] [--json F] [--port BASE]\n");
 			return 0;
 		default: return 2;
 		}
@@ -163,10 +166,10 @@ int hora_bench_allreduce(int argc, char **argv)
 	for (int r = 1; r < n; r++) {
 		pids[r] = fork();
 		if (pids[r] == 0)
-			_exit(run_rank(r, n, addrs, secret, sizeof(secret), lo, hi, algo, NULL, NULL));
+			_exit(run_rank(r, n, addrs, secret, sizeof(secret), lo, hi, algo, segment, NULL, NULL));
 	}
 	FILE *jf = json ? hora_bench_json_open(json) : NULL;
-	int rc = run_rank(0, n, addrs, secret, sizeof(secret), lo, hi, algo, stdout, jf);
+	int rc = run_rank(0, n, addrs, secret, sizeof(secret), lo, hi, algo, segment, stdout, jf);
 	hora_bench_json_close(jf);
 	for (int r = 1; r < n; r++) {
 		int st;
