@@ -196,13 +196,17 @@ static int run_node(struct node_opts *o, enum hora_swim_role role, const char *p
 			if (role == HORA_SWIM_WORKER)
 				print_view(loop, who);
 		}
-		if (o->until_full && !paused && rank >= 0 && v.n >= o->swim.min_members) {
+		if (o->until_full && rank >= 0 && v.n >= o->swim.min_members) {
 			printf("%s: rank %d of %d in view %llu\n", who, rank, v.n,
 			       (unsigned long long)v.id);
 			fflush(stdout);
-			/* stay a little to answer the others' last messages, then leave */
-			hora_net_membership_wait(loop, v.id, paused, 5 * o->swim.probe_interval_ms);
-			hora_net_membership_leave(loop);
+			/* Linger as a member (answering pings, acking COMMIT resends)
+			 * so that slower members install the same view, then go
+			 * without LEAVE: a LEAVE would shrink the view of a member that
+			 * has not printed yet, and it would never see the full one. */
+			int64_t t_end = mono_ms() + 2000;
+			while (mono_ms() < t_end && !g_signal)
+				usleep(100000);
 			break;
 		}
 	}

@@ -519,22 +519,24 @@ static void start_period(struct hora_swim *s, int64_t now)
 	s->period_start = now;
 	s->next_period = now + s->cfg.probe_interval_ms;
 	s->periods++;
-	/* every 10th period: try to reconnect a dead member, and seeds nobody
-	 * alive sits on (a restarted seed learns the cluster this way) */
-	if (s->periods % 10 == 0) {
-		int dead[HORA_SWIM_MAX_MEMBERS], nd = 0;
-		for (int i = 1; i < s->n; i++)
-			if (s->mem[i].m.state == HORA_SWIM_DEAD)
-				dead[nd++] = i;
-		if (nd) {
-			struct mem *x = &s->mem[dead[randombytes_uniform((uint32_t)nd)]];
+	/* every 5th period: ping every dead member (a healed partition comes back
+	 * as soon as it can: the ping tells it it is dead, it refutes), and every
+	 * 10th: JOIN to seeds nobody alive sits on (a restarted seed relearns) */
+	if (s->periods % 5 == 0) {
+		for (int i = 1, sent = 0; i < s->n && sent < 16; i++) {
+			struct mem *x = &s->mem[i];
+			if (x->m.state != HORA_SWIM_DEAD)
+				continue;
 			uint8_t buf[HORA_SWIM_MTU];
 			struct msg m;
 			msg_begin(s, &m, buf, T_PING, 0, x->m.uid);
 			msg_upd(&m, &x->m); /* tell it it is dead: it will refute */
 			msg_upd(&m, &s->mem[0].m);
 			msg_send(s, &m, x->m.addr);
+			sent++;
 		}
+	}
+	if (s->periods % 10 == 0) {
 		for (int i = 0; i < s->nseeds; i++) {
 			bool known = false;
 			for (int j = 1; j < s->n; j++)

@@ -51,7 +51,7 @@ sleep 5
 wait_all 'paused: no majority' 5; check "2|2 partition: every worker reports paused (no majority)" $?
 ! grep -qE 'view [0-9]+: 2 members' "$T/run.log"; check "no side formed a view of 2" $?
 bash "$NET" heal --tag "$TAG" >/dev/null
-wait_all '^view [0-9]+: 4 members, rank [0-3] \[' 20; rc=$?
+wait_all '^view [0-9]+: 4 members, rank [0-3] \[' 40; rc=$?
 v_after=$(last 0 | grep -o '^view [0-9]*')
 [[ $rc == 0 ]]; check "after heal: 4-member view, not paused ($v_before -> $v_after)" $?
 kill -TERM "$LPID"; wait "$LPID"; rc=$?; LPID=""
