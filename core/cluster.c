@@ -32,22 +32,10 @@ void hora_cluster_defaults(struct hora_cluster_config *c)
 	c->join_timeout_ms = 10000;
 }
 
-static int bad(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int bad(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return HORA_ERR_CONFIG;
-}
-
 static int int_of(const char *v, long lo, long hi, int *out)
 {
-	char *end;
-	errno = 0;
-	long x = strtol(v, &end, 10);
-	if (errno || end == v || *end || x < lo || x > hi)
+	long x;
+	if (hora_cfg_int(v, lo, hi, &x))
 		return -1;
 	*out = (int)x;
 	return 0;
@@ -72,19 +60,11 @@ static int bytes_of(const char *v, size_t *out)
 	return 0;
 }
 
-static int bool_of(const char *v, int *out)
-{
-	if (!strcasecmp(v, "true") || !strcasecmp(v, "yes") || !strcmp(v, "1"))
-		return *out = 1, 0;
-	if (!strcasecmp(v, "false") || !strcasecmp(v, "no") || !strcmp(v, "0"))
-		return *out = 0, 0;
-	return -1;
-}
 
 static int copy(char *dst, size_t cap, const char *key, const char *v, char *err, size_t errlen)
 {
 	if (!*v || strlen(v) >= cap)
-		return bad(err, errlen, "%s must be a non-empty string of at most %zu bytes (got '%s')",
+		return hora_cfg_bad(err, errlen, "%s must be a non-empty string of at most %zu bytes (got '%s')",
 			   key, cap - 1, v);
 	memcpy(dst, v, strlen(v) + 1);
 	return 0;
@@ -96,7 +76,7 @@ static int set_node(struct hora_cluster_config *c, const char *key, const char *
 	char *end;
 	long i = strtol(key + strlen("cluster.nodes["), &end, 10);
 	if (i < 0 || i >= HORA_CLUSTER_MAX_NODES || strncmp(end, "].", 2))
-		return bad(err, errlen, "unknown key '%s' (at most %d nodes)", key,
+		return hora_cfg_bad(err, errlen, "unknown key '%s' (at most %d nodes)", key,
 			   HORA_CLUSTER_MAX_NODES);
 	struct hora_cluster_node *n = &c->nodes[i];
 	const char *field = end + 2;
@@ -109,7 +89,7 @@ static int set_node(struct hora_cluster_config *c, const char *key, const char *
 	if (!strcmp(field, "host")) {
 		struct in_addr a;
 		if (inet_pton(AF_INET, v, &a) != 1)
-			return bad(err, errlen, "%s must be an IPv4 address (got '%s')", key, v);
+			return hora_cfg_bad(err, errlen, "%s must be an IPv4 address (got '%s')", key, v);
 		n->host_line = line;
 		n->host_col = col;
 		return copy(n->host, sizeof(n->host), key, v, err, errlen);
@@ -118,7 +98,7 @@ static int set_node(struct hora_cluster_config *c, const char *key, const char *
 		return copy(n->netns, sizeof(n->netns), key, v, err, errlen);
 	if (!strcmp(field, "workers")) {
 		if (int_of(v, 1, 4096, &n->workers))
-			return bad(err, errlen, "%s must be a positive integer (got '%s')", key, v);
+			return hora_cfg_bad(err, errlen, "%s must be a positive integer (got '%s')", key, v);
 		return 0;
 	}
 	if (!strcmp(field, "gpus")) {
@@ -127,15 +107,15 @@ static int set_node(struct hora_cluster_config *c, const char *key, const char *
 		while (*p) {
 			long g = strtol(p, &end, 10);
 			if (end == p || g < 0 || g > 1024 || n->ngpus == HORA_CLUSTER_MAX_GPUS)
-				return bad(err, errlen, "%s must be a list of GPU indices (got '%s')", key, v);
+				return hora_cfg_bad(err, errlen, "%s must be a list of GPU indices (got '%s')", key, v);
 			n->gpus[n->ngpus++] = (int)g;
 			p = *end == ',' ? end + 1 : end;
 			if (*end && *end != ',')
-				return bad(err, errlen, "%s must be a list of GPU indices (got '%s')", key, v);
+				return hora_cfg_bad(err, errlen, "%s must be a list of GPU indices (got '%s')", key, v);
 		}
 		return 0;
 	}
-	return bad(err, errlen, "unknown key '%s'", key);
+	return hora_cfg_bad(err, errlen, "unknown key '%s'", key);
 }
 
 static int set_at(struct hora_cluster_config *c, const char *key, const char *v, int line, int col,
@@ -160,7 +140,7 @@ static int set_at(struct hora_cluster_config *c, const char *key, const char *v,
 		return copy(c->ssh_command, sizeof(c->ssh_command), key, v, err, errlen);
 	if (!strcmp(key, "cluster.port_base")) {
 		if (int_of(v, 1024, 60000, &c->port_base))
-			return bad(err, errlen, "%s must be a port in 1024..60000 (got '%s')", key, v);
+			return hora_cfg_bad(err, errlen, "%s must be a port in 1024..60000 (got '%s')", key, v);
 		return 0;
 	}
 	if (!strcmp(key, "cluster.seeds")) {
@@ -172,7 +152,7 @@ static int set_at(struct hora_cluster_config *c, const char *key, const char *v,
 				tok++;
 			struct hora_swim_addr a;
 			if (hora_net_swim_addr(tok, &a) || c->nseeds == HORA_CLUSTER_MAX_SEEDS)
-				return bad(err, errlen, "%s must be a list of IPv4:PORT (got '%s')", key, tok);
+				return hora_cfg_bad(err, errlen, "%s must be a list of IPv4:PORT (got '%s')", key, tok);
 			snprintf(c->seeds[c->nseeds++], sizeof(c->seeds[0]), "%s", tok);
 		}
 		return 0;
@@ -180,7 +160,7 @@ static int set_at(struct hora_cluster_config *c, const char *key, const char *v,
 #define INT(k, lo, hi, dst)                                                                       \
 	if (!strcmp(key, k)) {                                                                    \
 		if (int_of(v, lo, hi, &x))                                                        \
-			return bad(err, errlen, "%s must be an integer in %d..%d (got '%s')", key, \
+			return hora_cfg_bad(err, errlen, "%s must be an integer in %d..%d (got '%s')", key, \
 				   lo, hi, v);                                                    \
 		dst = x;                                                                          \
 		return 0;                                                                         \
@@ -201,7 +181,7 @@ static int set_at(struct hora_cluster_config *c, const char *key, const char *v,
 #undef INT
 	if (!strcmp(key, "transport.chunk_size") || !strcmp(key, "transport.max_frame_size")) {
 		if (bytes_of(v, &b) || b < 4096 || b > (1u << 30))
-			return bad(err, errlen, "%s must be a size in 4KiB..1GiB, e.g. 1MiB (got '%s')",
+			return hora_cfg_bad(err, errlen, "%s must be a size in 4KiB..1GiB, e.g. 1MiB (got '%s')",
 				   key, v);
 		if (key[10] == 'c')
 			t->chunk_bytes = b;
@@ -210,15 +190,15 @@ static int set_at(struct hora_cluster_config *c, const char *key, const char *v,
 		return 0;
 	}
 	if (!strcmp(key, "transport.send_zc") || !strcmp(key, "transport.crc")) {
-		if (bool_of(v, &x))
-			return bad(err, errlen, "%s must be true or false (got '%s')", key, v);
+		if (hora_cfg_bool(v, &x))
+			return hora_cfg_bad(err, errlen, "%s must be true or false (got '%s')", key, v);
 		if (key[10] == 's')
 			t->send_zc = x;
 		else
 			t->crc = x;
 		return 0;
 	}
-	return bad(err, errlen, "unknown key '%s'", key);
+	return hora_cfg_bad(err, errlen, "unknown key '%s'", key);
 }
 
 int hora_cluster_set(struct hora_cluster_config *c, const char *key, const char *value, char *err,
@@ -267,21 +247,21 @@ int hora_cluster_load(struct hora_cluster_config *c, const char *path, char *err
 	if (rc)
 		return rc;
 	if (tmp.nnodes == 0)
-		return bad(err, errlen, "%s: cluster.nodes is missing: list at least one node "
+		return hora_cfg_bad(err, errlen, "%s: cluster.nodes is missing: list at least one node "
 					"(host, workers)", path);
 	for (int i = 0; i < tmp.nnodes; i++) {
 		struct hora_cluster_node *n = &tmp.nodes[i];
 		if (!n->line)
-			return bad(err, errlen, "%s: cluster.nodes[%d] is empty", path, i);
+			return hora_cfg_bad(err, errlen, "%s: cluster.nodes[%d] is empty", path, i);
 		if (!n->host[0])
-			return bad(err, errlen, "%s:%d:%d: cluster.nodes[%d].host is missing", path,
+			return hora_cfg_bad(err, errlen, "%s:%d:%d: cluster.nodes[%d].host is missing", path,
 				   n->line, n->col, i);
 		if (!n->workers)
-			return bad(err, errlen, "%s:%d:%d: cluster.nodes[%d].workers is missing", path,
+			return hora_cfg_bad(err, errlen, "%s:%d:%d: cluster.nodes[%d].workers is missing", path,
 				   n->line, n->col, i);
 		for (int j = 0; j < i; j++)
 			if (!strcmp(tmp.nodes[j].host, n->host) && !strcmp(tmp.nodes[j].netns, n->netns))
-				return bad(err, errlen, "%s:%d:%d: cluster.nodes[%d].host %s is already "
+				return hora_cfg_bad(err, errlen, "%s:%d:%d: cluster.nodes[%d].host %s is already "
 							"cluster.nodes[%d].host",
 					   path, n->host_line, n->host_col, i, n->host, j);
 	}
@@ -289,10 +269,10 @@ int hora_cluster_load(struct hora_cluster_config *c, const char *path, char *err
 	char why[512];
 	if (tmp.secret_file[0]) {
 		if (hora_net_secret_load(tmp.secret_file, key, sizeof(key), why, sizeof(why)) < 0)
-			return bad(err, errlen, "%s:%d:%d: cluster.secret_file: %s", path, tmp.secret_line,
+			return hora_cfg_bad(err, errlen, "%s:%d:%d: cluster.secret_file: %s", path, tmp.secret_line,
 				   tmp.secret_col, why);
 	} else if (hora_net_secret_load(NULL, key, sizeof(key), why, sizeof(why)) < 0) {
-		return bad(err, errlen, "%s: %s", path, why);
+		return hora_cfg_bad(err, errlen, "%s: %s", path, why);
 	}
 	if (!tmp.nseeds) /* default: the first worker is the seed */
 		snprintf(tmp.seeds[tmp.nseeds++], sizeof(tmp.seeds[0]), "%s:%d", tmp.nodes[0].host,

@@ -47,26 +47,6 @@ void hora_train_config_defaults(struct hora_train_config *c)
 	c->progress = -1;
 }
 
-static int bad(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	return HORA_ERR_CONFIG;
-}
-
-static int parse_int(const char *v, long lo, long hi, long *out)
-{
-	char *end;
-	errno = 0;
-	long x = strtol(v, &end, 10);
-	if (errno || end == v || *end || x < lo || x > hi)
-		return -1;
-	*out = x;
-	return 0;
-}
-
 static int parse_double(const char *v, double *out)
 {
 	char *end;
@@ -78,24 +58,13 @@ static int parse_double(const char *v, double *out)
 	return 0;
 }
 
-static int parse_bool(const char *v, int *out)
-{
-	static const char *const t[] = {"true", "yes", "on", "1"}, *const f[] = {"false", "no", "off", "0"};
-	for (int i = 0; i < 4; i++) {
-		if (!strcasecmp(v, t[i]))
-			return *out = 1, 0;
-		if (!strcasecmp(v, f[i]))
-			return *out = 0, 0;
-	}
-	return -1;
-}
 
 static int set_string(char *dst, size_t cap, const char *key, const char *v, char *err, size_t errlen)
 {
 	if (!*v)
-		return bad(err, errlen, "%s must not be empty", key);
+		return hora_cfg_bad(err, errlen, "%s must not be empty", key);
 	if (strlen(v) >= cap)
-		return bad(err, errlen, "%s is too long (%zu bytes, at most %zu)", key, strlen(v), cap - 1);
+		return hora_cfg_bad(err, errlen, "%s is too long (%zu bytes, at most %zu)", key, strlen(v), cap - 1);
 	memcpy(dst, v, strlen(v) + 1);
 	return 0;
 }
@@ -112,10 +81,10 @@ static int set_hidden(struct hora_train_config *c, const char *v, char *err, siz
 		errno = 0;
 		long x = strtol(p, &end, 10);
 		if (end == p || errno || x <= 0 || x > 65536)
-			return bad(err, errlen,
+			return hora_cfg_bad(err, errlen,
 				   "train.hidden must be a list of layer widths 1..65536 (got '%s')", v);
 		if (n == HORA_MAX_HIDDEN)
-			return bad(err, errlen, "train.hidden has more than %d layers (got '%s')",
+			return hora_cfg_bad(err, errlen, "train.hidden has more than %d layers (got '%s')",
 				   HORA_MAX_HIDDEN, v);
 		h[n++] = (int)x;
 		p = end;
@@ -127,7 +96,7 @@ static int set_hidden(struct hora_train_config *c, const char *v, char *err, siz
 	while (*p == ' ')
 		p++;
 	if (*p)
-		return bad(err, errlen, "train.hidden must be a list of layer widths (got '%s')", v);
+		return hora_cfg_bad(err, errlen, "train.hidden must be a list of layer widths (got '%s')", v);
 	c->nhidden = n;
 	memcpy(c->hidden, h, sizeof(int) * (size_t)n);
 	return 0;
@@ -143,22 +112,22 @@ int hora_config_set(struct hora_train_config *c, const char *key, const char *v,
 
 #define INT_KEY(k, lo, hi, field, what)                                                          \
 	if (!strcmp(key, k)) {                                                                   \
-		if (parse_int(v, lo, hi, &i))                                                    \
-			return bad(err, errlen, "%s must be %s (got '%s')", key, what, v);      \
+		if (hora_cfg_int(v, lo, hi, &i))                                                    \
+			return hora_cfg_bad(err, errlen, "%s must be %s (got '%s')", key, what, v);      \
 		field = (int)i;                                                                  \
 		return 0;                                                                        \
 	}
 #define REAL_KEY(k, ok, field, what)                                                             \
 	if (!strcmp(key, k)) {                                                                   \
 		if (parse_double(v, &d) || !(ok))                                                \
-			return bad(err, errlen, "%s must be %s (got '%s')", key, what, v);      \
+			return hora_cfg_bad(err, errlen, "%s must be %s (got '%s')", key, what, v);      \
 		field = d;                                                                       \
 		return 0;                                                                        \
 	}
 #define BOOL_KEY(k, field)                                                                       \
 	if (!strcmp(key, k)) {                                                                   \
-		if (parse_bool(v, &b))                                                           \
-			return bad(err, errlen, "%s must be true or false (got '%s')", key, v); \
+		if (hora_cfg_bool(v, &b))                                                           \
+			return hora_cfg_bad(err, errlen, "%s must be true or false (got '%s')", key, v); \
 		field = b;                                                                       \
 		return 0;                                                                        \
 	}
@@ -180,7 +149,7 @@ int hora_config_set(struct hora_train_config *c, const char *key, const char *v,
 		errno = 0;
 		unsigned long long s = strtoull(v, &end, 0);
 		if (errno || end == v || *end || *v == '-')
-			return bad(err, errlen, "%s must be a non-negative integer (got '%s')", key, v);
+			return hora_cfg_bad(err, errlen, "%s must be a non-negative integer (got '%s')", key, v);
 		c->seed = s;
 		return 0;
 	}
@@ -190,7 +159,7 @@ int hora_config_set(struct hora_train_config *c, const char *key, const char *v,
 		else if (!strcasecmp(v, "adam"))
 			o->kind = HORA_OPTIM_ADAM;
 		else
-			return bad(err, errlen, "%s must be sgd or adam (got '%s')", key, v);
+			return hora_cfg_bad(err, errlen, "%s must be sgd or adam (got '%s')", key, v);
 		return 0;
 	}
 	if (!strcmp(key, "train.optimizer.schedule")) {
@@ -199,7 +168,7 @@ int hora_config_set(struct hora_train_config *c, const char *key, const char *v,
 		else if (!strcasecmp(v, "cosine"))
 			o->schedule = HORA_LR_COSINE;
 		else
-			return bad(err, errlen, "%s must be constant or cosine (got '%s')", key, v);
+			return hora_cfg_bad(err, errlen, "%s must be constant or cosine (got '%s')", key, v);
 		return 0;
 	}
 	REAL_KEY("train.optimizer.lr", d > 0, o->lr, "a positive number")
@@ -214,7 +183,7 @@ int hora_config_set(struct hora_train_config *c, const char *key, const char *v,
 #undef INT_KEY
 #undef REAL_KEY
 #undef BOOL_KEY
-	return bad(err, errlen, "unknown key '%s'", key);
+	return hora_cfg_bad(err, errlen, "unknown key '%s'", key);
 }
 
 /* ---- YAML: the train section (core/yamlwalk.c walks the file) -------------------- */

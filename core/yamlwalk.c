@@ -7,7 +7,9 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <yaml.h>
 
 #define YAML_MAX_VISITS 10000
@@ -192,6 +194,38 @@ static int walk_mapping(struct walk *w, const yaml_node_t *map, const char *pref
 			return rc;
 	}
 	return 0;
+}
+
+int hora_cfg_int(const char *v, long lo, long hi, long *out)
+{
+	char *end;
+	errno = 0;
+	long x = strtol(v, &end, 10);
+	if (errno || end == v || *end || x < lo || x > hi)
+		return -1;
+	*out = x;
+	return 0;
+}
+
+int hora_cfg_bool(const char *v, int *out)
+{
+	static const char *const t[] = {"true", "yes", "on", "1"}, *const f[] = {"false", "no", "off", "0"};
+	for (int i = 0; i < 4; i++) {
+		if (!strcasecmp(v, t[i]))
+			return *out = 1, 0;
+		if (!strcasecmp(v, f[i]))
+			return *out = 0, 0;
+	}
+	return -1;
+}
+
+int hora_cfg_bad(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	return HORA_ERR_CONFIG;
 }
 
 int hora_yaml_walk(const char *path, const struct hora_yaml_spec *spec, void *cfg, char *err,

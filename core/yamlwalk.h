@@ -26,6 +26,14 @@ struct hora_yaml_spec {
 	const char *required_section; /* for the "empty file" message */
 };
 
+/* Value parsers shared by every section's setter. Each returns 0, or -1
+ * when v is not entirely a valid value in range. */
+int hora_cfg_int(const char *v, long lo, long hi, long *out);
+int hora_cfg_bool(const char *v, int *out); /* true/yes/on/1, false/no/off/0 */
+/* Format a message into err; returns HORA_ERR_CONFIG. */
+int hora_cfg_bad(char *err, size_t errlen, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
 /* Parse path and walk it. Returns 0, or HORA_ERR_CONFIG with the message. */
 int hora_yaml_walk(const char *path, const struct hora_yaml_spec *spec, void *cfg, char *err,
 		   size_t errlen);

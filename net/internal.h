@@ -14,6 +14,7 @@
 #include <liburing.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <time.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -216,6 +217,8 @@ struct hora_net_loop {
 
 /* loop.c */
 int64_t hora_net_now_ns(void);
+/* ts = now (CLOCK_REALTIME) + timeout_ms, for pthread_cond_timedwait. */
+void hora_net_deadline(struct timespec *ts, int timeout_ms);
 struct frame *hora_net_frame_get(struct hora_net_loop *loop);
 void hora_net_frame_put(struct hora_net_loop *loop, struct frame *f);
 struct io_uring_sqe *hora_net_sqe(struct hora_net_loop *loop);

@@ -41,6 +41,17 @@ void hora_net_opts_default(struct hora_net_opts *o)
 	o->max_pending_handshakes = 64;
 }
 
+void hora_net_deadline(struct timespec *ts, int timeout_ms)
+{
+	clock_gettime(CLOCK_REALTIME, ts);
+	ts->tv_sec += timeout_ms / 1000;
+	ts->tv_nsec += (long)(timeout_ms % 1000) * 1000000;
+	if (ts->tv_nsec >= 1000000000) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000;
+	}
+}
+
 int64_t hora_net_now_ns(void)
 {
 	struct timespec ts;
@@ -335,6 +346,25 @@ fail:
 
 /* ---- thread ------------------------------------------------------------------ */
 
+/* No more commands will run: release whoever waits on one (-ESHUTDOWN) and
+ * wake accept/membership waiters. */
+static void mark_dead(struct hora_net_loop *loop, const char *why)
+{
+	pthread_mutex_lock(&loop->qlock);
+	loop->dead = true;
+	struct cmd *q = loop->q;
+	loop->q = loop->q_tail = NULL;
+	pthread_cond_broadcast(&loop->qcond);
+	pthread_mutex_unlock(&loop->qlock);
+	while (q) {
+		struct cmd *n = q->next;
+		if (q->req)
+			hora_net_req_finish(q->req, -ESHUTDOWN, why);
+		free(q);
+		q = n;
+	}
+}
+
 static void *loop_main(void *arg)
 {
 	struct hora_net_loop *loop = arg;
@@ -355,19 +385,7 @@ static void *loop_main(void *arg)
 			fprintf(stderr, "hora net: io_uring_submit_and_wait: %s; the transport loop "
 					"stops\n", strerror(-rc));
 			/* release everyone who waits on us instead of leaving them hanging */
-			pthread_mutex_lock(&loop->qlock);
-			loop->dead = true;
-			struct cmd *q = loop->q;
-			loop->q = loop->q_tail = NULL;
-			pthread_cond_broadcast(&loop->qcond);
-			pthread_mutex_unlock(&loop->qlock);
-			while (q) {
-				struct cmd *n = q->next;
-				if (q->req)
-					hora_net_req_finish(q->req, -ESHUTDOWN, "transport loop stopped");
-				free(q);
-				q = n;
-			}
+			mark_dead(loop, "transport loop stopped");
 			break;
 		}
 		struct io_uring_cqe *cqe;
@@ -464,19 +482,7 @@ void hora_net_loop_destroy(struct hora_net_loop *loop)
 	if (loop->log_suppressed)
 		fprintf(stderr, "hora net: (%llu more refusals not logged)\n",
 			(unsigned long long)loop->log_suppressed);
-	pthread_mutex_lock(&loop->qlock);
-	loop->dead = true;
-	struct cmd *q = loop->q;
-	loop->q = loop->q_tail = NULL;
-	pthread_cond_broadcast(&loop->qcond);
-	pthread_mutex_unlock(&loop->qlock);
-	while (q) { /* commands that raced with the stop: release their waiters */
-		struct cmd *n = q->next;
-		if (q->req)
-			hora_net_req_finish(q->req, -ESHUTDOWN, "transport loop destroyed");
-		free(q);
-		q = n;
-	}
+	mark_dead(loop, "transport loop destroyed"); /* commands that raced with the stop */
 	for (struct conn *k = loop->conns, *n; k; k = n) {
 		n = k->next;
 		if (k->fd >= 0)

@@ -284,13 +284,7 @@ int hora_net_membership_wait(struct hora_net_loop *loop, uint64_t known, bool kn
 			     int timeout_ms)
 {
 	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += timeout_ms / 1000;
-	ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
-	if (ts.tv_nsec >= 1000000000) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000;
-	}
+	hora_net_deadline(&ts, timeout_ms);
 	int rc = 0;
 	pthread_mutex_lock(&loop->qlock);
 	int alive0 = loop->malive;

@@ -450,13 +450,7 @@ int hora_net_accept(struct hora_net_loop *loop, int timeout_ms, struct hora_net_
 		    char *err, size_t errlen)
 {
 	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += timeout_ms / 1000;
-	ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
-	if (ts.tv_nsec >= 1000000000) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000;
-	}
+	hora_net_deadline(&ts, timeout_ms);
 	int rc = 0;
 	*out = NULL;
 	pthread_mutex_lock(&loop->qlock);
@@ -561,21 +555,27 @@ void hora_net_peer_do_send(struct hora_net_req *r)
 			hora_net_conn_kick_tx(p->conns[s]);
 }
 
-void hora_net_peer_send_frame_done(struct hora_net_req *r)
+/* Remove r from a singly linked queue with a tail pointer. */
+static void unlink_req(struct hora_net_req **head, struct hora_net_req **tail, struct hora_net_req *r)
 {
-	if (--r->frames_left > 0)
-		return;
-	struct hora_net_peer *p = r->peer;
-	struct hora_net_req **pp = &p->sendq, *prev = NULL;
+	struct hora_net_req **pp = head, *prev = NULL;
 	while (*pp && *pp != r) {
 		prev = *pp;
 		pp = &(*pp)->next;
 	}
 	if (*pp) {
 		*pp = r->next;
-		if (p->sendq_tail == r)
-			p->sendq_tail = prev;
+		if (*tail == r)
+			*tail = prev;
 	}
+}
+
+void hora_net_peer_send_frame_done(struct hora_net_req *r)
+{
+	if (--r->frames_left > 0)
+		return;
+	struct hora_net_peer *p = r->peer;
+	unlink_req(&p->sendq, &p->sendq_tail, r);
 	p->progress++;
 	hora_net_req_finish(r, 0, NULL);
 }
@@ -611,16 +611,7 @@ struct hora_net_req *hora_net_peer_find_recv(struct hora_net_peer *p, uint64_t s
 
 void hora_net_peer_recv_complete(struct hora_net_peer *p, struct hora_net_req *r)
 {
-	struct hora_net_req **pp = &p->recvq, *prev = NULL;
-	while (*pp && *pp != r) {
-		prev = *pp;
-		pp = &(*pp)->next;
-	}
-	if (*pp) {
-		*pp = r->next;
-		if (p->recvq_tail == r)
-			p->recvq_tail = prev;
-	}
+	unlink_req(&p->recvq, &p->recvq_tail, r);
 	hora_net_req_finish(r, 0, NULL);
 }
 

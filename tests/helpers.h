@@ -10,14 +10,31 @@
 #include <unistd.h>
 #include <zlib.h>
 
-/* A fresh directory under $TMPDIR (or /tmp); aborts the test on failure. */
+/* A fresh directory under $TMPDIR (or /tmp); aborts the test on failure.
+ * ("XXXXXX" is mkdtemp's template: it becomes a unique suffix.) */
 static inline char *th_tmpdir(void)
 {
 	const char *base = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
 	char *p = malloc(strlen(base) + 32);
-	sprintf(p, "%s/hora-test-XXXXXX", base);
+	snprintf(p, strlen(base) + 32, "%s/hora-test-XXXXXX", base);
 	if (!mkdtemp(p)) {
 		perror("mkdtemp");
+		abort();
+	}
+	return p;
+}
+
+/* A fresh empty file under $TMPDIR (or /tmp), mode 0600; returns its path
+ * (malloc'd) and its open descriptor in *fd. Aborts the test on failure. */
+static inline char *th_tmpfile(const char *prefix, int *fd)
+{
+	const char *base = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+	size_t n = strlen(base) + strlen(prefix) + 16;
+	char *p = malloc(n);
+	snprintf(p, n, "%s/%s-XXXXXX", base, prefix); /* mkstemp's template */
+	*fd = mkstemp(p);
+	if (*fd < 0) {
+		perror("mkstemp");
 		abort();
 	}
 	return p;

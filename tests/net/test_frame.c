@@ -2,6 +2,7 @@
  * handshake state machine driven by hand (good, wrong secret, replay,
  * version mismatch, malformed). */
 #include "net_helpers.h"
+#include "../helpers.h"
 
 #include <errno.h>
 
@@ -197,11 +198,10 @@ Test(net_handshake, secret_from_file_or_env)
 {
 	uint8_t k[HORA_NET_SECRET_MAX];
 	char why[256] = "";
-	char path[] = "/tmp/hora-secret-XXXXXX";
-	int fd = mkstemp(path);
+	int fd;
+	char *path = th_tmpfile("hora-secret", &fd); /* mode 0600 */
 	cr_assert(write(fd, "file-secret-0123456789\n", 23) == 23);
 	close(fd);
-	chmod(path, 0600);
 	cr_assert_eq(hora_net_secret_load(path, k, sizeof(k), why, sizeof(why)), 22);
 	cr_assert_eq(memcmp(k, "file-secret-0123456789", 22), 0);
 	unlink(path);
@@ -214,4 +214,5 @@ Test(net_handshake, secret_from_file_or_env)
 	cr_assert(strstr(why, "too short"), "%s", why);
 	unsetenv("HORA_SECRET");
 	cr_assert_eq(hora_net_secret_load("", k, sizeof(k), why, sizeof(why)), -ENOKEY);
+	free(path);
 }

@@ -9,6 +9,7 @@
  * transfer completes. stderr is captured to check the log lines.
  */
 #include "net_helpers.h"
+#include "../helpers.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -149,9 +150,8 @@ static void *attacker(void *arg)
 
 Test(net_hostile, bad_inputs_while_a_good_transfer_runs, .timeout = 120)
 {
-	char logpath[] = "/tmp/hora-hostile-XXXXXX";
-	int lfd = mkstemp(logpath);
-	cr_assert(lfd >= 0);
+	int lfd;
+	char *logpath = th_tmpfile("hora-hostile-log", &lfd); /* this test's stderr */
 	fflush(stderr);
 	dup2(lfd, STDERR_FILENO);
 
@@ -217,6 +217,7 @@ Test(net_hostile, bad_inputs_while_a_good_transfer_runs, .timeout = 120)
 	log[ln] = 0;
 	fclose(f);
 	unlink(logpath);
+	free(logpath);
 	cr_assert(strstr(log, "refused 127.0.0.1:") && strstr(log, "not a hora peer"), "log:\n%s", log);
 	cr_assert(strstr(log, "protocol version 3 from 127.0.0.1:"), "log:\n%s", log);
 	cr_assert(strstr(log, "authentication failed from 127.0.0.1:"), "log:\n%s", log);
