@@ -490,15 +490,21 @@ static void enqueue(struct conn *c, struct frame *f)
 	c->txq_tail = f;
 }
 
+/* A broken or closing peer takes no new request: finish it at once. */
+static bool refuse_if_unusable(struct hora_net_peer *p, struct hora_net_req *r)
+{
+	if (!p->status && !p->closing)
+		return false;
+	hora_net_req_finish(r, p->status ? p->status : -ECANCELED, p->status ? p->err : "peer is closing");
+	return true;
+}
+
 void hora_net_peer_do_send(struct hora_net_req *r)
 {
 	struct hora_net_peer *p = r->peer;
 	struct hora_net_loop *loop = p->loop;
-	if (p->status || p->closing) {
-		hora_net_req_finish(r, p->status ? p->status : -ECANCELED,
-				    p->status ? p->err : "peer is closing");
+	if (refuse_if_unusable(p, r))
 		return;
-	}
 	r->seq = p->send_seq++;
 	size_t chunk = loop->o.chunk_bytes;
 	size_t nframes = r->len ? (r->len + chunk - 1) / chunk : 1;
@@ -583,11 +589,8 @@ void hora_net_peer_send_frame_done(struct hora_net_req *r)
 void hora_net_peer_do_recv(struct hora_net_req *r)
 {
 	struct hora_net_peer *p = r->peer;
-	if (p->status || p->closing) {
-		hora_net_req_finish(r, p->status ? p->status : -ECANCELED,
-				    p->status ? p->err : "peer is closing");
+	if (refuse_if_unusable(p, r))
 		return;
-	}
 	r->seq = p->recv_seq++;
 	if (!p->recvq && !p->sendq)
 		p->progress++;
