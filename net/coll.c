@@ -1,40 +1,59 @@
-/* coll.c - communicator set-up and allreduce.
+/* coll.c - communicator set-up and the collectives.
  *
- * Ring (large messages): reduce-scatter then allgather, 2(N-1) steps; each
- * step moves one of N chunks to the right neighbour, cut into segments so
- * that sending, receiving and reducing overlap: the send of step t+1 of a
- * segment leaves as soon as step t of it was received and reduced, while
- * `depth` receives stay posted ahead into a pool of segment buffers (extra
- * memory depth x segment, never a copy of the whole buffer). The allgather
- * receives straight into place. The owner of each chunk finishes it (AVG's
- * division) before sending it around, so every rank ends with the same bits.
+ * Ring (large messages): allreduce = reduce-scatter then allgather, 2(N-1)
+ * steps; each step moves one of N chunks to the right neighbour, cut into
+ * segments so that sending, receiving and reducing overlap: the send of step
+ * t+1 of a segment leaves as soon as step t of it was received and reduced,
+ * while `depth` receives stay posted ahead into a pool of 2 x depth segment
+ * buffers (extra memory O(segment x depth), never a copy of the buffer).
+ * Partial sums live in the pool slot they arrived in and leave from there;
+ * the final sum of a chunk is written to the output, and the allgather
+ * receives straight into place, so out-of-place calls need no copy either.
+ * The owner of each chunk finishes it (AVG's division) before sending it
+ * around, so every rank ends with the same bits. Reduce-scatter and
+ * allgather are the two halves of the same schedule; broadcast is a
+ * pipelined chain from the root with the same segments.
  *
- * Recursive doubling (small messages): log2 P exchanges of the whole
- * buffer, plus a fold-in/fold-out step for N not a power of two. Each pair
- * reduces (lower rank's data) op (higher rank's data), so both get the same
- * bits. The fingerprint travels in the same message as the data.
+ * Small messages go over the communicator's fast channel (fast.h): blocking
+ * sends and receives by the calling thread, no comm-thread hand-off.
+ * Allreduce uses recursive doubling, plus a fold-in/fold-out step for N not
+ * a power of two; each pair reduces (lower rank's data) op (higher rank's
+ * data), so both get the same bits. Broadcast uses a binomial tree, the
+ * barrier is a zero-byte allreduce. The fingerprint travels in the same
+ * message as the data.
  */
 #include "coll.h"
+
+#include "fast.h"
 
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-#define FP_BYTES 24
+#define FP_BYTES 32
+
+enum kind { K_ALLREDUCE, K_BROADCAST, K_ALLGATHER, K_REDUCE_SCATTER, K_BARRIER, K_KINDS };
+static const char *const kind_name[K_KINDS] = {"allreduce", "broadcast", "allgather",
+					       "reduce_scatter", "barrier"};
 
 struct hora_net_comm {
 	struct hora_net_comm_cfg cfg;
 	struct hora_net_loop *loop;
 	struct hora_net_peer **peer; /* peer[rank]; NULL for self */
-	int rank, n;
+	int *fast;                   /* fast[rank]: small-message socket; -1 for self */
+	int rank, n, io_timeout_ms, spin_us;
 	uint64_t seq;
+	enum kind kind; /* of the call in progress, for messages */
 	int algo;
 	int broken;
 	char err[512];
-	uint8_t *pool;   /* depth segments */
-	uint8_t *small;  /* 2 x (FP_BYTES + small_bytes) */
+	uint8_t *pool;  /* depth segments */
+	uint8_t *scratch; /* out-of-place reduce-scatter's partial sums */
+	size_t scratch_bytes;
+	uint8_t *small; /* 2 x (FP_BYTES + small_bytes) */
 };
 
 const char *hora_net_comm_error(const struct hora_net_comm *c)
@@ -53,6 +72,17 @@ void hora_net_comm_set_algo(struct hora_net_comm *c, int algo)
 {
 	c->algo = algo;
 }
+size_t hora_net_comm_small_bytes(const struct hora_net_comm *c)
+{
+	return c->cfg.small_bytes;
+}
+int hora_net_comm_set_small_bytes(struct hora_net_comm *c, size_t bytes)
+{
+	if (bytes > c->cfg.small_cap)
+		return -EINVAL;
+	c->cfg.small_bytes = bytes;
+	return 0;
+}
 
 static int split(const char *hp, char *host, size_t n, uint16_t *port)
 {
@@ -61,15 +91,86 @@ static int split(const char *hp, char *host, size_t n, uint16_t *port)
 		return -EINVAL;
 	memcpy(host, hp, (size_t)(colon - hp));
 	host[colon - hp] = 0;
-	*port = (uint16_t)atoi(colon + 1);
+	char *end;
+	long p = strtol(colon + 1, &end, 10);
+	if (*end || p < 0 || p > 65535)
+		return -EINVAL;
+	*port = (uint16_t)p;
 	return 0;
+}
+
+/* One plain authenticated socket per pair for small messages: every rank
+ * opens a listener, tells the ranks above it the port over the transport,
+ * connects to the ranks below and accepts the ones above. */
+static int fast_setup(struct hora_net_comm *c, char *err, size_t errlen)
+{
+	char host[64], e2[256];
+	uint16_t port, fport;
+	int lfd = -1, rc;
+	const int tmo = c->cfg.connect_timeout_ms;
+	split(c->cfg.addrs[c->rank], host, sizeof(host), &port);
+	if ((rc = hora_net_fast_listen(host, &lfd, &fport, e2, sizeof(e2)))) {
+		snprintf(err, errlen, "rank %d: small-message channel: %s", c->rank, e2);
+		return rc;
+	}
+	uint8_t pb[2] = {(uint8_t)(fport >> 8), (uint8_t)fport};
+	struct hora_net_req **sr = calloc((size_t)c->n, sizeof(*sr));
+	if (!sr) {
+		close(lfd);
+		return -ENOMEM;
+	}
+	for (int k = c->rank + 1; k < c->n && !rc; k++)
+		if (hora_net_isend(c->peer[k], pb, 2, NULL, NULL, &sr[k]))
+			rc = -EIO, snprintf(err, errlen, "rank %d: cannot send to rank %d", c->rank, k);
+	for (int j = 0; j < c->rank && !rc; j++) {
+		uint8_t in[2];
+		struct hora_net_req *r;
+		if (hora_net_irecv(c->peer[j], in, 2, NULL, NULL, &r) ||
+		    (rc = hora_net_wait(r, e2, sizeof(e2)))) {
+			rc = rc ? rc : -EIO;
+			snprintf(err, errlen, "rank %d: port of rank %d's small-message channel: %s",
+				 c->rank, j, e2);
+			break;
+		}
+		split(c->cfg.addrs[j], host, sizeof(host), &port);
+		rc = hora_net_fast_connect(host, (uint16_t)(in[0] << 8 | in[1]), c->cfg.opts.secret,
+					   c->cfg.opts.secret_len, (uint32_t)c->rank, tmo,
+					   c->io_timeout_ms, &c->fast[j], e2, sizeof(e2));
+		if (rc)
+			snprintf(err, errlen, "rank %d: small-message channel to rank %d: %s", c->rank, j,
+				 e2);
+	}
+	for (int k = c->rank + 1; k < c->n && !rc; k++) {
+		int fd;
+		uint32_t who;
+		rc = hora_net_fast_accept(lfd, c->cfg.opts.secret, c->cfg.opts.secret_len,
+					  (uint32_t)c->rank, tmo, c->io_timeout_ms, &fd, &who, e2,
+					  sizeof(e2));
+		if (rc) {
+			snprintf(err, errlen, "rank %d: small-message channel from the ranks above: %s",
+				 c->rank, e2);
+		} else if (who <= (uint32_t)c->rank || who >= (uint32_t)c->n || c->fast[who] >= 0) {
+			close(fd);
+			rc = -EPROTO;
+			snprintf(err, errlen, "rank %d: small-message channel: unexpected peer claiming rank %u",
+				 c->rank, who);
+		} else {
+			c->fast[who] = fd;
+		}
+	}
+	for (int k = c->rank + 1; k < c->n; k++)
+		if (sr[k])
+			hora_net_wait(sr[k], NULL, 0);
+	free(sr);
+	close(lfd);
+	return rc;
 }
 
 int hora_net_comm_create(const struct hora_net_comm_cfg *cfg, struct hora_net_comm **out, char *err,
 			 size_t errlen)
 {
 	*out = NULL;
-	if (cfg->nranks < 1 || cfg->rank < 0 || cfg->rank >= cfg->nranks)
+	if (cfg->nranks < 1 || cfg->rank < 0 || cfg->rank >= cfg->nranks || cfg->nranks > 65535)
 		return snprintf(err, errlen, "rank %d of %d: invalid", cfg->rank, cfg->nranks), -EINVAL;
 	struct hora_net_comm *c = calloc(1, sizeof(*c));
 	if (!c)
@@ -79,18 +180,29 @@ int hora_net_comm_create(const struct hora_net_comm_cfg *cfg, struct hora_net_co
 	c->n = cfg->nranks;
 	if (!c->cfg.connect_timeout_ms)
 		c->cfg.connect_timeout_ms = 30000;
+	if (!c->cfg.small_cap)
+		c->cfg.small_cap = 256 << 10;
 	if (!c->cfg.small_bytes)
-		c->cfg.small_bytes = 64 << 10;
+		c->cfg.small_bytes = HORA_NET_SMALL_DEFAULT;
+	if (c->cfg.small_bytes > c->cfg.small_cap)
+		c->cfg.small_cap = c->cfg.small_bytes;
 	if (!c->cfg.segment_bytes)
 		c->cfg.segment_bytes = 1 << 20;
 	if (c->cfg.depth < 1)
 		c->cfg.depth = 4;
+	c->io_timeout_ms = cfg->opts.io_timeout_ms;
+	c->spin_us = cfg->spin_us < 0 ? 0 : cfg->spin_us ? cfg->spin_us : HORA_NET_SPIN_DEFAULT;
+	if (getenv("HORA_SPIN_US"))
+		c->spin_us = atoi(getenv("HORA_SPIN_US"));
 	c->peer = calloc((size_t)c->n, sizeof(*c->peer));
+	c->fast = malloc((size_t)c->n * sizeof(int));
 	c->pool = malloc(c->cfg.segment_bytes * (size_t)c->cfg.depth);
-	c->small = malloc(2 * (FP_BYTES + c->cfg.small_bytes + 64));
+	c->small = malloc(2 * (FP_BYTES + c->cfg.small_cap + 64));
 	int rc = -ENOMEM;
-	if (!c->peer || !c->pool || !c->small)
+	if (!c->peer || !c->fast || !c->pool || !c->small)
 		goto fail;
+	for (int i = 0; i < c->n; i++)
+		c->fast[i] = -1;
 	if (c->n == 1) {
 		*out = c;
 		return 0;
@@ -104,22 +216,20 @@ int hora_net_comm_create(const struct hora_net_comm_cfg *cfg, struct hora_net_co
 		goto fail;
 	char host[64];
 	uint16_t port;
-	if (split(cfg->addrs[c->rank], host, sizeof(host), &port) ||
-	    (rc = hora_net_listen(c->loop, host, port, &port, err, errlen))) {
-		if (!rc) {
-			snprintf(err, errlen, "rank %d: bad address '%s'", c->rank, cfg->addrs[c->rank]);
+	for (int j = 0; j < c->n; j++)
+		if (split(cfg->addrs[j], host, sizeof(host), &port)) {
+			snprintf(err, errlen, "rank %d: bad address '%s' for rank %d (want ip:port)",
+				 c->rank, cfg->addrs[j], j);
 			rc = -EINVAL;
+			goto fail;
 		}
+	split(cfg->addrs[c->rank], host, sizeof(host), &port);
+	if ((rc = hora_net_listen(c->loop, host, port, &port, err, errlen)))
 		goto fail;
-	}
 	/* connect to every lower rank, accept every higher one */
 	for (int j = 0; j < c->rank; j++) {
 		char e2[256];
-		if (split(cfg->addrs[j], host, sizeof(host), &port)) {
-			rc = -EINVAL;
-			snprintf(err, errlen, "rank %d: bad address '%s'", j, cfg->addrs[j]);
-			goto fail;
-		}
+		split(cfg->addrs[j], host, sizeof(host), &port);
 		rc = hora_net_connect(c->loop, host, port, c->cfg.connect_timeout_ms, &c->peer[j], e2,
 				      sizeof(e2));
 		if (rc) {
@@ -151,6 +261,8 @@ int hora_net_comm_create(const struct hora_net_comm_cfg *cfg, struct hora_net_co
 		}
 		c->peer[j] = p;
 	}
+	if ((rc = fast_setup(c, err, errlen)))
+		goto fail;
 	*out = c;
 	return 0;
 fail:
@@ -158,16 +270,30 @@ fail:
 	return rc;
 }
 
+static void close_all(struct hora_net_comm *c)
+{
+	for (int i = 0; c->peer && i < c->n; i++) {
+		hora_net_peer_close(c->peer[i]);
+		c->peer[i] = NULL;
+	}
+	for (int i = 0; c->fast && i < c->n; i++)
+		if (c->fast[i] >= 0) {
+			close(c->fast[i]);
+			c->fast[i] = -1;
+		}
+}
+
 void hora_net_comm_destroy(struct hora_net_comm *c)
 {
 	if (!c)
 		return;
-	for (int i = 0; c->peer && i < c->n; i++)
-		hora_net_peer_close(c->peer[i]);
+	close_all(c);
 	hora_net_loop_destroy(c->loop);
 	free(c->peer);
+	free(c->fast);
 	free(c->pool);
 	free(c->small);
+	free(c->scratch);
 	free(c);
 }
 
@@ -177,18 +303,15 @@ static int fail(struct hora_net_comm *c, int rc, const char *fmt, ...) __attribu
 static int fail(struct hora_net_comm *c, int rc, const char *fmt, ...)
 {
 	if (!c->broken) {
-		int k = snprintf(c->err, sizeof(c->err), "rank %d, allreduce #%llu: ", c->rank,
-				 (unsigned long long)c->seq);
+		int k = snprintf(c->err, sizeof(c->err), "rank %d (view %u), %s #%llu: ", c->rank,
+				 c->cfg.opts.view, kind_name[c->kind], (unsigned long long)c->seq);
 		va_list ap;
 		va_start(ap, fmt);
 		vsnprintf(c->err + k, sizeof(c->err) - (size_t)k, fmt, ap);
 		va_end(ap);
 		c->broken = rc;
 		/* break every connection: ranks waiting on us fail too, now */
-		for (int i = 0; i < c->n; i++) {
-			hora_net_peer_close(c->peer[i]);
-			c->peer[i] = NULL;
-		}
+		close_all(c);
 	}
 	return rc;
 }
@@ -197,7 +320,7 @@ static int fail(struct hora_net_comm *c, int rc, const char *fmt, ...)
 
 struct fp {
 	uint64_t seq, count;
-	uint32_t name;
+	uint32_t kind, root;
 	uint8_t dtype, op;
 	uint16_t nranks;
 };
@@ -207,32 +330,55 @@ static void fp_put(uint8_t *b, const struct fp *f)
 	memset(b, 0, FP_BYTES);
 	memcpy(b, &f->seq, 8);
 	memcpy(b + 8, &f->count, 8);
-	memcpy(b + 16, &f->name, 4);
+	memcpy(b + 16, &f->kind, 4);
 	b[20] = f->dtype;
 	b[21] = f->op;
 	memcpy(b + 22, &f->nranks, 2);
+	memcpy(b + 24, &f->root, 4);
 }
+
+static void describe(char *s, size_t n, const struct fp *f)
+{
+	int k = snprintf(s, n, "%s #%llu (count %llu, %s", f->kind < K_KINDS ? kind_name[f->kind] : "?",
+			 (unsigned long long)f->seq, (unsigned long long)f->count,
+			 f->dtype < HORA_NET_DTYPES ? hora_net_dtype_name(f->dtype) : "?");
+	if (f->kind == K_ALLREDUCE || f->kind == K_REDUCE_SCATTER)
+		k += snprintf(s + k, n - (size_t)k, ", %s", f->op < HORA_NET_OPS ? hora_net_op_name(f->op) : "?");
+	if (f->kind == K_BROADCAST)
+		k += snprintf(s + k, n - (size_t)k, ", root %u", f->root);
+	snprintf(s + k, n - (size_t)k, ", %u ranks)", f->nranks);
+}
+
+struct fp_ctx {
+	struct hora_net_comm *c;
+	const struct fp *mine;
+	int from;
+};
 
 static int fp_check(struct hora_net_comm *c, const uint8_t *b, const struct fp *mine, int from)
 {
 	struct fp o;
 	memcpy(&o.seq, b, 8);
 	memcpy(&o.count, b + 8, 8);
-	memcpy(&o.name, b + 16, 4);
+	memcpy(&o.kind, b + 16, 4);
 	o.dtype = b[20];
 	o.op = b[21];
 	memcpy(&o.nranks, b + 22, 2);
-	if (o.seq == mine->seq && o.count == mine->count && o.name == mine->name &&
-	    o.dtype == mine->dtype && o.op == mine->op && o.nranks == mine->nranks)
+	memcpy(&o.root, b + 24, 4);
+	if (o.seq == mine->seq && o.count == mine->count && o.kind == mine->kind &&
+	    o.dtype == mine->dtype && o.op == mine->op && o.nranks == mine->nranks && o.root == mine->root)
 		return 0;
-	return fail(c, -EBADE,
-		    "mismatched collectives: rank %d called allreduce #%llu (count %llu, %s, %s) but "
-		    "rank %d called allreduce #%llu (count %llu, %s, %s)",
-		    c->rank, (unsigned long long)mine->seq, (unsigned long long)mine->count,
-		    hora_net_dtype_name(mine->dtype), hora_net_op_name(mine->op), from,
-		    (unsigned long long)o.seq, (unsigned long long)o.count,
-		    o.dtype < HORA_NET_DTYPES ? hora_net_dtype_name(o.dtype) : "?",
-		    o.op < HORA_NET_OPS ? hora_net_op_name(o.op) : "?");
+	char a[160], b2[160];
+	describe(a, sizeof(a), mine);
+	describe(b2, sizeof(b2), &o);
+	return fail(c, -EBADE, "mismatched collectives: rank %d called %s but rank %d called %s", c->rank,
+		    a, from, b2);
+}
+
+static int fp_check_cb(void *arg, const void *h)
+{
+	struct fp_ctx *x = arg;
+	return fp_check(x->c, h, x->mine, x->from);
 }
 
 static int xwait(struct hora_net_comm *c, struct hora_net_req *r, int peer, const char *what)
@@ -244,39 +390,29 @@ static int xwait(struct hora_net_comm *c, struct hora_net_req *r, int peer, cons
 	return 0;
 }
 
-/* ---- recursive doubling ------------------------------------------------------- */
+/* ---- small messages: the fast channel ----------------------------------------- */
 
-static int exchange(struct hora_net_comm *c, int peer, const uint8_t *out, size_t n, uint8_t *in,
-		    bool send, bool recv)
+/* send msg (n bytes) to rank `to` and/or receive n bytes from rank `from`
+ * (-1: none), checking the fingerprint that leads the received message */
+static int fx(struct hora_net_comm *c, int to, const uint8_t *out, int from, uint8_t *in, size_t n,
+	      const struct fp *f)
 {
-	struct hora_net_req *rs = NULL, *rr = NULL;
-	if (recv && hora_net_irecv(c->peer[peer], in, n, NULL, NULL, &rr))
-		return fail(c, -EIO, "cannot post a receive from rank %d", peer);
-	if (send && hora_net_isend(c->peer[peer], (void *)out, n, NULL, NULL, &rs)) {
-		if (rr)
-			hora_net_wait(rr, NULL, 0);
-		return fail(c, -EIO, "cannot post a send to rank %d", peer);
-	}
-	char es[256] = "", er[256] = "";
-	int s_rc = rs ? hora_net_wait(rs, es, sizeof(es)) : 0;
-	int r_rc = rr ? hora_net_wait(rr, er, sizeof(er)) : 0;
-	/* the fingerprint rides in the message, so a count or dtype mismatch
-	 * shows first as a length mismatch on the peer: name it as such */
-	if (s_rc == -EMSGSIZE || r_rc == -EMSGSIZE)
-		return fail(c, -EBADE, "mismatched collectives with rank %d (count or dtype differ): %s",
-			    peer, r_rc == -EMSGSIZE ? er : es);
-	if (s_rc)
-		return fail(c, s_rc, "send to rank %d: %s", peer, es);
-	if (r_rc)
-		return fail(c, r_rc, "receive from rank %d: %s", peer, er);
-	return 0;
+	struct fp_ctx x = {c, f, from};
+	char e[256];
+	int dir = 0;
+	int rc = hora_net_fast_xchg(to >= 0 ? c->fast[to] : -1, out, n, from >= 0 ? c->fast[from] : -1,
+				    in, n, FP_BYTES, fp_check_cb, &x, c->io_timeout_ms, c->spin_us, &dir, e,
+				    sizeof(e));
+	if (rc && !c->broken)
+		return fail(c, rc, "%s rank %d: %s", dir ? "receive from" : "send to", dir ? from : to, e);
+	return rc;
 }
 
 static int rec_doubling(struct hora_net_comm *c, void *buf, size_t count, enum hora_net_dtype t,
 			enum hora_net_op op, const struct fp *f)
 {
 	const size_t esz = hora_net_dtype_size(t), bytes = count * esz, msg = FP_BYTES + bytes;
-	uint8_t *mine = c->small, *theirs = c->small + FP_BYTES + c->cfg.small_bytes + 64;
+	uint8_t *mine = c->small, *theirs = c->small + FP_BYTES + c->cfg.small_cap + 64;
 	int p2 = 1;
 	while (p2 * 2 <= c->n)
 		p2 *= 2;
@@ -285,25 +421,20 @@ static int rec_doubling(struct hora_net_comm *c, void *buf, size_t count, enum h
 	memcpy(mine + FP_BYTES, buf, bytes);
 	int rc;
 	if (r >= p2) { /* fold in: give our data to r - p2, get the result back */
-		if ((rc = exchange(c, r - p2, mine, msg, NULL, true, false)))
-			return rc;
-		if ((rc = exchange(c, r - p2, NULL, msg, theirs, false, true)))
-			return rc;
-		if ((rc = fp_check(c, theirs, f, r - p2)))
+		if ((rc = fx(c, r - p2, mine, -1, NULL, msg, f)) ||
+		    (rc = fx(c, -1, NULL, r - p2, theirs, msg, f)))
 			return rc;
 		memcpy(buf, theirs + FP_BYTES, bytes);
 		return 0;
 	}
 	if (r < extra) {
-		if ((rc = exchange(c, r + p2, NULL, msg, theirs, false, true)) ||
-		    (rc = fp_check(c, theirs, f, r + p2)))
+		if ((rc = fx(c, -1, NULL, r + p2, theirs, msg, f)))
 			return rc;
 		hora_net_reduce(mine + FP_BYTES, mine + FP_BYTES, theirs + FP_BYTES, count, t, op);
 	}
 	for (int mask = 1; mask < p2; mask <<= 1) {
 		int partner = r ^ mask;
-		if ((rc = exchange(c, partner, mine, msg, theirs, true, true)) ||
-		    (rc = fp_check(c, theirs, f, partner)))
+		if ((rc = fx(c, partner, mine, partner, theirs, msg, f)))
 			return rc;
 		if (r < partner)
 			hora_net_reduce(mine + FP_BYTES, mine + FP_BYTES, theirs + FP_BYTES, count, t, op);
@@ -312,21 +443,55 @@ static int rec_doubling(struct hora_net_comm *c, void *buf, size_t count, enum h
 	}
 	if (op == HORA_NET_AVG)
 		hora_net_scale(mine + FP_BYTES, count, t, c->n);
-	if (r < extra && (rc = exchange(c, r + p2, mine, msg, NULL, true, false)))
+	if (r < extra && (rc = fx(c, r + p2, mine, -1, NULL, msg, f)))
 		return rc;
 	memcpy(buf, mine + FP_BYTES, bytes);
 	return 0;
 }
 
+/* binomial tree from root over relative ranks */
+static int tree_bcast(struct hora_net_comm *c, void *buf, size_t bytes, int root, const struct fp *f)
+{
+	const int n = c->n, p = (c->rank - root + n) % n;
+	uint8_t *m = c->small;
+	const size_t msg = FP_BYTES + bytes;
+	int mask = 1, rc;
+	while (mask < n) {
+		if (p & mask) {
+			if ((rc = fx(c, -1, NULL, (p - mask + root) % n, m, msg, f)))
+				return rc;
+			memcpy(buf, m + FP_BYTES, bytes);
+			break;
+		}
+		mask <<= 1;
+	}
+	if (p == 0) {
+		fp_put(m, f);
+		memcpy(m + FP_BYTES, buf, bytes);
+	}
+	for (mask >>= 1; mask > 0; mask >>= 1)
+		if (p + mask < n && (rc = fx(c, (p + mask + root) % n, m, -1, NULL, msg, f)))
+			return rc;
+	return 0;
+}
+
 /* ---- ring ---------------------------------------------------------------------- */
 
+/* Which halves of the ring schedule run, and how chunks are laid out. */
+enum ring_mode { RING_ALLREDUCE, RING_REDUCE_SCATTER, RING_ALLGATHER };
+
 struct ring {
-	size_t count, esz, seg; /* seg in elements */
-	int n;
+	size_t count, esz, seg; /* seg in elements; count: whole buffer (split in n) or per rank */
+	int n, r, fixed;        /* fixed: every chunk is `count` elements (allgather, reduce-scatter) */
 };
 
 static void chunk_of(const struct ring *g, int ch, size_t *off, size_t *len)
 {
+	if (g->fixed) {
+		*off = (size_t)ch * g->count;
+		*len = g->count;
+		return;
+	}
 	size_t base = g->count / (size_t)g->n, rem = g->count % (size_t)g->n;
 	*off = (size_t)ch * base + ((size_t)ch < rem ? (size_t)ch : rem);
 	*len = base + ((size_t)ch < rem ? 1 : 0);
@@ -337,55 +502,82 @@ static size_t nsegs(const struct ring *g, size_t len)
 	return (len + g->seg - 1) / g->seg;
 }
 
-/* (step, segment) in the order both neighbours walk them */
+/* Steps 0..n-2 reduce (rank r ends owning chunk r), n-1..2n-3 gather. */
+static int send_chunk(const struct ring *g, int t)
+{
+	int u = t < g->n - 1 ? t + 1 : t - (g->n - 1);
+	return ((g->r - u) % g->n + g->n) % g->n;
+}
+static int recv_chunk(const struct ring *g, int t)
+{
+	return ((send_chunk(g, t) - 1) % g->n + g->n) % g->n;
+}
+
+/* (step, segment) of each receive, in the order both neighbours walk them */
 struct slot {
 	int t;
 	size_t k;
 };
 
-static int ring(struct hora_net_comm *c, uint8_t *buf, size_t count, enum hora_net_dtype t,
-		enum hora_net_op op, const struct fp *f)
+static size_t seg_len(const struct ring *g, size_t len, size_t k)
 {
-	const int n = c->n, r = c->rank, left = (r - 1 + n) % n, right = (r + 1) % n;
-	const int steps = 2 * (n - 1);
-	struct ring g = {count, hora_net_dtype_size(t), c->cfg.segment_bytes / hora_net_dtype_size(t), n};
-	if (!g.seg)
-		g.seg = 1;
-	struct hora_net_peer *pl = c->peer[left], *pr = c->peer[right];
-	int rc;
-	/* fingerprints with both neighbours */
+	size_t so = k * g->seg;
+	return len - so < g->seg ? len - so : g->seg;
+}
+
+static int exchange_fp(struct hora_net_comm *c, int left, int right, const struct fp *f)
+{
 	uint8_t fo[FP_BYTES], fi[FP_BYTES];
 	fp_put(fo, f);
-	struct hora_net_req *a, *b;
-	if (hora_net_irecv(pl, fi, FP_BYTES, NULL, NULL, &a) ||
-	    hora_net_isend(pr, fo, FP_BYTES, NULL, NULL, &b))
-		return fail(c, -EIO, "cannot post the fingerprint exchange");
-	rc = xwait(c, b, right, "send to");
-	if (!rc)
+	struct hora_net_req *a = NULL, *b = NULL;
+	int rc;
+	if (left >= 0 && hora_net_irecv(c->peer[left], fi, FP_BYTES, NULL, NULL, &a))
+		return fail(c, -EIO, "cannot post a receive from rank %d", left);
+	if (right >= 0 && hora_net_isend(c->peer[right], fo, FP_BYTES, NULL, NULL, &b)) {
+		if (a)
+			hora_net_wait(a, NULL, 0);
+		return fail(c, -EIO, "cannot post a send to rank %d", right);
+	}
+	rc = b ? xwait(c, b, right, "send to") : 0;
+	if (a && !rc)
 		rc = xwait(c, a, left, "receive from");
-	else
+	else if (a)
 		hora_net_wait(a, NULL, 0);
-	if (rc || (rc = fp_check(c, fi, f, left)))
-		return rc;
+	if (!rc && a)
+		rc = fp_check(c, fi, f, left);
+	return rc;
+}
 
-#define SEND_CHUNK(tt) ((tt) < n - 1 ? (r - (tt) + 2 * n) % n : (r + 1 - ((tt) - (n - 1)) + 2 * n) % n)
-#define RECV_CHUNK(tt) ((tt) < n - 1 ? (r - (tt) - 1 + 2 * n) % n : (r - ((tt) - (n - 1)) + 2 * n) % n)
-	/* enumerate receive slots in order */
-	size_t total = 0;
-	for (int tt = 0; tt < steps; tt++) {
+/* src: this rank's input (whole buffer for allreduce and reduce-scatter,
+ * one chunk for allgather); dst: the output (whole buffer, or one chunk for
+ * reduce-scatter); work: a whole buffer that holds partial sums until they
+ * leave (dst for allreduce). They may be the same memory in the layouts
+ * coll.h names. A partial sum of chunk c leaves from work before anything
+ * can be gathered into c again: that data needs our partial first. */
+static int ring(struct hora_net_comm *c, enum ring_mode mode, const uint8_t *src, uint8_t *work,
+		uint8_t *dst, size_t count, enum hora_net_dtype t, enum hora_net_op op, const struct fp *f)
+{
+	const int n = c->n, r = c->rank, left = (r - 1 + n) % n, right = (r + 1) % n;
+	struct ring g = {count, hora_net_dtype_size(t), c->cfg.segment_bytes / hora_net_dtype_size(t), n,
+			 r, mode != RING_ALLREDUCE};
+	if (!g.seg)
+		g.seg = 1;
+	const int t0 = mode == RING_ALLGATHER ? n - 1 : 0;
+	const int t1 = mode == RING_REDUCE_SCATTER ? n - 1 : 2 * (n - 1); /* steps [t0, t1) */
+	struct hora_net_peer *pl = c->peer[left], *pr = c->peer[right];
+	int rc = exchange_fp(c, left, right, f);
+	if (rc)
+		return rc;
+	size_t total = 0, maxs = 0;
+	for (int tt = t0; tt < t1; tt++) {
 		size_t off, len;
-		chunk_of(&g, RECV_CHUNK(tt), &off, &len);
+		chunk_of(&g, recv_chunk(&g, tt), &off, &len);
 		total += nsegs(&g, len);
+		chunk_of(&g, send_chunk(&g, tt), &off, &len);
+		maxs += nsegs(&g, len);
 	}
 	struct slot *slots = malloc(sizeof(*slots) * (total ? total : 1));
 	struct hora_net_req **rq = calloc(total ? total : 1, sizeof(*rq));
-	/* sends in flight: at most one step's segments per chunk + one; keep a list */
-	size_t maxs = 0;
-	for (int tt = 0; tt < steps; tt++) {
-		size_t off, len;
-		chunk_of(&g, SEND_CHUNK(tt), &off, &len);
-		maxs += nsegs(&g, len);
-	}
 	struct hora_net_req **sq = calloc(maxs ? maxs : 1, sizeof(*sq));
 	if (!slots || !rq || !sq) {
 		free(slots);
@@ -394,33 +586,35 @@ static int ring(struct hora_net_comm *c, uint8_t *buf, size_t count, enum hora_n
 		return fail(c, -ENOMEM, "out of memory for %zu pipeline slots", total);
 	}
 	size_t ns = 0, s_posted = 0, s_waited = 0;
-	for (int tt = 0; tt < steps; tt++) {
+	for (int tt = t0; tt < t1; tt++) {
 		size_t off, len;
-		chunk_of(&g, RECV_CHUNK(tt), &off, &len);
+		chunk_of(&g, recv_chunk(&g, tt), &off, &len);
 		for (size_t k = 0; k < nsegs(&g, len); k++)
 			slots[ns++] = (struct slot){tt, k};
 	}
 	const size_t depth = (size_t)c->cfg.depth;
 	size_t posted = 0;
-	rc = 0;
-	/* post one receive (slot i) */
+	if (mode == RING_ALLGATHER) { /* our own chunk into place first */
+		size_t off, len;
+		chunk_of(&g, r, &off, &len);
+		if (dst + off * g.esz != src && len)
+			memmove(dst + off * g.esz, src, len * g.esz);
+	}
+
+	/* a reduce-phase receive lands in a pool slot, a gather one in place */
+#define SLOT(i) (c->pool + ((i) % depth) * c->cfg.segment_bytes)
 #define POST_RECV(i)                                                                               \
 	do {                                                                                       \
 		size_t off_, len_;                                                                 \
-		chunk_of(&g, RECV_CHUNK(slots[i].t), &off_, &len_);                                \
-		size_t so_ = slots[i].k * g.seg, sl_ = len_ - so_ < g.seg ? len_ - so_ : g.seg;    \
-		uint8_t *dst_ = slots[i].t < n - 1 ? c->pool + ((i) % depth) * c->cfg.segment_bytes \
-						   : buf + (off_ + so_) * g.esz;                    \
-		if (hora_net_irecv(pl, dst_, sl_ * g.esz, NULL, NULL, &rq[i]))                     \
+		chunk_of(&g, recv_chunk(&g, slots[i].t), &off_, &len_);                            \
+		size_t so_ = slots[i].k * g.seg, sl_ = seg_len(&g, len_, slots[i].k);              \
+		uint8_t *d_ = slots[i].t < n - 1 ? SLOT(i) : dst + (off_ + so_) * g.esz;           \
+		if (hora_net_irecv(pl, d_, sl_ * g.esz, NULL, NULL, &rq[i]))                       \
 			rc = fail(c, -EIO, "cannot post a receive from rank %d", left);            \
 	} while (0)
-#define POST_SEND(tt, k)                                                                           \
+#define POST_SEND(ptr, bytes)                                                                      \
 	do {                                                                                       \
-		size_t off_, len_;                                                                 \
-		chunk_of(&g, SEND_CHUNK(tt), &off_, &len_);                                        \
-		size_t so_ = (k) * g.seg, sl_ = len_ - so_ < g.seg ? len_ - so_ : g.seg;           \
-		if (hora_net_isend(pr, buf + (off_ + so_) * g.esz, sl_ * g.esz, NULL, NULL,        \
-				   &sq[s_posted]))                                                 \
+		if (hora_net_isend(pr, (ptr), (bytes), NULL, NULL, &sq[s_posted]))                 \
 			rc = fail(c, -EIO, "cannot post a send to rank %d", right);                \
 		else                                                                               \
 			s_posted++;                                                                \
@@ -428,11 +622,15 @@ static int ring(struct hora_net_comm *c, uint8_t *buf, size_t count, enum hora_n
 
 	for (; posted < ns && posted < depth && !rc; posted++)
 		POST_RECV(posted);
-	{ /* step 0: every segment of our own chunk goes right away */
+	{ /* first step: every segment of the first chunk goes right away */
 		size_t off, len;
-		chunk_of(&g, SEND_CHUNK(0), &off, &len);
+		int ch = send_chunk(&g, t0);
+		chunk_of(&g, ch, &off, &len);
+		const uint8_t *base = mode == RING_ALLREDUCE || mode == RING_REDUCE_SCATTER
+					      ? src + off * g.esz
+					      : dst + off * g.esz;
 		for (size_t k = 0; k < nsegs(&g, len) && !rc; k++)
-			POST_SEND(0, k);
+			POST_SEND(base + k * g.seg * g.esz, seg_len(&g, len, k) * g.esz);
 	}
 	for (size_t i = 0; i < ns && !rc; i++) {
 		rc = xwait(c, rq[i], left, "receive from");
@@ -442,25 +640,31 @@ static int ring(struct hora_net_comm *c, uint8_t *buf, size_t count, enum hora_n
 		const int tt = slots[i].t;
 		const size_t k = slots[i].k;
 		size_t off, len;
-		chunk_of(&g, RECV_CHUNK(tt), &off, &len);
-		size_t so = k * g.seg, sl = len - so < g.seg ? len - so : g.seg;
-		uint8_t *dst = buf + (off + so) * g.esz;
-		if (tt < n - 1) {
-			/* reduce: data that went further round the ring first, ours second */
-			hora_net_reduce(dst, c->pool + (i % depth) * c->cfg.segment_bytes, dst, sl, t, op);
-			if (tt == n - 2 && op == HORA_NET_AVG)
-				hora_net_scale(dst, sl, t, n);
+		chunk_of(&g, recv_chunk(&g, tt), &off, &len);
+		const size_t so = k * g.seg, sl = seg_len(&g, len, k);
+		const uint8_t *next = NULL; /* what leaves at step tt + 1 */
+		if (tt < n - 2) { /* partial sum: further-travelled data first, ours second */
+			uint8_t *p = work + (off + so) * g.esz;
+			hora_net_reduce(p, SLOT(i), src + (off + so) * g.esz, sl, t, op);
+			next = p;
+		} else if (tt == n - 2) { /* final: into the output */
+			uint8_t *d = mode == RING_REDUCE_SCATTER ? dst + so * g.esz : dst + (off + so) * g.esz;
+			hora_net_reduce(d, SLOT(i), src + (off + so) * g.esz, sl, t, op);
+			if (op == HORA_NET_AVG)
+				hora_net_scale(d, sl, t, n);
+			next = d;
+		} else { /* gathered in place */
+			next = dst + (off + so) * g.esz;
 		}
 		if (posted < ns) {
 			POST_RECV(posted);
 			posted++;
 		}
-		if (tt + 1 < steps && !rc)
-			POST_SEND(tt + 1, k);
+		if (tt + 1 < t1 && !rc)
+			POST_SEND(next, sl * g.esz);
 		/* reap finished sends now and then, so their memory stays bounded */
-		while (s_waited < s_posted && hora_net_test(sq[s_waited])) {
-			int r2 = xwait(c, sq[s_waited], right, "send to"); /* always: it frees */
-			rc = rc ? rc : r2;
+		while (!rc && s_waited < s_posted && hora_net_test(sq[s_waited])) {
+			rc = xwait(c, sq[s_waited], right, "send to"); /* always: it frees */
 			sq[s_waited++] = NULL;
 		}
 	}
@@ -475,33 +679,178 @@ static int ring(struct hora_net_comm *c, uint8_t *buf, size_t count, enum hora_n
 			hora_net_wait(rq[i], NULL, 0);
 #undef POST_RECV
 #undef POST_SEND
-#undef SEND_CHUNK
-#undef RECV_CHUNK
+#undef SLOT
 	free(slots);
 	free(rq);
 	free(sq);
 	return rc;
 }
 
-int hora_net_allreduce(struct hora_net_comm *c, const void *send, void *recv, size_t count,
-		       enum hora_net_dtype t, enum hora_net_op op)
+/* Pipelined chain root -> root+1 -> ... -> root-1: every segment is
+ * forwarded as soon as it is in, so the time is about S/B + (N-2) segments. */
+static int chain_bcast(struct hora_net_comm *c, uint8_t *buf, size_t bytes, int root, const struct fp *f)
+{
+	const int n = c->n, p = (c->rank - root + n) % n;
+	const int left = p == 0 ? -1 : (c->rank - 1 + n) % n, right = p == n - 1 ? -1 : (c->rank + 1) % n;
+	int rc = exchange_fp(c, left, right, f);
+	if (rc)
+		return rc;
+	const size_t seg = c->cfg.segment_bytes, ns = (bytes + seg - 1) / seg, depth = (size_t)c->cfg.depth;
+	struct hora_net_req **rq = calloc(ns ? ns : 1, sizeof(*rq)), **sq = calloc(ns ? ns : 1, sizeof(*sq));
+	if (!rq || !sq) {
+		free(rq);
+		free(sq);
+		return fail(c, -ENOMEM, "out of memory for %zu segments", ns);
+	}
+	size_t posted = 0, sent = 0;
+#define LEN(k) ((k) == ns - 1 ? bytes - (k) * seg : seg)
+	for (; left >= 0 && posted < ns && posted < depth && !rc; posted++)
+		if (hora_net_irecv(c->peer[left], buf + posted * seg, LEN(posted), NULL, NULL, &rq[posted]))
+			rc = fail(c, -EIO, "cannot post a receive from rank %d", left);
+	for (size_t k = 0; k < ns && !rc; k++) {
+		if (left >= 0) {
+			rc = xwait(c, rq[k], left, "receive from");
+			rq[k] = NULL;
+			if (rc)
+				break;
+			if (posted < ns) {
+				if (hora_net_irecv(c->peer[left], buf + posted * seg, LEN(posted), NULL, NULL,
+						   &rq[posted]))
+					rc = fail(c, -EIO, "cannot post a receive from rank %d", left);
+				posted++;
+			}
+		}
+		if (right >= 0 && !rc) {
+			if (hora_net_isend(c->peer[right], buf + k * seg, LEN(k), NULL, NULL, &sq[sent]))
+				rc = fail(c, -EIO, "cannot post a send to rank %d", right);
+			else
+				sent++;
+		}
+	}
+#undef LEN
+	for (size_t k = 0; k < sent; k++) {
+		int r2 = c->broken ? (hora_net_wait(sq[k], NULL, 0), c->broken)
+				   : xwait(c, sq[k], right, "send to");
+		if (!rc)
+			rc = r2;
+	}
+	for (size_t k = 0; k < ns; k++)
+		if (rq[k])
+			hora_net_wait(rq[k], NULL, 0);
+	free(rq);
+	free(sq);
+	return rc;
+}
+
+/* ---- entry points --------------------------------------------------------------- */
+
+static int begin(struct hora_net_comm *c, enum kind kind, size_t count, enum hora_net_dtype t,
+		 enum hora_net_op op, int root, struct fp *f)
 {
 	if (c->broken)
 		return c->broken;
-	if (t >= HORA_NET_DTYPES || op >= HORA_NET_OPS) {
-		snprintf(c->err, sizeof(c->err), "rank %d: invalid dtype %d or op %d", c->rank, t, op);
+	if (t >= HORA_NET_DTYPES || op >= HORA_NET_OPS || root < 0 || root >= c->n) {
+		snprintf(c->err, sizeof(c->err), "rank %d: %s: invalid dtype %d, op %d or root %d", c->rank,
+			 kind_name[kind], t, op, root);
 		return -EINVAL;
 	}
 	c->seq++;
-	const size_t esz = hora_net_dtype_size(t), bytes = count * esz;
-	if (send != recv && bytes)
-		memmove(recv, send, bytes);
-	if (c->n == 1)
-		return 0; /* (count 0 still exchanges fingerprints: calls stay matched) */
-	struct fp f = {.seq = c->seq, .count = count, .name = 0x61726564 /* "ared" */,
-		       .dtype = (uint8_t)t, .op = (uint8_t)op, .nranks = (uint16_t)c->n};
-	bool small = c->algo == 2 || (c->algo == 0 && (bytes <= c->cfg.small_bytes || count < (size_t)c->n));
-	if (small && bytes > c->cfg.small_bytes)
-		small = false; /* the doubling buffers hold small_bytes */
-	return small ? rec_doubling(c, recv, count, t, op, &f) : ring(c, recv, count, t, op, &f);
+	c->kind = kind;
+	*f = (struct fp){.seq = c->seq, .count = count, .kind = kind, .root = (uint32_t)root,
+			 .dtype = (uint8_t)t, .op = (uint8_t)op, .nranks = (uint16_t)c->n};
+	return 0;
+}
+
+static bool use_small(const struct hora_net_comm *c, size_t bytes, size_t count)
+{
+	if (bytes > c->cfg.small_cap)
+		return false; /* the small buffers hold small_cap */
+	return c->algo == 2 || (c->algo == 0 && (bytes <= c->cfg.small_bytes || count < (size_t)c->n));
+}
+
+int hora_net_allreduce(struct hora_net_comm *c, const void *send, void *recv, size_t count,
+		       enum hora_net_dtype t, enum hora_net_op op)
+{
+	struct fp f;
+	int rc = begin(c, K_ALLREDUCE, count, t, op, 0, &f);
+	if (rc)
+		return rc;
+	const size_t bytes = count * hora_net_dtype_size(t);
+	if (c->n == 1) {
+		if (send != recv && bytes)
+			memmove(recv, send, bytes);
+		return 0;
+	}
+	if (use_small(c, bytes, count)) {
+		if (send != recv && bytes)
+			memmove(recv, send, bytes);
+		return rec_doubling(c, recv, count, t, op, &f);
+	}
+	return ring(c, RING_ALLREDUCE, send, recv, recv, count, t, op, &f);
+}
+
+int hora_net_reduce_scatter(struct hora_net_comm *c, const void *send, void *recv, size_t recvcount,
+			    enum hora_net_dtype t, enum hora_net_op op)
+{
+	struct fp f;
+	int rc = begin(c, K_REDUCE_SCATTER, recvcount, t, op, 0, &f);
+	if (rc)
+		return rc;
+	if (c->n == 1) {
+		size_t bytes = recvcount * hora_net_dtype_size(t);
+		if (send != recv && bytes)
+			memmove(recv, send, bytes);
+		return 0;
+	}
+	const size_t esz = hora_net_dtype_size(t), total = recvcount * esz * (size_t)c->n;
+	uint8_t *work = (uint8_t *)send; /* in place: the caller's buffer holds the partials */
+	if ((const uint8_t *)recv != (const uint8_t *)send + (size_t)c->rank * recvcount * esz) {
+		if (c->scratch_bytes < total) { /* out of place: one scratch buffer, kept */
+			free(c->scratch);
+			c->scratch_bytes = 0;
+			if (!(c->scratch = malloc(total ? total : 1)))
+				return fail(c, -ENOMEM, "out of memory for %zu bytes of partial sums", total);
+			c->scratch_bytes = total;
+		}
+		work = c->scratch;
+	}
+	return ring(c, RING_REDUCE_SCATTER, send, work, recv, recvcount, t, op, &f);
+}
+
+int hora_net_allgather(struct hora_net_comm *c, const void *send, void *recv, size_t count,
+		       enum hora_net_dtype t)
+{
+	struct fp f;
+	int rc = begin(c, K_ALLGATHER, count, t, HORA_NET_SUM, 0, &f);
+	if (rc)
+		return rc;
+	if (c->n == 1) {
+		size_t bytes = count * hora_net_dtype_size(t);
+		if (send != recv && bytes)
+			memmove(recv, send, bytes);
+		return 0;
+	}
+	return ring(c, RING_ALLGATHER, send, recv, recv, count, t, HORA_NET_SUM, &f);
+}
+
+int hora_net_broadcast(struct hora_net_comm *c, void *buf, size_t count, enum hora_net_dtype t, int root)
+{
+	struct fp f;
+	int rc = begin(c, K_BROADCAST, count, t, HORA_NET_SUM, root, &f);
+	if (rc || c->n == 1)
+		return rc;
+	const size_t bytes = count * hora_net_dtype_size(t);
+	if (use_small(c, bytes, count))
+		return tree_bcast(c, buf, bytes, root, &f);
+	return chain_bcast(c, buf, bytes, root, &f);
+}
+
+int hora_net_barrier(struct hora_net_comm *c)
+{
+	struct fp f;
+	int rc = begin(c, K_BARRIER, 0, HORA_NET_I32, HORA_NET_SUM, 0, &f);
+	if (rc || c->n == 1)
+		return rc;
+	int dummy = 0;
+	return rec_doubling(c, &dummy, 0, HORA_NET_I32, HORA_NET_SUM, &f);
 }

@@ -14,14 +14,21 @@
 #include "hora_net.h"
 #include "reduce.h"
 
+#define HORA_NET_SMALL_DEFAULT (16 << 10)
+#define HORA_NET_SPIN_DEFAULT 200
+
 struct hora_net_comm_cfg {
 	int rank, nranks;
 	const char *const *addrs;  /* nranks "ip:port": where each rank listens (TCP) */
 	struct hora_net_opts opts; /* node_id is set to rank */
 	int connect_timeout_ms;    /* default 30000 */
-	size_t small_bytes;        /* allreduce below this: recursive doubling (default 64 KiB) */
+	size_t small_bytes;        /* allreduce/broadcast up to this: latency algorithms on the
+				      fast channel (default HORA_NET_SMALL_DEFAULT) */
+	size_t small_cap;          /* largest small_bytes settable later (default 256 KiB) */
 	size_t segment_bytes;      /* ring pipeline segment (default 1 MiB) */
 	int depth;                 /* ring receives in flight (default 4) */
+	int spin_us;               /* small messages: poll this long before sleeping
+				      (default HORA_NET_SPIN_DEFAULT; < 0: never; env HORA_SPIN_US) */
 };
 
 struct hora_net_comm;
@@ -30,14 +37,33 @@ int hora_net_comm_create(const struct hora_net_comm_cfg *cfg, struct hora_net_co
 			 size_t errlen);
 void hora_net_comm_destroy(struct hora_net_comm *c);
 
-/* recv = reduce(send of every rank). send == recv is in place. Returns 0 or
- * a negative errno; the reason (rank, peer, sequence, cause) is in
- * hora_net_comm_error. Every rank gets bitwise identical results. */
+/* Every call below returns 0 or a negative errno; the reason (rank, view,
+ * collective and sequence, peer, cause) is in hora_net_comm_error. Every
+ * rank gets bitwise identical results. After an error the communicator is
+ * broken and every later call returns the same code. */
+
+/* recv = reduce(send of every rank), count elements. send == recv: in place. */
 int hora_net_allreduce(struct hora_net_comm *c, const void *send, void *recv, size_t count,
 		       enum hora_net_dtype t, enum hora_net_op op);
+/* recv (recvcount elements) = block `rank` of reduce(send of every rank),
+ * send holding nranks x recvcount. In place: recv == send + rank x recvcount. */
+int hora_net_reduce_scatter(struct hora_net_comm *c, const void *send, void *recv, size_t recvcount,
+			    enum hora_net_dtype t, enum hora_net_op op);
+/* recv (nranks x count) = the send blocks of ranks 0..n-1 in order. In
+ * place: send == recv + rank x count. */
+int hora_net_allgather(struct hora_net_comm *c, const void *send, void *recv, size_t count,
+		       enum hora_net_dtype t);
+/* buf of every rank = buf of root. */
+int hora_net_broadcast(struct hora_net_comm *c, void *buf, size_t count, enum hora_net_dtype t, int root);
+/* Returns once every rank has entered it. */
+int hora_net_barrier(struct hora_net_comm *c);
 
-/* Force the algorithm: 0 auto, 1 ring, 2 recursive doubling. */
+/* Force the algorithm: 0 auto, 1 ring, 2 latency (doubling / tree). */
 void hora_net_comm_set_algo(struct hora_net_comm *c, int algo);
+/* The size threshold of the latency algorithms (set from a measured
+ * crossover); -EINVAL above small_cap. */
+int hora_net_comm_set_small_bytes(struct hora_net_comm *c, size_t bytes);
+size_t hora_net_comm_small_bytes(const struct hora_net_comm *c);
 
 const char *hora_net_comm_error(const struct hora_net_comm *c);
 int hora_net_comm_rank(const struct hora_net_comm *c);

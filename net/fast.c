@@ -1,0 +1,307 @@
+/* fast.c - the small-message channel (see fast.h). */
+#include "fast.h"
+
+#include "handshake.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+static int64_t now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int resolve(const char *host, uint16_t port, struct sockaddr_storage *ss, socklen_t *len)
+{
+	struct addrinfo hints = {.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV, .ai_socktype = SOCK_STREAM};
+	struct addrinfo *ai;
+	char ps[8];
+	snprintf(ps, sizeof(ps), "%u", port);
+	if (getaddrinfo(host, ps, &hints, &ai))
+		return -EINVAL;
+	memcpy(ss, ai->ai_addr, ai->ai_addrlen);
+	*len = ai->ai_addrlen;
+	freeaddrinfo(ai);
+	return 0;
+}
+
+int hora_net_fast_listen(const char *host, int *lfd, uint16_t *port, char *err, size_t errlen)
+{
+	struct sockaddr_storage ss;
+	socklen_t len;
+	if (resolve(host, 0, &ss, &len))
+		return snprintf(err, errlen, "bad listen address '%s'", host), -EINVAL;
+	int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&ss, len) || listen(fd, 64) ||
+	    getsockname(fd, (struct sockaddr *)&ss, &len)) {
+		int e = errno;
+		snprintf(err, errlen, "listening on %s: %s", host, strerror(e));
+		if (fd >= 0)
+			close(fd);
+		return -e;
+	}
+	*port = ntohs(ss.ss_family == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port
+					      : ((struct sockaddr_in6 *)&ss)->sin6_port);
+	*lfd = fd;
+	return 0;
+}
+
+/* wait for fd to become ready for `ev` until deadline (ms, monotonic) */
+static int wait_fd(int fd, short ev, int64_t deadline)
+{
+	for (;;) {
+		int64_t left = deadline - now_ms();
+		if (left <= 0)
+			return -ETIMEDOUT;
+		struct pollfd p = {.fd = fd, .events = ev};
+		int k = poll(&p, 1, (int)left);
+		if (k > 0)
+			return 0;
+		if (k < 0 && errno != EINTR)
+			return -errno;
+	}
+}
+
+/* non-blocking fd, whole buffer, by deadline */
+static int io_all(int fd, void *buf, size_t n, int writing, int64_t deadline)
+{
+	uint8_t *p = buf;
+	while (n) {
+		ssize_t k = writing ? send(fd, p, n, MSG_NOSIGNAL) : recv(fd, p, n, 0);
+		if (k > 0) {
+			p += k;
+			n -= (size_t)k;
+			continue;
+		}
+		if (k == 0)
+			return -ECONNRESET;
+		if (errno == EINTR)
+			continue;
+		if (errno != EAGAIN)
+			return -errno;
+		int rc = wait_fd(fd, writing ? POLLOUT : POLLIN, deadline);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+/* drive the handshake over a non-blocking socket */
+static int handshake(int fd, struct hora_net_hs *hs, const uint8_t *out, size_t outlen,
+		     int64_t deadline, char *err, size_t errlen)
+{
+	uint8_t in[HORA_NET_CHALLENGE_BYTES], o[HORA_NET_HS_MAX_OUT];
+	int rc;
+	if (outlen && (rc = io_all(fd, (void *)out, outlen, 1, deadline)))
+		return snprintf(err, errlen, "handshake: %s", strerror(-rc)), rc;
+	for (size_t want; (want = hora_net_hs_want(hs));) {
+		if ((rc = io_all(fd, in, want, 0, deadline)))
+			return snprintf(err, errlen, "handshake: %s", strerror(-rc)), rc;
+		size_t olen = 0;
+		int r = hora_net_hs_input(hs, in, want, o, &olen);
+		if (olen && (rc = io_all(fd, o, olen, 1, deadline)) && r >= 0)
+			return snprintf(err, errlen, "handshake: %s", strerror(-rc)), rc;
+		if (r < 0)
+			return snprintf(err, errlen, "handshake: %s", hs->why), r;
+		if (r == 1)
+			break;
+	}
+	return 0;
+}
+
+static int finish(int fd, int io_timeout_ms)
+{
+	int one = 1;
+	struct timeval tv = {.tv_sec = io_timeout_ms / 1000, .tv_usec = (io_timeout_ms % 1000) * 1000};
+	if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) ||
+	    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) ||
+	    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) ||
+	    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)))
+		return -errno;
+	return 0;
+}
+
+int hora_net_fast_connect(const char *host, uint16_t port, const uint8_t *key, size_t keylen,
+			  uint32_t node, int timeout_ms, int io_timeout_ms, int *fd, char *err,
+			  size_t errlen)
+{
+	struct sockaddr_storage ss;
+	socklen_t len;
+	if (resolve(host, port, &ss, &len))
+		return snprintf(err, errlen, "bad address '%s'", host), -EINVAL;
+	const int64_t deadline = now_ms() + timeout_ms;
+	for (;;) {
+		int s = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		if (s < 0)
+			return snprintf(err, errlen, "socket: %s", strerror(errno)), -errno;
+		int rc = 0;
+		if (connect(s, (struct sockaddr *)&ss, len) && errno != EINPROGRESS)
+			rc = -errno;
+		else if (!(rc = wait_fd(s, POLLOUT, deadline))) {
+			int e = 0;
+			socklen_t el = sizeof(e);
+			getsockopt(s, SOL_SOCKET, SO_ERROR, &e, &el);
+			rc = -e;
+		}
+		if (!rc) {
+			struct hora_net_hs hs;
+			uint8_t out[HORA_NET_HS_MAX_OUT];
+			size_t olen = 0;
+			uint64_t session;
+			if (getrandom(&session, sizeof(session), 0) != sizeof(session) ||
+			    hora_net_hs_client_start(&hs, key, keylen, node, session, 0, 1, out, &olen)) {
+				close(s);
+				return snprintf(err, errlen, "cannot start the handshake"), -EINVAL;
+			}
+			rc = handshake(s, &hs, out, olen, deadline, err, errlen);
+			if (!rc && !(rc = finish(s, io_timeout_ms))) {
+				*fd = s;
+				return 0;
+			}
+			close(s);
+			return rc;
+		}
+		close(s);
+		if (rc != -ECONNREFUSED || now_ms() + 20 >= deadline)
+			return snprintf(err, errlen, "connect: %s", strerror(-rc)), rc;
+		usleep(20000);
+	}
+}
+
+int hora_net_fast_accept(int lfd, const uint8_t *key, size_t keylen, uint32_t node, int timeout_ms,
+			 int io_timeout_ms, int *fd, uint32_t *peer_node, char *err, size_t errlen)
+{
+	const int64_t deadline = now_ms() + timeout_ms;
+	char why[256] = "no connection";
+	for (;;) {
+		int s = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		if (s < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			if (errno != EAGAIN)
+				return snprintf(err, errlen, "accept: %s", strerror(errno)), -errno;
+			if (wait_fd(lfd, POLLIN, deadline))
+				return snprintf(err, errlen, "timed out (last: %s)", why), -ETIMEDOUT;
+			continue;
+		}
+		struct hora_net_hs hs;
+		int64_t hd = now_ms() + 5000;
+		if (hora_net_hs_server_start(&hs, key, keylen, node)) {
+			close(s);
+			return snprintf(err, errlen, "cannot start the handshake"), -EINVAL;
+		}
+		if (!handshake(s, &hs, NULL, 0, hd < deadline ? hd : deadline, why, sizeof(why)) &&
+		    !finish(s, io_timeout_ms)) {
+			*fd = s;
+			*peer_node = hs.peer_node;
+			return 0;
+		}
+		close(s); /* a stranger or a wrong secret: keep waiting for the real peer */
+	}
+}
+
+static int io_error(ssize_t k, int *dir, int d, char *err, size_t errlen)
+{
+	int e = k == 0 ? ECONNRESET : errno == EAGAIN ? ETIMEDOUT : errno;
+	*dir = d;
+	snprintf(err, errlen, "%s",
+		 k == 0 ? "connection closed by the peer"
+		 : e == ETIMEDOUT ? "no progress within the io timeout" : strerror(e));
+	return -e;
+}
+
+int hora_net_fast_xchg(int ofd, const void *out, size_t on, int ifd, void *in, size_t inn,
+		       size_t head, int (*check)(void *arg, const void *h), void *arg, int timeout_ms,
+		       int spin_us, int *dir, char *err, size_t errlen)
+{
+	const uint8_t *op = out;
+	int64_t spin_until = -1; /* set when the receive first finds nothing */
+	uint8_t *ip = in;
+	size_t sent = ofd < 0 ? on : 0, got = ifd < 0 ? inn : 0;
+	/* fast path: small messages leave in one non-blocking send */
+	while (sent < on) {
+		ssize_t k = send(ofd, op + sent, on - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (k > 0)
+			sent += (size_t)k;
+		else if (k < 0 && errno == EINTR)
+			continue;
+		else if (k < 0 && errno == EAGAIN)
+			break;
+		else
+			return io_error(k, dir, 0, err, errlen);
+	}
+	/* both directions until done; blocking receive when nothing is left to send */
+	while (got < inn || sent < on) {
+		int flags = sent < on ? MSG_DONTWAIT : 0;
+		if (!flags && spin_us > 0) { /* bounded spin before sleeping: a wake-up costs more */
+			int64_t now = now_us();
+			if (spin_until < 0)
+				spin_until = now + spin_us;
+			if (now < spin_until)
+				flags = MSG_DONTWAIT;
+		}
+		if (got < inn) {
+			ssize_t k = recv(ifd, ip + got, inn - got, flags);
+			if (k > 0) {
+				size_t before = got;
+				got += (size_t)k;
+				if (check && before < head && got >= head) {
+					int rc = check(arg, ip);
+					if (rc) {
+						*dir = 1;
+						return rc;
+					}
+				}
+				continue;
+			}
+			if (k == 0 || (errno != EINTR && errno != EAGAIN))
+				return io_error(k, dir, 1, err, errlen);
+			if (errno == EINTR)
+				continue;
+			if (!flags) /* a blocking receive timed out */
+				return io_error(k, dir, 1, err, errlen);
+			if (sent == on) { /* spinning: let a co-located rank run if one waits */
+				sched_yield();
+				continue;
+			}
+		}
+		if (sent < on) {
+			ssize_t k = send(ofd, op + sent, on - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+			if (k > 0) {
+				sent += (size_t)k;
+				continue;
+			}
+			if (k == 0 || (errno != EINTR && errno != EAGAIN))
+				return io_error(k, dir, 0, err, errlen);
+			if (errno == EINTR)
+				continue;
+			struct pollfd p[2] = {{.fd = ofd, .events = POLLOUT}, {.fd = got < inn ? ifd : -1, .events = POLLIN}};
+			int r = poll(p, 2, timeout_ms > 0 ? timeout_ms : -1);
+			if (r == 0) {
+				errno = EAGAIN;
+				return io_error(-1, dir, 0, err, errlen);
+			}
+		}
+	}
+	return 0;
+}

@@ -1,0 +1,50 @@
+/* fast.h - the small-message channel of a communicator (net/ only).
+ *
+ * Small collectives (a few KiB: barriers, metrics, 8-byte allreduces) are
+ * bound by wake-ups, not bytes: going through the comm thread costs two
+ * thread hand-offs per message. So every pair of ranks also keeps one plain
+ * TCP connection (TCP_NODELAY, authenticated with the same HMAC handshake as
+ * the transport) that the thread running the collective drives itself with
+ * blocking send/recv, as Gloo's synchronous pairs and Open MPI's TCP BTL do.
+ * Bulk data never uses it: the ring runs on the io_uring transport.
+ *
+ * Every call waits at most the socket timeouts set at connection (the
+ * transport's io_timeout); errors name the peer and the cause.
+ */
+#ifndef HORA_NET_FAST_H
+#define HORA_NET_FAST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* A listening socket on host (port 0 = any); *port gets the bound port. */
+int hora_net_fast_listen(const char *host, int *lfd, uint16_t *port, char *err, size_t errlen);
+
+/* Connect to host:port and authenticate as `node` (client side of the
+ * handshake), retrying refused connects until timeout_ms. *fd is blocking,
+ * TCP_NODELAY, with io_timeout_ms send/receive timeouts (0 = none). */
+int hora_net_fast_connect(const char *host, uint16_t port, const uint8_t *key, size_t keylen,
+			  uint32_t node, int timeout_ms, int io_timeout_ms, int *fd, char *err,
+			  size_t errlen);
+
+/* Accept one authenticated connection on lfd within timeout_ms; strangers
+ * that fail the handshake are dropped and waiting goes on. */
+int hora_net_fast_accept(int lfd, const uint8_t *key, size_t keylen, uint32_t node, int timeout_ms,
+			 int io_timeout_ms, int *fd, uint32_t *peer_node, char *err, size_t errlen);
+
+/* Send `on` bytes of out on ofd and receive exactly `inn` bytes into in from
+ * ifd (either fd may be -1: one direction only; they may be different
+ * peers). Both directions progress together, so two ranks exchanging
+ * messages larger than the socket buffers cannot deadlock. When check is not
+ * NULL it is called once the first `head` received bytes are in; a non-zero
+ * return stops with that code (a mismatched call is named before waiting for
+ * bytes that never come). Returns 0 or -errno (-ECONNRESET: the peer closed,
+ * -ETIMEDOUT: nothing moved for timeout_ms) with the direction that failed
+ * in *dir (0 send, 1 receive) and the cause in err. A receive that finds
+ * nothing polls without sleeping for up to spin_us (yielding the CPU to
+ * any other runnable thread between polls), then sleeps in recv(2). */
+int hora_net_fast_xchg(int ofd, const void *out, size_t on, int ifd, void *in, size_t inn,
+		       size_t head, int (*check)(void *arg, const void *h), void *arg, int timeout_ms,
+		       int spin_us, int *dir, char *err, size_t errlen);
+
+#endif
