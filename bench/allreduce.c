@@ -155,7 +155,7 @@ int hora_bench_allreduce(int argc, char **argv)
 	if (getrandom(secret, sizeof(secret), 0) != sizeof(secret))
 		return 1;
 	if (!port)
-		port = 30000 + (int)((getpid() * 31 + time(NULL)) % 20000);
+		port = 10000 + (int)((getpid() * 31 + time(NULL)) % 20000);
 	char (*addr)[32] = calloc((size_t)n, 32);
 	const char **addrs = calloc((size_t)n, sizeof(*addrs));
 	for (int i = 0; i < n; i++) {

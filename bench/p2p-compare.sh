@@ -50,7 +50,7 @@ else
   IN0=() IN1=() SRV=127.0.0.1
 fi
 
-port=$((20000 + RANDOM % 20000))
+port=$((10000 + RANDOM % 20000))
 hora_bw() {
   port=$((port + 1))
   "${IN1[@]}" "$HORA" bench p2p --role server --listen "$SRV:$port" >"$TMP/srv.log" 2>&1 &

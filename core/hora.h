@@ -1,9 +1,10 @@
 /* hora.h - public API of hora, the peer-to-peer distributed trainer.
  *
- * What is here today: error codes, logging, configuration (YAML + key=value
- * overrides), optimizers with a learning-rate schedule, and the single-worker
- * training loop. The model interface is in hora_model.h. Communicators and
- * collectives join this header with the transport and collectives issues.
+ * What is here: error codes, logging, configuration (YAML + key=value
+ * overrides), optimizers with a learning-rate schedule, the single-worker
+ * training loop, and communicators with their collectives (allreduce,
+ * broadcast, allgather, reduce-scatter, barrier; blocking and async). The
+ * model interface is in hora_model.h.
  *
  * Conventions: functions return 0 or a negative code (-errno, or a HORA_ERR_*
  * below); hora_strerror() names any of them. Objects are opaque and come in
@@ -138,6 +139,105 @@ struct hora_train_result {
 HORA_API int hora_train_run(const struct hora_train_config *cfg, struct hora_train_result *res,
 			    char *err, size_t errlen);
 HORA_API void hora_train_result_deinit(struct hora_train_result *res);
+
+/* ---- communicators and collectives ------------------------------------------ */
+
+enum hora_dtype { HORA_F32, HORA_F64, HORA_F16, HORA_BF16, HORA_I32, HORA_I64 };
+enum hora_op { HORA_SUM, HORA_AVG, HORA_MIN, HORA_MAX, HORA_PROD };
+enum hora_algo {
+	HORA_ALGO_AUTO,    /* by size: latency algorithm up to small_bytes, ring above */
+	HORA_ALGO_RING,    /* pipelined ring (chain for broadcast) at every size */
+	HORA_ALGO_LATENCY, /* recursive doubling / binomial tree, up to 256 KiB */
+};
+
+struct hora_comm_config {
+	int rank, size;            /* this rank, number of ranks */
+	const char *const *addrs;  /* size "ip:port": where each rank listens (TCP) */
+	const char *secret_file;   /* cluster secret file; NULL/"": HORA_SECRET */
+	const void *secret;        /* or the secret's bytes (>= 16), used when not NULL */
+	size_t secret_len;
+	int connect_timeout_ms;    /* forming the communicator (default 30000) */
+	int io_timeout_ms;         /* no progress from a peer this long fails it (default 30000) */
+	int sockets_per_peer;      /* TCP streams per peer for bulk data (default 1) */
+	size_t small_bytes;        /* latency algorithm up to this size (0: the measured default) */
+	size_t segment_bytes;      /* ring pipeline segment (0: 1 MiB) */
+	enum hora_algo algorithm;  /* default AUTO */
+	int spin_us;               /* small messages poll this long before sleeping (0: default
+				      200; -1: never) */
+	uint32_t view;             /* membership view the ranks agreed on (0 outside one) */
+};
+
+struct hora_comm;
+struct hora_request;
+
+HORA_API void hora_comm_config_defaults(struct hora_comm_config *cfg);
+/* Form a communicator: every rank calls this with the same addrs; it
+ * returns when rank is connected and authenticated to every other rank, or
+ * with an error (reason in err) after connect_timeout_ms. */
+HORA_API int hora_comm_create(const struct hora_comm_config *cfg, struct hora_comm **out,
+			      char *err, size_t errlen);
+/* Waits for the async calls still queued, then closes. NULL: no-op. */
+HORA_API void hora_comm_destroy(struct hora_comm *c);
+HORA_API int hora_comm_rank(const struct hora_comm *c);
+HORA_API int hora_comm_size(const struct hora_comm *c);
+
+/* Collectives. Every rank calls the same collectives in the same order
+ * (from any threads; the order of the calls on one rank is the order of
+ * execution). Each call carries a sequence number and a fingerprint (name,
+ * count, dtype, op, root); a mismatch fails the call on the ranks that see
+ * it with an error naming both calls, never a hang or garbage. Results are
+ * bitwise identical on every rank. Returns 0 or a negative code; the reason
+ * (rank, view, collective and sequence, peer, cause) is in
+ * hora_comm_last_error. After a failure (mismatch, dead or silent peer) the
+ * communicator is broken: every later call returns the same error at once.
+ *
+ * send == recv is in place. f16 and bf16 are reduced in f32 (round to
+ * nearest even); AVG divides once, at the end (integers truncate). */
+
+/* recv[i] = op over ranks of send[i], count elements. */
+HORA_API int hora_allreduce(struct hora_comm *c, const void *send, void *recv, size_t count,
+			    enum hora_dtype t, enum hora_op op);
+/* buf on every rank = buf on root. */
+HORA_API int hora_broadcast(struct hora_comm *c, void *buf, size_t count, enum hora_dtype t,
+			    int root);
+/* recv (size x count) = send (count) of ranks 0, 1, ... in order. In place:
+ * send == recv + rank * count elements. */
+HORA_API int hora_allgather(struct hora_comm *c, const void *send, void *recv, size_t count,
+			    enum hora_dtype t);
+/* recv (recvcount) = block `rank` of the reduction of send (size x
+ * recvcount). In place: recv == send + rank * recvcount elements (no extra
+ * memory; out of place uses one scratch buffer of the input's size). */
+HORA_API int hora_reduce_scatter(struct hora_comm *c, const void *send, void *recv,
+				 size_t recvcount, enum hora_dtype t, enum hora_op op);
+/* Returns once every rank has called it. */
+HORA_API int hora_barrier(struct hora_comm *c);
+
+/* Async forms: queue the call and return at once with *req; a background
+ * thread of the communicator runs queued calls in order, so the caller
+ * computes meanwhile. Buffers stay untouched by the caller until the
+ * request finished. Finish every request with hora_wait. */
+HORA_API int hora_allreduce_async(struct hora_comm *c, const void *send, void *recv, size_t count,
+				  enum hora_dtype t, enum hora_op op, struct hora_request **req);
+HORA_API int hora_broadcast_async(struct hora_comm *c, void *buf, size_t count, enum hora_dtype t,
+				  int root, struct hora_request **req);
+HORA_API int hora_allgather_async(struct hora_comm *c, const void *send, void *recv, size_t count,
+				  enum hora_dtype t, struct hora_request **req);
+HORA_API int hora_reduce_scatter_async(struct hora_comm *c, const void *send, void *recv,
+				       size_t recvcount, enum hora_dtype t, enum hora_op op,
+				       struct hora_request **req);
+HORA_API int hora_barrier_async(struct hora_comm *c, struct hora_request **req);
+/* Block until req finished; frees it and returns its result. */
+HORA_API int hora_wait(struct hora_request *req);
+/* 1 if req finished (hora_wait then returns at once), 0 if not. */
+HORA_API int hora_test(struct hora_request *req);
+
+/* The reason of the communicator's last failure ("" if none). Valid until
+ * the next call on c. */
+HORA_API const char *hora_comm_last_error(const struct hora_comm *c);
+/* The size up to which the latency algorithm is used, and setting it (a
+ * measured crossover; -EINVAL above 256 KiB). */
+HORA_API size_t hora_comm_small_bytes(const struct hora_comm *c);
+HORA_API int hora_comm_set_small_bytes(struct hora_comm *c, size_t bytes);
 
 #ifdef __cplusplus
 }

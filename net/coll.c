@@ -31,11 +31,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #define FP_BYTES 32
 
-enum kind { K_ALLREDUCE, K_BROADCAST, K_ALLGATHER, K_REDUCE_SCATTER, K_BARRIER, K_KINDS };
+enum kind { K_ALLREDUCE, K_BROADCAST, K_ALLGATHER, K_REDUCE_SCATTER, K_BARRIER, K_KINDS,
+	    K_ABORT = 0xab }; /* K_ABORT: "I saw a mismatch and stop", sent before closing */
 static const char *const kind_name[K_KINDS] = {"allreduce", "broadcast", "allgather",
 					       "reduce_scatter", "barrier"};
 
@@ -310,6 +312,17 @@ static int fail(struct hora_net_comm *c, int rc, const char *fmt, ...)
 		vsnprintf(c->err + k, sizeof(c->err) - (size_t)k, fmt, ap);
 		va_end(ap);
 		c->broken = rc;
+		if (rc == -EBADE) /* tell the ranks waiting on us why before closing */
+			for (int i = 0; c->fast && i < c->n; i++)
+				if (c->fast[i] >= 0) {
+					uint8_t b[FP_BYTES] = {0};
+					uint32_t ab = K_ABORT;
+					memcpy(b, &c->seq, 8);
+					memcpy(b + 16, &ab, 4);
+					memcpy(b + 24, &c->rank, 4);
+					ssize_t w = send(c->fast[i], b, sizeof(b), MSG_DONTWAIT | MSG_NOSIGNAL);
+					(void)w; /* best effort */
+				}
 		/* break every connection: ranks waiting on us fail too, now */
 		close_all(c);
 	}
@@ -365,6 +378,9 @@ static int fp_check(struct hora_net_comm *c, const uint8_t *b, const struct fp *
 	o.op = b[21];
 	memcpy(&o.nranks, b + 22, 2);
 	memcpy(&o.root, b + 24, 4);
+	if (o.kind == K_ABORT)
+		return fail(c, -EBADE, "rank %d stopped: it saw mismatched collectives (its error names both calls)",
+			    (int)o.root);
 	if (o.seq == mine->seq && o.count == mine->count && o.kind == mine->kind &&
 	    o.dtype == mine->dtype && o.op == mine->op && o.nranks == mine->nranks && o.root == mine->root)
 		return 0;

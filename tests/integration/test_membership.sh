@@ -38,7 +38,7 @@ wait_views() {
   return 1
 }
 
-SEED_PORT=$((21000 + RANDOM % 20000))
+SEED_PORT=$((11000 + RANDOM % 20000))
 "$HORA" seed --listen 127.0.0.1:$SEED_PORT >"$T/seed.log" 2>&1 & SEED=$!; PIDS+=("$SEED")
 W=(); F=()
 for i in 0 1 2 3 4 5 6 7; do

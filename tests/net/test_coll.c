@@ -24,7 +24,7 @@ static int base_port;
 
 static void pick_ports(int n)
 {
-	base_port = 20000 + (int)((getpid() * 37 + time(NULL)) % 20000);
+	base_port = 10000 + (int)((getpid() * 37 + time(NULL)) % 20000) /* below the ephemeral ports */;
 	for (int i = 0; i < n; i++) {
 		snprintf(addr[i], sizeof(addr[i]), "127.0.0.1:%d", base_port + i);
 		addrs[i] = addr[i];

@@ -1,0 +1,345 @@
+/* comm.c - the public communicator: net/coll.c's collectives behind
+ * hora.h's names, plus the async forms.
+ *
+ * Async calls go to a FIFO that one background thread per communicator
+ * runs in order (started with the first async call). A blocking call runs
+ * on the caller's thread when nothing is queued or running (no hand-off for
+ * the common case); otherwise it queues behind the others and waits, so the
+ * order of calls on a rank is always the order of execution.
+ */
+#include "hora.h"
+
+#include "net/coll.h"
+#include "net/handshake.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum kind { K_ALLREDUCE, K_BROADCAST, K_ALLGATHER, K_REDUCE_SCATTER, K_BARRIER };
+
+struct hora_request {
+	struct hora_comm *c;
+	enum kind kind;
+	const void *send;
+	void *recv;
+	size_t count;
+	enum hora_dtype t;
+	enum hora_op op;
+	int root;
+	int status, done;
+	struct hora_request *next;
+};
+
+struct hora_comm {
+	struct hora_net_comm *net;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;       /* queue changed, a request finished, inline call ended */
+	struct hora_request *head, *tail;
+	bool running;            /* the background thread is executing a request */
+	bool inline_busy;        /* a blocking call is executing on its caller's thread */
+	bool stop, started;
+	pthread_t thread;
+};
+
+_Static_assert((int)HORA_F32 == (int)HORA_NET_F32 && (int)HORA_I64 == (int)HORA_NET_I64 &&
+		       (int)HORA_BF16 == (int)HORA_NET_BF16,
+	       "public and net dtypes differ");
+_Static_assert((int)HORA_SUM == (int)HORA_NET_SUM && (int)HORA_PROD == (int)HORA_NET_PROD,
+	       "public and net ops differ");
+
+void hora_comm_config_defaults(struct hora_comm_config *cfg)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->connect_timeout_ms = 30000;
+	cfg->io_timeout_ms = 30000;
+	cfg->sockets_per_peer = 1;
+}
+
+int hora_comm_create(const struct hora_comm_config *cfg, struct hora_comm **out, char *err,
+		     size_t errlen)
+{
+	*out = NULL;
+	if (!cfg || cfg->size < 1 || cfg->rank < 0 || cfg->rank >= cfg->size || !cfg->addrs) {
+		snprintf(err, errlen, "communicator: rank %d of %d, addresses %s: invalid", cfg ? cfg->rank : -1,
+			 cfg ? cfg->size : 0, cfg && cfg->addrs ? "given" : "missing");
+		return -EINVAL;
+	}
+	if (cfg->algorithm < HORA_ALGO_AUTO || cfg->algorithm > HORA_ALGO_LATENCY) {
+		snprintf(err, errlen, "communicator: unknown algorithm %d", cfg->algorithm);
+		return -EINVAL;
+	}
+	uint8_t key[HORA_NET_SECRET_MAX];
+	size_t klen;
+	if (cfg->secret) {
+		klen = cfg->secret_len;
+		if (klen < HORA_NET_SECRET_MIN || klen > sizeof(key)) {
+			snprintf(err, errlen, "communicator: the secret must be %d..%d bytes (got %zu)",
+				 HORA_NET_SECRET_MIN, HORA_NET_SECRET_MAX, klen);
+			return -EINVAL;
+		}
+		memcpy(key, cfg->secret, klen);
+	} else {
+		char why[256];
+		int k = hora_net_secret_load(cfg->secret_file, key, sizeof(key), why, sizeof(why));
+		if (k < 0) {
+			snprintf(err, errlen, "communicator: %s", why);
+			return k;
+		}
+		klen = (size_t)k;
+	}
+	struct hora_comm *c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	struct hora_net_comm_cfg nc = {.rank = cfg->rank, .nranks = cfg->size, .addrs = cfg->addrs,
+				       .connect_timeout_ms = cfg->connect_timeout_ms,
+				       .small_bytes = cfg->small_bytes, .segment_bytes = cfg->segment_bytes,
+				       .spin_us = cfg->spin_us};
+	hora_net_opts_default(&nc.opts);
+	nc.opts.secret = key;
+	nc.opts.secret_len = klen;
+	nc.opts.view = cfg->view;
+	if (cfg->io_timeout_ms >= 0)
+		nc.opts.io_timeout_ms = cfg->io_timeout_ms;
+	if (cfg->sockets_per_peer > 0)
+		nc.opts.sockets_per_peer = cfg->sockets_per_peer;
+	int rc = hora_net_comm_create(&nc, &c->net, err, errlen);
+	memset(key, 0, sizeof(key));
+	if (rc) {
+		free(c);
+		return rc;
+	}
+	hora_net_comm_set_algo(c->net, (int)cfg->algorithm);
+	pthread_mutex_init(&c->mu, NULL);
+	pthread_cond_init(&c->cv, NULL);
+	*out = c;
+	return 0;
+}
+
+static int execute(struct hora_comm *c, const struct hora_request *r)
+{
+	struct hora_net_comm *n = c->net;
+	switch (r->kind) {
+	case K_ALLREDUCE:
+		return hora_net_allreduce(n, r->send, r->recv, r->count, (enum hora_net_dtype)r->t,
+					  (enum hora_net_op)r->op);
+	case K_BROADCAST:
+		return hora_net_broadcast(n, r->recv, r->count, (enum hora_net_dtype)r->t, r->root);
+	case K_ALLGATHER:
+		return hora_net_allgather(n, r->send, r->recv, r->count, (enum hora_net_dtype)r->t);
+	case K_REDUCE_SCATTER:
+		return hora_net_reduce_scatter(n, r->send, r->recv, r->count, (enum hora_net_dtype)r->t,
+					       (enum hora_net_op)r->op);
+	case K_BARRIER:
+		return hora_net_barrier(n);
+	}
+	return -EINVAL;
+}
+
+static void *worker(void *arg)
+{
+	struct hora_comm *c = arg;
+	pthread_mutex_lock(&c->mu);
+	for (;;) {
+		while (!c->stop && (!c->head || c->inline_busy))
+			pthread_cond_wait(&c->cv, &c->mu);
+		if (!c->head)
+			break; /* stop, and nothing left */
+		struct hora_request *r = c->head;
+		c->head = r->next;
+		if (!c->head)
+			c->tail = NULL;
+		c->running = true;
+		pthread_mutex_unlock(&c->mu);
+		int st = execute(c, r);
+		pthread_mutex_lock(&c->mu);
+		c->running = false;
+		r->status = st;
+		r->done = 1;
+		pthread_cond_broadcast(&c->cv);
+	}
+	pthread_mutex_unlock(&c->mu);
+	return NULL;
+}
+
+/* queue r (c->mu held) */
+static int enqueue(struct hora_comm *c, struct hora_request *r)
+{
+	if (!c->started) {
+		if (pthread_create(&c->thread, NULL, worker, c))
+			return -EAGAIN;
+		c->started = true;
+	}
+	r->next = NULL;
+	if (c->tail)
+		c->tail->next = r;
+	else
+		c->head = r;
+	c->tail = r;
+	pthread_cond_broadcast(&c->cv);
+	return 0;
+}
+
+static int submit_async(struct hora_request tmpl, struct hora_request **req)
+{
+	if (!req)
+		return -EINVAL;
+	*req = NULL;
+	struct hora_comm *c = tmpl.c;
+	if (!c)
+		return -EINVAL;
+	struct hora_request *r = malloc(sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	*r = tmpl;
+	pthread_mutex_lock(&c->mu);
+	int rc = enqueue(c, r);
+	pthread_mutex_unlock(&c->mu);
+	if (rc) {
+		free(r);
+		return rc;
+	}
+	*req = r;
+	return 0;
+}
+
+static int run_blocking(struct hora_request r)
+{
+	struct hora_comm *c = r.c;
+	if (!c)
+		return -EINVAL;
+	pthread_mutex_lock(&c->mu);
+	if (!c->head && !c->running && !c->inline_busy) {
+		c->inline_busy = true; /* nothing ahead of us: run here, no hand-off */
+		pthread_mutex_unlock(&c->mu);
+		int st = execute(c, &r);
+		pthread_mutex_lock(&c->mu);
+		c->inline_busy = false;
+		pthread_cond_broadcast(&c->cv);
+		pthread_mutex_unlock(&c->mu);
+		return st;
+	}
+	int rc = enqueue(c, &r); /* behind earlier async calls */
+	while (!rc && !r.done)
+		pthread_cond_wait(&c->cv, &c->mu);
+	pthread_mutex_unlock(&c->mu);
+	return rc ? rc : r.status;
+}
+
+int hora_wait(struct hora_request *r)
+{
+	if (!r)
+		return -EINVAL;
+	struct hora_comm *c = r->c;
+	pthread_mutex_lock(&c->mu);
+	while (!r->done)
+		pthread_cond_wait(&c->cv, &c->mu);
+	pthread_mutex_unlock(&c->mu);
+	int st = r->status;
+	free(r);
+	return st;
+}
+
+int hora_test(struct hora_request *r)
+{
+	if (!r)
+		return 0;
+	pthread_mutex_lock(&r->c->mu);
+	int d = r->done;
+	pthread_mutex_unlock(&r->c->mu);
+	return d;
+}
+
+void hora_comm_destroy(struct hora_comm *c)
+{
+	if (!c)
+		return;
+	pthread_mutex_lock(&c->mu);
+	c->stop = true;
+	pthread_cond_broadcast(&c->cv);
+	pthread_mutex_unlock(&c->mu);
+	if (c->started)
+		pthread_join(c->thread, NULL);
+	hora_net_comm_destroy(c->net);
+	pthread_mutex_destroy(&c->mu);
+	pthread_cond_destroy(&c->cv);
+	free(c);
+}
+
+int hora_comm_rank(const struct hora_comm *c)
+{
+	return hora_net_comm_rank(c->net);
+}
+int hora_comm_size(const struct hora_comm *c)
+{
+	return hora_net_comm_size(c->net);
+}
+const char *hora_comm_last_error(const struct hora_comm *c)
+{
+	return hora_net_comm_error(c->net);
+}
+size_t hora_comm_small_bytes(const struct hora_comm *c)
+{
+	return hora_net_comm_small_bytes(c->net);
+}
+int hora_comm_set_small_bytes(struct hora_comm *c, size_t bytes)
+{
+	return hora_net_comm_set_small_bytes(c->net, bytes);
+}
+
+#define REQ(k, ...) ((struct hora_request){.c = c, .kind = (k), __VA_ARGS__})
+
+int hora_allreduce(struct hora_comm *c, const void *send, void *recv, size_t count, enum hora_dtype t,
+		   enum hora_op op)
+{
+	return run_blocking(REQ(K_ALLREDUCE, .send = send, .recv = recv, .count = count, .t = t, .op = op));
+}
+int hora_broadcast(struct hora_comm *c, void *buf, size_t count, enum hora_dtype t, int root)
+{
+	return run_blocking(REQ(K_BROADCAST, .recv = buf, .count = count, .t = t, .root = root));
+}
+int hora_allgather(struct hora_comm *c, const void *send, void *recv, size_t count, enum hora_dtype t)
+{
+	return run_blocking(REQ(K_ALLGATHER, .send = send, .recv = recv, .count = count, .t = t));
+}
+int hora_reduce_scatter(struct hora_comm *c, const void *send, void *recv, size_t recvcount,
+			enum hora_dtype t, enum hora_op op)
+{
+	return run_blocking(
+		REQ(K_REDUCE_SCATTER, .send = send, .recv = recv, .count = recvcount, .t = t, .op = op));
+}
+int hora_barrier(struct hora_comm *c)
+{
+	return run_blocking(REQ(K_BARRIER, .t = HORA_I32));
+}
+
+int hora_allreduce_async(struct hora_comm *c, const void *send, void *recv, size_t count,
+			 enum hora_dtype t, enum hora_op op, struct hora_request **req)
+{
+	return submit_async(REQ(K_ALLREDUCE, .send = send, .recv = recv, .count = count, .t = t, .op = op),
+			    req);
+}
+int hora_broadcast_async(struct hora_comm *c, void *buf, size_t count, enum hora_dtype t, int root,
+			 struct hora_request **req)
+{
+	return submit_async(REQ(K_BROADCAST, .recv = buf, .count = count, .t = t, .root = root), req);
+}
+int hora_allgather_async(struct hora_comm *c, const void *send, void *recv, size_t count,
+			 enum hora_dtype t, struct hora_request **req)
+{
+	return submit_async(REQ(K_ALLGATHER, .send = send, .recv = recv, .count = count, .t = t), req);
+}
+int hora_reduce_scatter_async(struct hora_comm *c, const void *send, void *recv, size_t recvcount,
+			      enum hora_dtype t, enum hora_op op, struct hora_request **req)
+{
+	return submit_async(
+		REQ(K_REDUCE_SCATTER, .send = send, .recv = recv, .count = recvcount, .t = t, .op = op),
+		req);
+}
+int hora_barrier_async(struct hora_comm *c, struct hora_request **req)
+{
+	return submit_async(REQ(K_BARRIER, .t = HORA_I32), req);
+}
