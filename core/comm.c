@@ -290,6 +290,14 @@ int hora_comm_set_small_bytes(struct hora_comm *c, size_t bytes)
 	return hora_net_comm_set_small_bytes(c->net, bytes);
 }
 
+int hora_comm_set_algorithm(struct hora_comm *c, enum hora_algo algo)
+{
+	if (algo < HORA_ALGO_AUTO || algo > HORA_ALGO_LATENCY)
+		return -EINVAL;
+	hora_net_comm_set_algo(c->net, (int)algo);
+	return 0;
+}
+
 #define REQ(k, ...) ((struct hora_request){.c = c, .kind = (k), __VA_ARGS__})
 
 int hora_allreduce(struct hora_comm *c, const void *send, void *recv, size_t count, enum hora_dtype t,

@@ -147,7 +147,7 @@ enum hora_op { HORA_SUM, HORA_AVG, HORA_MIN, HORA_MAX, HORA_PROD };
 enum hora_algo {
 	HORA_ALGO_AUTO,    /* by size: latency algorithm up to small_bytes, ring above */
 	HORA_ALGO_RING,    /* pipelined ring (chain for broadcast) at every size */
-	HORA_ALGO_LATENCY, /* recursive doubling / binomial tree, up to 256 KiB */
+	HORA_ALGO_LATENCY, /* recursive doubling / binomial tree, up to 1 MiB */
 };
 
 struct hora_comm_config {
@@ -238,6 +238,8 @@ HORA_API const char *hora_comm_last_error(const struct hora_comm *c);
  * measured crossover; -EINVAL above 256 KiB). */
 HORA_API size_t hora_comm_small_bytes(const struct hora_comm *c);
 HORA_API int hora_comm_set_small_bytes(struct hora_comm *c, size_t bytes);
+/* Force the algorithm for later calls (every rank must do the same). */
+HORA_API int hora_comm_set_algorithm(struct hora_comm *c, enum hora_algo algo);
 
 #ifdef __cplusplus
 }

@@ -183,7 +183,7 @@ int hora_net_comm_create(const struct hora_net_comm_cfg *cfg, struct hora_net_co
 	if (!c->cfg.connect_timeout_ms)
 		c->cfg.connect_timeout_ms = 30000;
 	if (!c->cfg.small_cap)
-		c->cfg.small_cap = 256 << 10;
+		c->cfg.small_cap = 1 << 20;
 	if (!c->cfg.small_bytes)
 		c->cfg.small_bytes = HORA_NET_SMALL_DEFAULT;
 	if (c->cfg.small_bytes > c->cfg.small_cap)
@@ -541,27 +541,53 @@ static size_t seg_len(const struct ring *g, size_t len, size_t k)
 	return len - so < g->seg ? len - so : g->seg;
 }
 
+/* Post the fingerprint exchange with both neighbours (left/right -1: none);
+ * fp_finish checks it. Data may be posted in between: the fingerprint is
+ * first on each stream, so a mismatch is still named before any data is
+ * used. */
+struct fpx {
+	uint8_t out[FP_BYTES], in[FP_BYTES];
+	struct hora_net_req *r, *s;
+	int left, right;
+};
+
+static int fp_post(struct hora_net_comm *c, struct fpx *x, int left, int right, const struct fp *f)
+{
+	fp_put(x->out, f);
+	x->r = x->s = NULL;
+	x->left = left;
+	x->right = right;
+	if (left >= 0 && hora_net_irecv(c->peer[left], x->in, FP_BYTES, NULL, NULL, &x->r))
+		return fail(c, -EIO, "cannot post a receive from rank %d", left);
+	if (right >= 0 && hora_net_isend(c->peer[right], x->out, FP_BYTES, NULL, NULL, &x->s))
+		return fail(c, -EIO, "cannot post a send to rank %d", right);
+	return 0;
+}
+
+static int fp_finish(struct hora_net_comm *c, struct fpx *x, const struct fp *f)
+{
+	int rc = 0;
+	if (x->r) {
+		rc = c->broken ? (hora_net_wait(x->r, NULL, 0), c->broken)
+			       : xwait(c, x->r, x->left, "receive from");
+		if (!rc)
+			rc = fp_check(c, x->in, f, x->left);
+	}
+	if (x->s) {
+		int r2 = c->broken ? (hora_net_wait(x->s, NULL, 0), c->broken)
+				   : xwait(c, x->s, x->right, "send to");
+		rc = rc ? rc : r2;
+	}
+	x->r = x->s = NULL;
+	return rc;
+}
+
 static int exchange_fp(struct hora_net_comm *c, int left, int right, const struct fp *f)
 {
-	uint8_t fo[FP_BYTES], fi[FP_BYTES];
-	fp_put(fo, f);
-	struct hora_net_req *a = NULL, *b = NULL;
-	int rc;
-	if (left >= 0 && hora_net_irecv(c->peer[left], fi, FP_BYTES, NULL, NULL, &a))
-		return fail(c, -EIO, "cannot post a receive from rank %d", left);
-	if (right >= 0 && hora_net_isend(c->peer[right], fo, FP_BYTES, NULL, NULL, &b)) {
-		if (a)
-			hora_net_wait(a, NULL, 0);
-		return fail(c, -EIO, "cannot post a send to rank %d", right);
-	}
-	rc = b ? xwait(c, b, right, "send to") : 0;
-	if (a && !rc)
-		rc = xwait(c, a, left, "receive from");
-	else if (a)
-		hora_net_wait(a, NULL, 0);
-	if (!rc && a)
-		rc = fp_check(c, fi, f, left);
-	return rc;
+	struct fpx x;
+	int rc = fp_post(c, &x, left, right, f);
+	int r2 = fp_finish(c, &x, f);
+	return rc ? rc : r2;
 }
 
 /* src: this rank's input (whole buffer for allreduce and reduce-scatter,
@@ -581,9 +607,12 @@ static int ring(struct hora_net_comm *c, enum ring_mode mode, const uint8_t *src
 	const int t0 = mode == RING_ALLGATHER ? n - 1 : 0;
 	const int t1 = mode == RING_REDUCE_SCATTER ? n - 1 : 2 * (n - 1); /* steps [t0, t1) */
 	struct hora_net_peer *pl = c->peer[left], *pr = c->peer[right];
-	int rc = exchange_fp(c, left, right, f);
-	if (rc)
+	struct fpx fx_;
+	int rc = fp_post(c, &fx_, left, right, f);
+	if (rc) {
+		fp_finish(c, &fx_, f);
 		return rc;
+	}
 	size_t total = 0, maxs = 0;
 	for (int tt = t0; tt < t1; tt++) {
 		size_t off, len;
@@ -599,7 +628,9 @@ static int ring(struct hora_net_comm *c, enum ring_mode mode, const uint8_t *src
 		free(slots);
 		free(rq);
 		free(sq);
-		return fail(c, -ENOMEM, "out of memory for %zu pipeline slots", total);
+		rc = fail(c, -ENOMEM, "out of memory for %zu pipeline slots", total);
+		fp_finish(c, &fx_, f);
+		return rc;
 	}
 	size_t ns = 0, s_posted = 0, s_waited = 0;
 	for (int tt = t0; tt < t1; tt++) {
@@ -647,6 +678,10 @@ static int ring(struct hora_net_comm *c, enum ring_mode mode, const uint8_t *src
 					      : dst + off * g.esz;
 		for (size_t k = 0; k < nsegs(&g, len) && !rc; k++)
 			POST_SEND(base + k * g.seg * g.esz, seg_len(&g, len, k) * g.esz);
+	}
+	{ /* the neighbours' fingerprints came first on their streams */
+		int r2 = fp_finish(c, &fx_, f);
+		rc = rc ? rc : r2;
 	}
 	for (size_t i = 0; i < ns && !rc; i++) {
 		rc = xwait(c, rq[i], left, "receive from");

@@ -14,7 +14,7 @@
 #include "hora_net.h"
 #include "reduce.h"
 
-#define HORA_NET_SMALL_DEFAULT (16 << 10)
+#define HORA_NET_SMALL_DEFAULT (256 << 10) /* measured crossover on lo, N = 2, 4, 8 (bench/RESULTS.md) */
 #define HORA_NET_SPIN_DEFAULT 200
 
 struct hora_net_comm_cfg {
@@ -24,7 +24,7 @@ struct hora_net_comm_cfg {
 	int connect_timeout_ms;    /* default 30000 */
 	size_t small_bytes;        /* allreduce/broadcast up to this: latency algorithms on the
 				      fast channel (default HORA_NET_SMALL_DEFAULT) */
-	size_t small_cap;          /* largest small_bytes settable later (default 256 KiB) */
+	size_t small_cap;          /* largest small_bytes settable later (default 1 MiB) */
 	size_t segment_bytes;      /* ring pipeline segment (default 1 MiB) */
 	int depth;                 /* ring receives in flight (default 4) */
 	int spin_us;               /* small messages: poll this long before sleeping

@@ -1,0 +1,574 @@
+/* coll.c - `hora bench allreduce|broadcast|allgather|reduce_scatter`:
+ * nccl-tests-style tables for the public collectives (core/hora.h).
+ *
+ *   hora bench allreduce [--ranks N] [--sizes 8:64M] [--dtype f32] [--op sum]
+ *        [--algo auto|ring|latency] [--segment B] [--setup lo|netns --rate 1gbit]
+ *        [--json F] [--plot F.png [--anchors A.json]] [--crossover]
+ *   hora bench allreduce --rank R --addrs ip:port,ip:port,...   (one rank of a
+ *        cluster started elsewhere; rank 0 prints)
+ *
+ * N ranks are forked here, over 127.0.0.1 (lo) or in N network namespaces of
+ * deploy/netns-cluster.sh (netns: one per rank, tbf-shaped like the anchors).
+ * For each size: one verification call (integer-valued data, exact in every
+ * dtype, checked on every rank), 3 warm-up calls, then about 200 ms of timed
+ * calls (5..1000), one timestamp pair per call, no barrier between calls.
+ * Per call the MAX over ranks is taken and the median reported, as the
+ * anchors do:  size count type redop time_us algbw_GBps busbw_GBps wrong
+ * size is the larger buffer of the call (allgather: the output, reduce-
+ * scatter: the input); busbw = algbw x 2(N-1)/N (allreduce), (N-1)/N
+ * (allgather, reduce-scatter), 1 (broadcast).
+ * --crossover times the latency algorithm against the ring from 1 KiB to
+ * 256 KiB and prints the size where the ring starts to win, i.e. the value
+ * for `collectives.small_bytes`.
+ */
+#include "hora.h"
+#include "net/reduce.h"
+#include "report.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+enum coll { C_ALLREDUCE, C_BROADCAST, C_ALLGATHER, C_REDUCE_SCATTER };
+static const char *const coll_name[] = {"allreduce", "broadcast", "allgather", "reduce_scatter"};
+
+struct opts {
+	enum coll coll;
+	int n, algo, crossover;
+	size_t lo, hi, segment;
+	enum hora_dtype t;
+	enum hora_op op;
+	const char *json, *plot, *anchors, *setup, *rate;
+};
+
+static size_t parse_size(const char *s)
+{
+	char *e;
+	double v = strtod(s, &e);
+	if (*e == 'k' || *e == 'K')
+		v *= 1024;
+	else if (*e == 'm' || *e == 'M')
+		v *= 1 << 20;
+	else if (*e == 'g' || *e == 'G')
+		v *= 1 << 30;
+	return (size_t)v;
+}
+
+static size_t esz(enum hora_dtype t)
+{
+	return hora_net_dtype_size((enum hora_net_dtype)t);
+}
+
+static void put(void *p, size_t i, enum hora_dtype t, double v)
+{
+	switch (t) {
+	case HORA_F32: ((float *)p)[i] = (float)v; break;
+	case HORA_F64: ((double *)p)[i] = v; break;
+	case HORA_F16: ((uint16_t *)p)[i] = hora_net_f32_to_f16((float)v); break;
+	case HORA_BF16: ((uint16_t *)p)[i] = hora_net_f32_to_bf16((float)v); break;
+	case HORA_I32: ((int32_t *)p)[i] = (int32_t)v; break;
+	case HORA_I64: ((int64_t *)p)[i] = (int64_t)v; break;
+	}
+}
+
+static double get(const void *p, size_t i, enum hora_dtype t)
+{
+	switch (t) {
+	case HORA_F32: return ((const float *)p)[i];
+	case HORA_F64: return ((const double *)p)[i];
+	case HORA_F16: return hora_net_f16_to_f32(((const uint16_t *)p)[i]);
+	case HORA_BF16: return hora_net_bf16_to_f32(((const uint16_t *)p)[i]);
+	case HORA_I32: return ((const int32_t *)p)[i];
+	case HORA_I64: return (double)((const int64_t *)p)[i];
+	}
+	return 0;
+}
+
+/* elements per rank-buffer and the "size" of the call for `bytes` */
+static size_t count_for(const struct opts *o, size_t bytes)
+{
+	size_t c = bytes / esz(o->t);
+	if (o->coll == C_ALLGATHER || o->coll == C_REDUCE_SCATTER)
+		c /= (size_t)o->n;
+	return c;
+}
+
+static int call(struct hora_comm *c, const struct opts *o, void *send, void *recv, size_t count)
+{
+	switch (o->coll) {
+	case C_ALLREDUCE: return hora_allreduce(c, send, recv, count, o->t, o->op);
+	case C_BROADCAST: return hora_broadcast(c, recv, count, o->t, 0);
+	case C_ALLGATHER: return hora_allgather(c, send, recv, count, o->t);
+	case C_REDUCE_SCATTER: return hora_reduce_scatter(c, send, recv, count, o->t, o->op);
+	}
+	return -EINVAL;
+}
+
+/* value of element i of rank r's input; small integers */
+static double in_val(size_t i, int r)
+{
+	return (double)(i % 7) + r;
+}
+
+static double reduce_ref(const struct opts *o, size_t i)
+{
+	double acc = in_val(i, 0);
+	for (int r = 1; r < o->n; r++) {
+		double v = in_val(i, r);
+		acc = o->op == HORA_MAX ? (v > acc ? v : acc) : o->op == HORA_MIN ? (v < acc ? v : acc)
+		      : o->op == HORA_PROD ? acc * v : acc + v;
+	}
+	if (o->op == HORA_AVG)
+		acc = o->t == HORA_I32 || o->t == HORA_I64 ? (double)(long long)(acc / o->n) : acc / o->n;
+	return acc;
+}
+
+/* fill, run once, count wrong elements */
+static long verify(struct hora_comm *c, const struct opts *o, int rank, uint8_t *send, uint8_t *recv,
+		   size_t count, int *rc)
+{
+	const int n = o->n;
+	size_t in = o->coll == C_REDUCE_SCATTER ? count * (size_t)n : count;
+	size_t out = o->coll == C_ALLGATHER ? count * (size_t)n : count;
+	for (size_t i = 0; i < in; i++)
+		put(send, i, o->t, o->coll == C_ALLGATHER ? in_val(i, rank) + rank : in_val(i, rank));
+	if (o->coll == C_BROADCAST)
+		for (size_t i = 0; i < out; i++)
+			put(recv, i, o->t, rank == 0 ? in_val(i, 3) : 0);
+	*rc = call(c, o, send, recv, count);
+	if (*rc)
+		return -1;
+	long wrong = 0;
+	for (size_t i = 0; i < out; i++) {
+		double want;
+		switch (o->coll) {
+		case C_ALLREDUCE: want = reduce_ref(o, i); break;
+		case C_BROADCAST: want = in_val(i, 3); break;
+		case C_ALLGATHER: want = in_val(i % count, (int)(i / count)) + (double)(i / count); break;
+		default: want = reduce_ref(o, (size_t)rank * count + i); break;
+		}
+		double got = get(recv, i, o->t);
+		if (o->t == HORA_F16 || o->t == HORA_BF16) /* inputs round, like the library does */
+			want = get((uint16_t[]){o->t == HORA_F16 ? hora_net_f32_to_f16((float)want)
+								  : hora_net_f32_to_bf16((float)want)},
+				   0, o->t);
+		wrong += got != want;
+	}
+	return wrong;
+}
+
+/* median over iters of the per-call max over ranks, in us */
+static double time_calls(struct hora_comm *c, const struct opts *o, uint8_t *send, uint8_t *recv,
+			 size_t count, size_t bytes, double *t, int *rc)
+{
+	int iters = (int)(2e8 / (double)(bytes > 1024 ? bytes : 1024) / 2);
+	iters = iters < 5 ? 5 : iters > 1000 ? 1000 : iters;
+	for (int w = 0; w < 3 && !*rc; w++)
+		*rc = call(c, o, send, recv, count);
+	for (int i = 0; i < iters && !*rc; i++) {
+		double t0 = hora_bench_now();
+		*rc = call(c, o, send, recv, count);
+		t[i] = hora_bench_now() - t0;
+	}
+	if (*rc || (*rc = hora_allreduce(c, t, t, (size_t)iters, HORA_F64, HORA_MAX)))
+		return 0;
+	return hora_bench_median(t, iters) * 1e6;
+}
+
+static double busbw_factor(const struct opts *o)
+{
+	double n = o->n;
+	return o->coll == C_ALLREDUCE ? 2 * (n - 1) / n : o->coll == C_BROADCAST ? 1 : (n - 1) / n;
+}
+
+static int run_rank(const struct opts *o, int rank, const char *const *addrs, const uint8_t *secret,
+		    size_t slen, FILE *out, FILE *json)
+{
+	struct hora_comm_config cfg;
+	hora_comm_config_defaults(&cfg);
+	cfg.rank = rank;
+	cfg.size = o->n;
+	cfg.addrs = addrs;
+	cfg.segment_bytes = o->segment;
+	cfg.algorithm = (enum hora_algo)o->algo;
+	if (secret) {
+		cfg.secret = secret;
+		cfg.secret_len = slen;
+	}
+	struct hora_comm *c;
+	char err[512];
+	if (hora_comm_create(&cfg, &c, err, sizeof(err))) {
+		fprintf(stderr, "hora bench %s: rank %d: %s\n", coll_name[o->coll], rank, err);
+		return 1;
+	}
+	size_t cap = o->hi + 64;
+	uint8_t *send = malloc(cap), *recv = malloc(cap);
+	double *t = malloc(sizeof(double) * 1000);
+	const char *tn = hora_net_dtype_name((enum hora_net_dtype)o->t);
+	const char *on = o->coll == C_ALLREDUCE || o->coll == C_REDUCE_SCATTER
+				 ? hora_net_op_name((enum hora_net_op)o->op) : "none";
+	int rc = 0;
+	if (out && !o->crossover) {
+		fprintf(out, "# hora bench %s: %d ranks (%s), %s %s, %s, %s algorithm\n", coll_name[o->coll],
+			o->n, o->setup, tn, on, o->coll == C_BROADCAST ? "root 0" : "out of place",
+			o->algo == 1 ? "ring" : o->algo == 2 ? "latency" : "auto");
+		fprintf(out, "%12s %12s %6s %6s %12s %12s %12s %6s\n", "size", "count", "type", "redop",
+			"time_us", "algbw_GBps", "busbw_GBps", "wrong");
+	}
+	if (json)
+		fprintf(json, "[");
+	int first = 1;
+	if (o->crossover) {
+		size_t cross = 0;
+		if (out)
+			fprintf(out, "# %s crossover, %d ranks (%s): median us per call\n%12s %12s %12s\n",
+				coll_name[o->coll], o->n, o->setup, "size", "latency", "ring");
+		for (size_t sz = 1024; sz <= (256u << 10) && !rc; sz *= 2) {
+			size_t count = count_for(o, sz);
+			double tl, tr;
+			hora_comm_set_algorithm(c, HORA_ALGO_LATENCY);
+			tl = time_calls(c, o, send, recv, count, sz, t, &rc);
+			hora_comm_set_algorithm(c, HORA_ALGO_RING);
+			tr = rc ? 0 : time_calls(c, o, send, recv, count, sz, t, &rc);
+			if (!rc && tl <= tr)
+				cross = sz;
+			if (out && !rc)
+				fprintf(out, "%12zu %12.2f %12.2f%s\n", sz, tl, tr, tl <= tr ? "  latency" : "  ring");
+		}
+		if (out && !rc)
+			fprintf(out, "crossover: the latency algorithm wins up to %zu bytes "
+				     "(collectives.small_bytes: %zu)\n", cross, cross);
+	}
+	for (size_t sz = o->lo; sz <= o->hi && !rc && !o->crossover; sz = sz < 16 ? 16 : sz * 4) {
+		size_t count = count_for(o, sz);
+		if (!count && sz)
+			continue;
+		size_t bytes = o->coll == C_ALLGATHER || o->coll == C_REDUCE_SCATTER
+				       ? count * (size_t)o->n * esz(o->t) : count * esz(o->t);
+		double wrong = (double)verify(c, o, rank, send, recv, count, &rc);
+		if (rc || (rc = hora_allreduce(c, &wrong, &wrong, 1, HORA_F64, HORA_SUM)))
+			break;
+		double med = time_calls(c, o, send, recv, count, bytes, t, &rc);
+		if (rc)
+			break;
+		double algbw = (double)bytes / med / 1e3, busbw = algbw * busbw_factor(o);
+		if (out) {
+			fprintf(out, "%12zu %12zu %6s %6s %12.2f %12.4f %12.4f %6.0f\n", bytes, count, tn, on, med,
+				algbw, busbw, wrong);
+			fflush(out);
+		}
+		if (json) {
+			fprintf(json, "%s\n {\"size_bytes\":%zu,\"time_us\":%.3f,\"algbw_gbps\":%.5f,"
+				      "\"busbw_gbps\":%.5f,\"wrong\":%.0f}",
+				first ? "" : ",", bytes, med, algbw, busbw, wrong);
+			first = 0;
+		}
+		if (wrong)
+			rc = 1;
+	}
+	if (rc < 0)
+		fprintf(stderr, "hora bench %s: rank %d: %s\n", coll_name[o->coll], rank, hora_comm_last_error(c));
+	if (json)
+		fprintf(json, "\n]\n");
+	free(send);
+	free(recv);
+	free(t);
+	hora_comm_destroy(c);
+	return rc ? 1 : 0;
+}
+
+/* ---- --plot: busbw vs size, hora and the anchors, with gnuplot ------------------- */
+
+/* rows of one anchor variant in run.sh's JSON: "name": [ {...,"size_bytes": S,...,"busbw_gbps": B,...}, ... ] */
+static int anchor_rows(const char *js, const char *name, FILE *dat)
+{
+	char key[64];
+	snprintf(key, sizeof(key), "\"%s\":", name);
+	const char *p = strstr(js, key);
+	if (!p || !(p = strchr(p, '[')))
+		return 0;
+	const char *end = strchr(p, ']');
+	int rows = 0;
+	while ((p = strstr(p, "\"size_bytes\":")) && p < end) {
+		double s = strtod(p + 13, NULL);
+		const char *b = strstr(p, "\"busbw_gbps\":");
+		if (!b || b > end)
+			break;
+		fprintf(dat, "%.0f %.6f\n", s, strtod(b + 13, NULL));
+		rows++;
+		p = b;
+	}
+	fprintf(dat, "\n\n");
+	return rows;
+}
+
+static int plot(const struct opts *o, const char *hora_json)
+{
+	const char *td = getenv("TMPDIR");
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/hora-plot-XXXXXX", td && *td ? td : "/tmp");
+	int fd = mkstemp(path);
+	if (fd < 0)
+		return fprintf(stderr, "hora bench: --plot: %s: %s\n", path, strerror(errno)), 1;
+	FILE *f = fdopen(fd, "w");
+	FILE *h = fopen(hora_json, "r");
+	char *js = NULL;
+	size_t jl = 0;
+	if (h) {
+		FILE *m = open_memstream(&js, &jl);
+		char buf[4096];
+		size_t k;
+		while ((k = fread(buf, 1, sizeof(buf), h)))
+			fwrite(buf, 1, k, m);
+		fclose(m);
+		fclose(h);
+	}
+	/* our own rows have the same keys: reuse the scanner with a fake name */
+	char *wrapped = NULL;
+	if (js && asprintf(&wrapped, "{\"hora\": %s}", js) < 0)
+		wrapped = NULL;
+	static const char *const names[] = {"hora", "gloo", "gloo_ring_chunked", "gloo_halving_doubling",
+					    "openmpi", "openmpi_ring"};
+	int present[6] = {0};
+	present[0] = wrapped ? anchor_rows(wrapped, "hora", f) : 0;
+	char *as = NULL;
+	if (o->anchors) {
+		FILE *a = fopen(o->anchors, "r");
+		if (!a) {
+			fprintf(stderr, "hora bench: --anchors %s: %s\n", o->anchors, strerror(errno));
+		} else {
+			size_t al = 0;
+			FILE *m = open_memstream(&as, &al);
+			char buf[4096];
+			size_t k;
+			while ((k = fread(buf, 1, sizeof(buf), a)))
+				fwrite(buf, 1, k, m);
+			fclose(m);
+			fclose(a);
+			for (int i = 1; i < 6; i++)
+				present[i] = anchor_rows(as, names[i], f);
+		}
+	}
+	fclose(f);
+	char cmd[4 * PATH_MAX];
+	int k = snprintf(cmd, sizeof(cmd),
+			 "gnuplot -e \"set terminal pngcairo size 900,540 font ',10'; set output '%s'; "
+			 "set logscale x 2; set format x '%%.0s%%cB'; set xlabel 'size'; "
+			 "set ylabel 'busbw (GB/s)'; set key left top; set grid; "
+			 "set title '%s, %d ranks (%s), %s'; plot ",
+			 o->plot, coll_name[o->coll], o->n, o->setup,
+			 hora_net_dtype_name((enum hora_net_dtype)o->t));
+	int idx = 0, any = 0;
+	for (int i = 0; i < 6; i++) {
+		if (present[i])
+			k += snprintf(cmd + k, sizeof(cmd) - (size_t)k, "%s'%s' index %d with linespoints lw %d title '%s'",
+				      any++ ? ", " : "", path, idx, i ? 1 : 3, names[i]);
+		idx++; /* every block (even an empty one) is an index */
+	}
+	snprintf(cmd + k, sizeof(cmd) - (size_t)k, "\"");
+	int rc = any ? system(cmd) : -1;
+	unlink(path);
+	free(js);
+	free(wrapped);
+	free(as);
+	if (rc) {
+		fprintf(stderr, "hora bench: --plot %s failed (gnuplot installed? deploy/install-deps.sh)\n", o->plot);
+		return 1;
+	}
+	printf("# plot: %s\n", o->plot);
+	return 0;
+}
+
+/* ---- launching ranks -------------------------------------------------------------- */
+
+static int netns_script(char *out, size_t n)
+{
+	char exe[PATH_MAX - 64];
+	ssize_t l = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (l > 0) {
+		exe[l] = 0;
+		char *slash = strrchr(exe, '/');
+		if (slash) {
+			*slash = 0;
+			if (snprintf(out, n, "%s/../deploy/netns-cluster.sh", exe) < (int)n &&
+			    !access(out, R_OK))
+				return 0;
+		}
+	}
+	snprintf(out, n, "deploy/netns-cluster.sh");
+	return access(out, R_OK) ? -1 : 0;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: hora bench allreduce|broadcast|allgather|reduce_scatter [--ranks N] [--sizes 8:64M]\n"
+		   "         [--dtype f32|f64|f16|bf16|i32|i64] [--op sum|avg|min|max|prod]\n"
+		   "         [--algo auto|ring|latency] [--segment BYTES] [--setup lo|netns] [--rate 1gbit]\n"
+		   "         [--json F] [--plot F.png] [--anchors RUN.json] [--crossover] [--port BASE]\n"
+		   "       hora bench <coll> --rank R --addrs IP:PORT,IP:PORT,... [same options]\n");
+}
+
+int hora_bench_coll(const char *what, int argc, char **argv);
+int hora_bench_coll(const char *what, int argc, char **argv)
+{
+	static const struct option lopts[] = {
+		{"ranks", required_argument, 0, 'n'}, {"sizes", required_argument, 0, 's'},
+		{"json", required_argument, 0, 'j'}, {"algo", required_argument, 0, 'a'},
+		{"port", required_argument, 0, 'p'}, {"segment", required_argument, 0, 'g'},
+		{"dtype", required_argument, 0, 't'}, {"op", required_argument, 0, 'o'},
+		{"setup", required_argument, 0, 'S'}, {"rate", required_argument, 0, 'R'},
+		{"plot", required_argument, 0, 'P'}, {"anchors", required_argument, 0, 'A'},
+		{"crossover", no_argument, 0, 'x'}, {"rank", required_argument, 0, 'r'},
+		{"addrs", required_argument, 0, 'd'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
+	};
+	struct opts o = {.n = 2, .lo = 8, .hi = 64 << 20, .t = HORA_F32, .op = HORA_SUM, .setup = "lo",
+			 .rate = "1gbit"};
+	int port = 0, c, rank = -1;
+	char *addrlist = NULL;
+	for (int i = 0; i < 4; i++)
+		if (!strcmp(what, coll_name[i]))
+			o.coll = (enum coll)i;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "", lopts, NULL)) != -1) {
+		switch (c) {
+		case 'n': o.n = atoi(optarg); break;
+		case 's': {
+			const char *colon = strchr(optarg, ':');
+			o.lo = parse_size(optarg);
+			o.hi = colon ? parse_size(colon + 1) : o.lo;
+			break;
+		}
+		case 'j': o.json = optarg; break;
+		case 'a':
+			o.algo = !strcmp(optarg, "ring") ? 1 : !strcmp(optarg, "latency") || !strcmp(optarg, "doubling") ? 2
+				 : !strcmp(optarg, "auto") ? 0 : -1;
+			break;
+		case 'p': port = atoi(optarg); break;
+		case 'g': o.segment = parse_size(optarg); break;
+		case 't':
+			o.t = (enum hora_dtype)-1;
+			for (int i = 0; i < HORA_NET_DTYPES; i++)
+				if (!strcmp(optarg, hora_net_dtype_name((enum hora_net_dtype)i)))
+					o.t = (enum hora_dtype)i;
+			break;
+		case 'o':
+			o.op = (enum hora_op)-1;
+			for (int i = 0; i < HORA_NET_OPS; i++)
+				if (!strcmp(optarg, hora_net_op_name((enum hora_net_op)i)))
+					o.op = (enum hora_op)i;
+			break;
+		case 'S': o.setup = optarg; break;
+		case 'R': o.rate = optarg; break;
+		case 'P': o.plot = optarg; break;
+		case 'A': o.anchors = optarg; break;
+		case 'x': o.crossover = 1; break;
+		case 'r': rank = atoi(optarg); break;
+		case 'd': addrlist = optarg; break;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (o.n < 1 || o.n > 64 || o.lo > o.hi || o.algo < 0 || (int)o.t < 0 || (int)o.op < 0 ||
+	    (strcmp(o.setup, "lo") && strcmp(o.setup, "netns"))) {
+		usage(stderr);
+		fprintf(stderr, "hora bench %s: need 1 <= ranks <= 64, lo <= hi sizes, a known dtype, op, algo and setup\n",
+			what);
+		return 2;
+	}
+	if (o.plot && !o.json)
+		o.json = "bench-coll.json"; /* the plot reads the rows back */
+	if (addrlist) { /* one rank of a cluster started elsewhere (secret: HORA_SECRET) */
+		const char *a[64];
+		int k = 0;
+		for (char *save, *tok = strtok_r(addrlist, ",", &save); tok && k < 64; tok = strtok_r(NULL, ",", &save))
+			a[k++] = tok;
+		o.n = k;
+		if (rank < 0 || rank >= k) {
+			fprintf(stderr, "hora bench %s: --rank must be in 0..%d\n", what, k - 1);
+			return 2;
+		}
+		FILE *jf = rank == 0 && o.json ? hora_bench_json_open(o.json) : NULL;
+		int rc = run_rank(&o, rank, a, NULL, 0, rank == 0 ? stdout : NULL, jf);
+		hora_bench_json_close(jf);
+		return rc || (rank == 0 && o.plot && plot(&o, o.json));
+	}
+	uint8_t secret[32];
+	if (getrandom(secret, sizeof(secret), 0) != sizeof(secret))
+		return 1;
+	if (!port)
+		port = 10000 + (int)((getpid() * 31 + time(NULL)) % 20000);
+	int netns = !strcmp(o.setup, "netns");
+	char script[PATH_MAX], tag[32], cmd[2 * PATH_MAX];
+	snprintf(tag, sizeof(tag), "hb%d", (int)getpid() % 100000);
+	if (netns) {
+		if (netns_script(script, sizeof(script)))
+			return fprintf(stderr, "hora bench: deploy/netns-cluster.sh not found\n"), 1;
+		snprintf(cmd, sizeof(cmd), "bash '%s' up %d --rate '%s' --tag %s >/dev/null", script, o.n, o.rate, tag);
+		if (system(cmd))
+			return fprintf(stderr, "hora bench: could not create %d namespaces (root needed)\n", o.n), 1;
+		printf("# netns: %d hosts 10.213.8.1..%d, egress tbf %s\n", o.n, o.n, o.rate);
+	}
+	char (*addr)[32] = calloc((size_t)o.n, 32);
+	const char **addrs = calloc((size_t)o.n, sizeof(*addrs));
+	for (int i = 0; i < o.n; i++) {
+		if (netns)
+			snprintf(addr[i], 32, "10.213.8.%d:%d", i + 1, port);
+		else
+			snprintf(addr[i], 32, "127.0.0.1:%d", port + i);
+		addrs[i] = addr[i];
+	}
+	fflush(stdout);
+	pid_t *pids = calloc((size_t)o.n, sizeof(pid_t));
+	int rc = 0;
+	for (int r = netns ? 0 : 1; r < o.n; r++) {
+		pids[r] = fork();
+		if (pids[r] == 0) {
+			if (netns) {
+				char p[128];
+				snprintf(p, sizeof(p), "/run/netns/%s-%d", tag, r + 1);
+				int fd = open(p, O_RDONLY | O_CLOEXEC);
+				if (fd < 0 || setns(fd, CLONE_NEWNET)) {
+					fprintf(stderr, "hora bench: rank %d: entering %s: %s\n", r, p, strerror(errno));
+					_exit(1);
+				}
+				close(fd);
+			}
+			FILE *jf = r == 0 && o.json ? hora_bench_json_open(o.json) : NULL;
+			int x = run_rank(&o, r, addrs, secret, sizeof(secret), r == 0 ? stdout : NULL, jf);
+			hora_bench_json_close(jf);
+			fflush(stdout);
+			_exit(x);
+		}
+	}
+	if (!netns) {
+		FILE *jf = o.json ? hora_bench_json_open(o.json) : NULL;
+		rc = run_rank(&o, 0, addrs, secret, sizeof(secret), stdout, jf);
+		hora_bench_json_close(jf);
+	}
+	for (int r = netns ? 0 : 1; r < o.n; r++) {
+		int st;
+		waitpid(pids[r], &st, 0);
+		if (!WIFEXITED(st) || WEXITSTATUS(st))
+			rc = 1;
+	}
+	if (netns) {
+		snprintf(cmd, sizeof(cmd), "bash '%s' down --tag %s", script, tag);
+		if (system(cmd))
+			rc = 1;
+	}
+	free(pids);
+	free(addr);
+	free(addrs);
+	if (!rc && o.plot)
+		rc = plot(&o, o.json);
+	return rc;
+}
