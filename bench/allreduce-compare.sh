@@ -1,32 +1,48 @@
 #!/usr/bin/env bash
-# allreduce-compare.sh N [REPS] - hora's allreduce vs the anchors on loopback,
-# interleaved (hora, anchors, hora, anchors, ...), REPS times (default 3).
+# allreduce-compare.sh N [REPS] [lo|netns] [RATE] - hora's allreduce vs the
+# anchors (../shared/anchors/run.sh) on the same setup, interleaved (hora,
+# anchors, hora, anchors, ...), REPS times (default 3).
+#   lo:    every rank on 127.0.0.1 (CPU-bound on this machine)
+#   netns: one network namespace per rank, egress shaped with tbf at RATE
+#          (default 1gbit); both hora (deploy/netns-cluster.sh) and run.sh
+#          build the same recipe: bridge, veth, tbf rate/burst/latency.
 # Prints medians of busbw (GB/s) and time (us) per size for hora and for each
-# anchor variant, and hora / best anchor. Raw JSON under bench/results/.
+# anchor variant, hora / best anchor, and on netns hora / iperf3. Raw JSON in
+# bench/results/allreduce-<setup>-n<N>/. Needs root for netns.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-N="${1:-2}" REPS="${2:-3}"
+N="${1:-2}" REPS="${2:-3}" SETUP="${3:-lo}" RATE="${4:-1gbit}"
 ANCH="${ANCHORS:-$ROOT/../shared/anchors}"
-OUT="$ROOT/bench/results/allreduce-lo-n$N"
+[[ -x $ROOT/build/hora ]] || { echo "build hora first (cmake -B build && cmake --build build)" >&2; exit 1; }
+[[ -x $ANCH/build/gloo_bench ]] || { echo "build the anchors first ($ANCH/install.sh && $ANCH/build.sh)" >&2; exit 1; }
+OUT="$ROOT/bench/results/allreduce-$SETUP-n$N"
 mkdir -p "$OUT"
+NET=(--setup "$SETUP")
+[[ $SETUP == netns ]] && NET+=(--rate "$RATE")
 for r in $(seq 1 "$REPS"); do
-  "$ROOT/build/hora" bench allreduce --ranks "$N" --json "$OUT/hora-$r.json" >/dev/null
-  bash "$ANCH/run.sh" --setup lo --ranks "$N" --only gloo,openmpi,openmpi_ring --out "$OUT/anchors-$r.json" >/dev/null 2>&1
+  "$ROOT/build/hora" bench allreduce --ranks "$N" "${NET[@]}" --json "$OUT/hora-$r.json" >/dev/null
+  only=gloo,openmpi,openmpi_ring
+  [[ $SETUP == netns ]] && only+=,iperf3
+  bash "$ANCH/run.sh" "${NET[@]}" --ranks "$N" --only "$only" --out "$OUT/anchors-$r.json" >/dev/null 2>&1
 done
-python3 - "$OUT" "$REPS" "$N" <<'PY'
+python3 - "$OUT" "$REPS" "$N" "$SETUP" <<'PY'
 import json, sys, statistics as st
-out, reps, n = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+out, reps, n, setup = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 def load(p): return json.load(open(p))
-hora = {}
-anch = {}
+hora, anch, iperf = {}, {}, []
 for r in range(1, reps + 1):
     for row in load(f"{out}/hora-{r}.json"):
         hora.setdefault(row["size_bytes"], []).append((row["busbw_gbps"], row["time_us"]))
-    for k, rows in load(f"{out}/anchors-{r}.json")["results"].items():
+    a = load(f"{out}/anchors-{r}.json")
+    if a.get("iperf3_gbps"): iperf.append(a["iperf3_gbps"])
+    for k, rows in a["results"].items():
         for row in rows:
             anch.setdefault(k, {}).setdefault(row["size_bytes"], []).append((row["busbw_gbps"], row["time_us"]))
-print(f"# N={n}, loopback, {reps} interleaved reps, medians; busbw GB/s (time us)")
-print(f"{'size':>10} {'hora':>18} " + " ".join(f"{k:>22}" for k in anch) + f" {'hora/best':>10} {'best time':>10}")
+ip = st.median(iperf) if iperf else None
+print(f"# N={n}, {setup}, {reps} interleaved reps, medians; busbw GB/s (time us)"
+      + (f"; iperf3 {ip:.4f} GB/s" if ip else ""))
+print(f"{'size':>10} {'hora':>18} " + " ".join(f"{k:>22}" for k in anch) + f" {'hora/best':>10} {'best time':>10}"
+      + (f" {'hora/iperf3':>11}" if ip else ""))
 for size in sorted(hora):
     hb = st.median(x[0] for x in hora[size]); ht = st.median(x[1] for x in hora[size])
     cols, best_bw, best_t = [], 0, 1e18
@@ -37,5 +53,6 @@ for size in sorted(hora):
         best_bw = max(best_bw, b); best_t = min(best_t, t)
         cols.append(f"{b:>10.4f} ({t:>9.1f})")
     ratio = hb / best_bw if best_bw else float('nan')
-    print(f"{size:>10} {hb:>8.4f} ({ht:>7.1f}) " + " ".join(cols) + f" {ratio:>10.2f} {best_t:>10.1f}")
+    print(f"{size:>10} {hb:>8.4f} ({ht:>7.1f}) " + " ".join(cols) + f" {ratio:>10.2f} {best_t:>10.1f}"
+          + (f" {hb / ip:>11.3f}" if ip else ""))
 PY

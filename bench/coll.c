@@ -43,7 +43,7 @@ static const char *const coll_name[] = {"allreduce", "broadcast", "allgather", "
 
 struct opts {
 	enum coll coll;
-	int n, algo, crossover;
+	int n, algo, crossover, bind;
 	size_t lo, hi, segment;
 	enum hora_dtype t;
 	enum hora_op op;
@@ -193,6 +193,13 @@ static double busbw_factor(const struct opts *o)
 static int run_rank(const struct opts *o, int rank, const char *const *addrs, const uint8_t *secret,
 		    size_t slen, FILE *out, FILE *json)
 {
+	if (o->bind) { /* rank r on CPU r mod ncpu, as mpirun --bind-to core does */
+		long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+		cpu_set_t set;
+		CPU_ZERO(&set);
+		CPU_SET((int)(rank % (ncpu > 0 ? ncpu : 1)), &set);
+		sched_setaffinity(0, sizeof(set), &set);
+	}
 	struct hora_comm_config cfg;
 	hora_comm_config_defaults(&cfg);
 	cfg.rank = rank;
@@ -218,9 +225,11 @@ static int run_rank(const struct opts *o, int rank, const char *const *addrs, co
 				 ? hora_net_op_name((enum hora_net_op)o->op) : "none";
 	int rc = 0;
 	if (out && !o->crossover) {
-		fprintf(out, "# hora bench %s: %d ranks (%s), %s %s, %s, %s algorithm\n", coll_name[o->coll],
-			o->n, o->setup, tn, on, o->coll == C_BROADCAST ? "root 0" : "out of place",
-			o->algo == 1 ? "ring" : o->algo == 2 ? "latency" : "auto");
+		fprintf(out, "# hora bench %s: %d ranks (%s), %s %s, %s, %s algorithm, %s\n",
+			coll_name[o->coll], o->n, o->setup, tn, on,
+			o->coll == C_BROADCAST ? "root 0" : "out of place",
+			o->algo == 1 ? "ring" : o->algo == 2 ? "latency" : "auto",
+			o->bind ? "rank r on CPU r mod ncpu" : "not bound");
 		fprintf(out, "%12s %12s %6s %6s %12s %12s %12s %6s\n", "size", "count", "type", "redop",
 			"time_us", "algbw_GBps", "busbw_GBps", "wrong");
 	}
@@ -414,6 +423,7 @@ static void usage(FILE *f)
 		   "         [--dtype f32|f64|f16|bf16|i32|i64] [--op sum|avg|min|max|prod]\n"
 		   "         [--algo auto|ring|latency] [--segment BYTES] [--setup lo|netns] [--rate 1gbit]\n"
 		   "         [--json F] [--plot F.png] [--anchors RUN.json] [--crossover] [--port BASE]\n"
+		   "         [--bind core|none]   (default: core when ranks <= CPUs, as mpirun)\n"
 		   "       hora bench <coll> --rank R --addrs IP:PORT,IP:PORT,... [same options]\n");
 }
 
@@ -428,9 +438,10 @@ int hora_bench_coll(const char *what, int argc, char **argv)
 		{"setup", required_argument, 0, 'S'}, {"rate", required_argument, 0, 'R'},
 		{"plot", required_argument, 0, 'P'}, {"anchors", required_argument, 0, 'A'},
 		{"crossover", no_argument, 0, 'x'}, {"rank", required_argument, 0, 'r'},
-		{"addrs", required_argument, 0, 'd'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
+		{"addrs", required_argument, 0, 'd'}, {"bind", required_argument, 0, 'b'},
+		{"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
 	};
-	struct opts o = {.n = 2, .lo = 8, .hi = 64 << 20, .t = HORA_F32, .op = HORA_SUM, .setup = "lo",
+	struct opts o = {.n = 2, .bind = -2, .lo = 8, .hi = 64 << 20, .t = HORA_F32, .op = HORA_SUM, .setup = "lo",
 			 .rate = "1gbit"};
 	int port = 0, c, rank = -1;
 	char *addrlist = NULL;
@@ -473,11 +484,14 @@ int hora_bench_coll(const char *what, int argc, char **argv)
 		case 'x': o.crossover = 1; break;
 		case 'r': rank = atoi(optarg); break;
 		case 'd': addrlist = optarg; break;
+		case 'b': o.bind = !strcmp(optarg, "core") ? 1 : !strcmp(optarg, "none") ? 0 : -1; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
 	}
-	if (o.n < 1 || o.n > 64 || o.lo > o.hi || o.algo < 0 || (int)o.t < 0 || (int)o.op < 0 ||
+	if (o.bind == -2) /* mpirun's default: bind to a core unless oversubscribed */
+		o.bind = o.n <= sysconf(_SC_NPROCESSORS_ONLN);
+	if (o.n < 1 || o.n > 64 || o.lo > o.hi || o.algo < 0 || o.bind < 0 || (int)o.t < 0 || (int)o.op < 0 ||
 	    (strcmp(o.setup, "lo") && strcmp(o.setup, "netns"))) {
 		usage(stderr);
 		fprintf(stderr, "hora bench %s: need 1 <= ranks <= 64, lo <= hi sizes, a known dtype, op, algo and setup\n",

@@ -55,7 +55,7 @@ struct hora_net_comm {
 	uint8_t *pool;  /* depth segments */
 	uint8_t *scratch; /* out-of-place reduce-scatter's partial sums */
 	size_t scratch_bytes;
-	uint8_t *small; /* 2 x (FP_BYTES + small_bytes) */
+	uint8_t *small; /* small_cap: the other rank's data in recursive doubling */
 };
 
 const char *hora_net_comm_error(const struct hora_net_comm *c)
@@ -199,7 +199,7 @@ int hora_net_comm_create(const struct hora_net_comm_cfg *cfg, struct hora_net_co
 	c->peer = calloc((size_t)c->n, sizeof(*c->peer));
 	c->fast = malloc((size_t)c->n * sizeof(int));
 	c->pool = malloc(c->cfg.segment_bytes * (size_t)c->cfg.depth);
-	c->small = malloc(2 * (FP_BYTES + c->cfg.small_cap + 64));
+	c->small = malloc(c->cfg.small_cap + 64);
 	int rc = -ENOMEM;
 	if (!c->peer || !c->fast || !c->pool || !c->small)
 		goto fail;
@@ -408,60 +408,56 @@ static int xwait(struct hora_net_comm *c, struct hora_net_req *r, int peer, cons
 
 /* ---- small messages: the fast channel ----------------------------------------- */
 
-/* send msg (n bytes) to rank `to` and/or receive n bytes from rank `from`
- * (-1: none), checking the fingerprint that leads the received message */
-static int fx(struct hora_net_comm *c, int to, const uint8_t *out, int from, uint8_t *in, size_t n,
+/* send {fingerprint, body} to rank `to` and/or receive {fingerprint, body}
+ * from rank `from` (-1: none); bodies are bytes long; the received
+ * fingerprint is checked as soon as it is in */
+static int fx(struct hora_net_comm *c, int to, const void *obody, int from, void *ibody, size_t bytes,
 	      const struct fp *f)
 {
 	struct fp_ctx x = {c, f, from};
+	uint8_t oh[FP_BYTES], ih[FP_BYTES];
 	char e[256];
 	int dir = 0;
-	int rc = hora_net_fast_xchg(to >= 0 ? c->fast[to] : -1, out, n, from >= 0 ? c->fast[from] : -1,
-				    in, n, FP_BYTES, fp_check_cb, &x, c->io_timeout_ms, c->spin_us, &dir, e,
-				    sizeof(e));
+	fp_put(oh, f);
+	int rc = hora_net_fast_xchg(to >= 0 ? c->fast[to] : -1, oh, obody, from >= 0 ? c->fast[from] : -1,
+				    ih, ibody, FP_BYTES, bytes, fp_check_cb, &x, c->io_timeout_ms,
+				    c->spin_us, &dir, e, sizeof(e));
 	if (rc && !c->broken)
 		return fail(c, rc, "%s rank %d: %s", dir ? "receive from" : "send to", dir ? from : to, e);
 	return rc;
 }
 
+/* buf holds this rank's data and gets the result; tmp holds one message */
 static int rec_doubling(struct hora_net_comm *c, void *buf, size_t count, enum hora_net_dtype t,
 			enum hora_net_op op, const struct fp *f)
 {
-	const size_t esz = hora_net_dtype_size(t), bytes = count * esz, msg = FP_BYTES + bytes;
-	uint8_t *mine = c->small, *theirs = c->small + FP_BYTES + c->cfg.small_cap + 64;
+	const size_t bytes = count * hora_net_dtype_size(t);
+	uint8_t *theirs = c->small;
 	int p2 = 1;
 	while (p2 * 2 <= c->n)
 		p2 *= 2;
 	const int r = c->rank, extra = c->n - p2;
-	fp_put(mine, f);
-	memcpy(mine + FP_BYTES, buf, bytes);
 	int rc;
-	if (r >= p2) { /* fold in: give our data to r - p2, get the result back */
-		if ((rc = fx(c, r - p2, mine, -1, NULL, msg, f)) ||
-		    (rc = fx(c, -1, NULL, r - p2, theirs, msg, f)))
-			return rc;
-		memcpy(buf, theirs + FP_BYTES, bytes);
-		return 0;
-	}
+	if (r >= p2) /* fold in: give our data to r - p2, get the result back */
+		return (rc = fx(c, r - p2, buf, -1, NULL, bytes, f)) ? rc : fx(c, -1, NULL, r - p2, buf, bytes, f);
 	if (r < extra) {
-		if ((rc = fx(c, -1, NULL, r + p2, theirs, msg, f)))
+		if ((rc = fx(c, -1, NULL, r + p2, theirs, bytes, f)))
 			return rc;
-		hora_net_reduce(mine + FP_BYTES, mine + FP_BYTES, theirs + FP_BYTES, count, t, op);
+		hora_net_reduce(buf, buf, theirs, count, t, op);
 	}
 	for (int mask = 1; mask < p2; mask <<= 1) {
 		int partner = r ^ mask;
-		if ((rc = fx(c, partner, mine, partner, theirs, msg, f)))
+		if ((rc = fx(c, partner, buf, partner, theirs, bytes, f)))
 			return rc;
-		if (r < partner)
-			hora_net_reduce(mine + FP_BYTES, mine + FP_BYTES, theirs + FP_BYTES, count, t, op);
+		if (r < partner) /* lower rank's data first: both get the same bits */
+			hora_net_reduce(buf, buf, theirs, count, t, op);
 		else
-			hora_net_reduce(mine + FP_BYTES, theirs + FP_BYTES, mine + FP_BYTES, count, t, op);
+			hora_net_reduce(buf, theirs, buf, count, t, op);
 	}
 	if (op == HORA_NET_AVG)
-		hora_net_scale(mine + FP_BYTES, count, t, c->n);
-	if (r < extra && (rc = fx(c, r + p2, mine, -1, NULL, msg, f)))
+		hora_net_scale(buf, count, t, c->n);
+	if (r < extra && (rc = fx(c, r + p2, buf, -1, NULL, bytes, f)))
 		return rc;
-	memcpy(buf, mine + FP_BYTES, bytes);
 	return 0;
 }
 
@@ -469,24 +465,17 @@ static int rec_doubling(struct hora_net_comm *c, void *buf, size_t count, enum h
 static int tree_bcast(struct hora_net_comm *c, void *buf, size_t bytes, int root, const struct fp *f)
 {
 	const int n = c->n, p = (c->rank - root + n) % n;
-	uint8_t *m = c->small;
-	const size_t msg = FP_BYTES + bytes;
 	int mask = 1, rc;
 	while (mask < n) {
 		if (p & mask) {
-			if ((rc = fx(c, -1, NULL, (p - mask + root) % n, m, msg, f)))
+			if ((rc = fx(c, -1, NULL, (p - mask + root) % n, buf, bytes, f)))
 				return rc;
-			memcpy(buf, m + FP_BYTES, bytes);
 			break;
 		}
 		mask <<= 1;
 	}
-	if (p == 0) {
-		fp_put(m, f);
-		memcpy(m + FP_BYTES, buf, bytes);
-	}
 	for (mask >>= 1; mask > 0; mask >>= 1)
-		if (p + mask < n && (rc = fx(c, (p + mask + root) % n, m, -1, NULL, msg, f)))
+		if (p + mask < n && (rc = fx(c, (p + mask + root) % n, buf, -1, NULL, bytes, f)))
 			return rc;
 	return 0;
 }

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -131,7 +132,9 @@ static int handshake(int fd, struct hora_net_hs *hs, const uint8_t *out, size_t 
 
 static int finish(int fd, int io_timeout_ms)
 {
-	int one = 1;
+	int one = 1, buf = 4 << 20; /* a whole small message (up to 1 MiB) fits in flight */
+	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
+	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
 	struct timeval tv = {.tv_sec = io_timeout_ms / 1000, .tv_usec = (io_timeout_ms % 1000) * 1000};
 	if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) ||
 	    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) ||
@@ -230,17 +233,36 @@ static int io_error(ssize_t k, int *dir, int d, char *err, size_t errlen)
 	return -e;
 }
 
-int hora_net_fast_xchg(int ofd, const void *out, size_t on, int ifd, void *in, size_t inn,
-		       size_t head, int (*check)(void *arg, const void *h), void *arg, int timeout_ms,
-		       int spin_us, int *dir, char *err, size_t errlen)
+/* the part of {head, body} after `off` bytes, as up to two iovecs */
+static int iov_at(struct iovec *v, const void *head, size_t hl, const void *body, size_t bl, size_t off)
 {
-	const uint8_t *op = out;
+	int k = 0;
+	if (off < hl)
+		v[k++] = (struct iovec){(uint8_t *)head + off, hl - off};
+	if (bl && off < hl + bl) {
+		size_t b = off > hl ? off - hl : 0;
+		v[k++] = (struct iovec){(uint8_t *)body + b, bl - b};
+	}
+	return k;
+}
+
+static ssize_t xsend(int fd, const void *h, size_t hl, const void *b, size_t bl, size_t off)
+{
+	struct iovec v[2];
+	struct msghdr m = {.msg_iov = v, .msg_iovlen = (size_t)iov_at(v, h, hl, b, bl, off)};
+	return sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+int hora_net_fast_xchg(int ofd, const void *ohead, const void *obody, int ifd, void *ihead,
+		       void *ibody, size_t hl, size_t bl, int (*check)(void *arg, const void *h),
+		       void *arg, int timeout_ms, int spin_us, int *dir, char *err, size_t errlen)
+{
+	const size_t total = hl + bl;
+	size_t sent = ofd < 0 ? total : 0, got = ifd < 0 ? total : 0;
 	int64_t spin_until = -1; /* set when the receive first finds nothing */
-	uint8_t *ip = in;
-	size_t sent = ofd < 0 ? on : 0, got = ifd < 0 ? inn : 0;
 	/* fast path: small messages leave in one non-blocking send */
-	while (sent < on) {
-		ssize_t k = send(ofd, op + sent, on - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+	while (sent < total) {
+		ssize_t k = xsend(ofd, ohead, hl, obody, bl, sent);
 		if (k > 0)
 			sent += (size_t)k;
 		else if (k < 0 && errno == EINTR)
@@ -251,8 +273,8 @@ int hora_net_fast_xchg(int ofd, const void *out, size_t on, int ifd, void *in, s
 			return io_error(k, dir, 0, err, errlen);
 	}
 	/* both directions until done; blocking receive when nothing is left to send */
-	while (got < inn || sent < on) {
-		int flags = sent < on ? MSG_DONTWAIT : 0;
+	while (got < total || sent < total) {
+		int flags = sent < total ? MSG_DONTWAIT : 0;
 		if (!flags && spin_us > 0) { /* bounded spin before sleeping: a wake-up costs more */
 			int64_t now = now_us();
 			if (spin_until < 0)
@@ -260,13 +282,15 @@ int hora_net_fast_xchg(int ofd, const void *out, size_t on, int ifd, void *in, s
 			if (now < spin_until)
 				flags = MSG_DONTWAIT;
 		}
-		if (got < inn) {
-			ssize_t k = recv(ifd, ip + got, inn - got, flags);
+		if (got < total) {
+			struct iovec v[2];
+			struct msghdr m = {.msg_iov = v, .msg_iovlen = (size_t)iov_at(v, ihead, hl, ibody, bl, got)};
+			ssize_t k = recvmsg(ifd, &m, flags);
 			if (k > 0) {
 				size_t before = got;
 				got += (size_t)k;
-				if (check && before < head && got >= head) {
-					int rc = check(arg, ip);
+				if (check && before < hl && got >= hl) {
+					int rc = check(arg, ihead);
 					if (rc) {
 						*dir = 1;
 						return rc;
@@ -280,13 +304,13 @@ int hora_net_fast_xchg(int ofd, const void *out, size_t on, int ifd, void *in, s
 				continue;
 			if (!flags) /* a blocking receive timed out */
 				return io_error(k, dir, 1, err, errlen);
-			if (sent == on) { /* spinning: let a co-located rank run if one waits */
+			if (sent == total) { /* spinning: let a co-located rank run if one waits */
 				sched_yield();
 				continue;
 			}
 		}
-		if (sent < on) {
-			ssize_t k = send(ofd, op + sent, on - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (sent < total) {
+			ssize_t k = xsend(ofd, ohead, hl, obody, bl, sent);
 			if (k > 0) {
 				sent += (size_t)k;
 				continue;
@@ -295,7 +319,7 @@ int hora_net_fast_xchg(int ofd, const void *out, size_t on, int ifd, void *in, s
 				return io_error(k, dir, 0, err, errlen);
 			if (errno == EINTR)
 				continue;
-			struct pollfd p[2] = {{.fd = ofd, .events = POLLOUT}, {.fd = got < inn ? ifd : -1, .events = POLLIN}};
+			struct pollfd p[2] = {{.fd = ofd, .events = POLLOUT}, {.fd = got < total ? ifd : -1, .events = POLLIN}};
 			int r = poll(p, 2, timeout_ms > 0 ? timeout_ms : -1);
 			if (r == 0) {
 				errno = EAGAIN;

@@ -32,19 +32,20 @@ int hora_net_fast_connect(const char *host, uint16_t port, const uint8_t *key, s
 int hora_net_fast_accept(int lfd, const uint8_t *key, size_t keylen, uint32_t node, int timeout_ms,
 			 int io_timeout_ms, int *fd, uint32_t *peer_node, char *err, size_t errlen);
 
-/* Send `on` bytes of out on ofd and receive exactly `inn` bytes into in from
- * ifd (either fd may be -1: one direction only; they may be different
- * peers). Both directions progress together, so two ranks exchanging
- * messages larger than the socket buffers cannot deadlock. When check is not
- * NULL it is called once the first `head` received bytes are in; a non-zero
- * return stops with that code (a mismatched call is named before waiting for
- * bytes that never come). Returns 0 or -errno (-ECONNRESET: the peer closed,
- * -ETIMEDOUT: nothing moved for timeout_ms) with the direction that failed
- * in *dir (0 send, 1 receive) and the cause in err. A receive that finds
- * nothing polls without sleeping for up to spin_us (yielding the CPU to
- * any other runnable thread between polls), then sleeps in recv(2). */
-int hora_net_fast_xchg(int ofd, const void *out, size_t on, int ifd, void *in, size_t inn,
-		       size_t head, int (*check)(void *arg, const void *h), void *arg, int timeout_ms,
-		       int spin_us, int *dir, char *err, size_t errlen);
+/* Send the message {ohead (hl bytes), obody (bl bytes)} on ofd and receive
+ * one of the same lengths into {ihead, ibody} from ifd (either fd may be
+ * -1: one direction only; they may be different peers). Both directions
+ * progress together, so two ranks exchanging messages larger than the
+ * socket buffers cannot deadlock. When check is not NULL it is called once
+ * the head is in; a non-zero return stops with that code (a mismatched call
+ * is named before waiting for bytes that never come). Returns 0 or -errno
+ * (-ECONNRESET: the peer closed, -ETIMEDOUT: nothing moved for timeout_ms)
+ * with the direction that failed in *dir (0 send, 1 receive) and the cause
+ * in err. A receive that finds nothing polls without sleeping for up to
+ * spin_us (yielding the CPU to any other runnable thread between polls),
+ * then sleeps in recvmsg(2). */
+int hora_net_fast_xchg(int ofd, const void *ohead, const void *obody, int ifd, void *ihead,
+		       void *ibody, size_t hl, size_t bl, int (*check)(void *arg, const void *h),
+		       void *arg, int timeout_ms, int spin_us, int *dir, char *err, size_t errlen);
 
 #endif
