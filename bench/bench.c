@@ -6,6 +6,7 @@ int hora_bench_train(int argc, char **argv);
 int hora_bench_p2p(int argc, char **argv);
 int hora_bench_membership(int argc, char **argv);
 int hora_bench_coll(const char *what, int argc, char **argv);
+int hora_bench_reduce(int argc, char **argv);
 
 int hora_bench_main(int argc, char **argv);
 int hora_bench_main(int argc, char **argv)
@@ -17,7 +18,8 @@ int hora_bench_main(int argc, char **argv)
 			"  p2p     transport latency / bandwidth between two processes\n"
 			"  membership  SWIM agreement / failure detection / gossip traffic vs members\n"
 			"  allreduce | broadcast | allgather | reduce_scatter\n"
-			"              collective latency and bus bandwidth across N ranks (lo or netns)\n");
+			"              collective latency and bus bandwidth across N ranks (lo or netns)\n"
+			"  reduce      reduction loops vs memcpy, one core\n");
 		return argc < 2 ? 2 : 0;
 	}
 	if (!strcmp(argv[1], "train"))
@@ -25,6 +27,8 @@ int hora_bench_main(int argc, char **argv)
 	if (!strcmp(argv[1], "allreduce") || !strcmp(argv[1], "broadcast") ||
 	    !strcmp(argv[1], "allgather") || !strcmp(argv[1], "reduce_scatter"))
 		return hora_bench_coll(argv[1], argc - 1, argv + 1);
+	if (!strcmp(argv[1], "reduce"))
+		return hora_bench_reduce(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "membership"))
 		return hora_bench_membership(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "p2p"))

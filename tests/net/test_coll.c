@@ -334,3 +334,51 @@ Test(net_coll, killed_rank_fails_the_others_fast, .timeout = 60)
 		hora_net_comm_destroy(ra[r].comm);
 	}
 }
+
+/* The vector f16/bf16 loops (F16C, AVX2, chosen at run time) give the same
+ * bits as the scalar conversions for every non-NaN input, including
+ * subnormals, infinities, overflow to inf and the odd-length tail; NaN in
+ * gives NaN out. */
+static uint16_t scalar_half(uint16_t a, uint16_t b, bool bf, enum hora_net_op op)
+{
+	float x = bf ? hora_net_bf16_to_f32(a) : hora_net_f16_to_f32(a);
+	float y = bf ? hora_net_bf16_to_f32(b) : hora_net_f16_to_f32(b);
+	float r = op == HORA_NET_PROD ? x * y : op == HORA_NET_MIN ? (x < y ? x : y)
+		  : op == HORA_NET_MAX ? (x > y ? x : y) : x + y;
+	return bf ? hora_net_f32_to_bf16(r) : hora_net_f32_to_f16(r);
+}
+
+static bool half_nan(uint16_t h, bool bf)
+{
+	return bf ? (h & 0x7fff) > 0x7f80 : (h & 0x7fff) > 0x7c00;
+}
+
+Test(net_reduce, half_precision_vector_paths_match_the_scalar_reference)
+{
+	enum { N = 4099 };
+	static uint16_t a[N], b[N], d[N];
+	uint64_t s = 0x9e3779b97f4a7c15ull;
+	for (int bf = 0; bf < 2; bf++)
+		for (int op = 0; op < HORA_NET_OPS; op++) {
+			for (int i = 0; i < N; i++) {
+				s = s * 6364136223846793005ull + 1442695040888963407ull;
+				a[i] = (uint16_t)(s >> 16);
+				b[i] = (uint16_t)(s >> 40);
+				if (i % 17 == 0) /* subnormals */
+					a[i] &= 0x803f;
+				if (i % 29 == 0) /* infinities */
+					b[i] = bf ? 0x7f80 : 0x7c00;
+			}
+			hora_net_reduce(d, a, b, N, bf ? HORA_NET_BF16 : HORA_NET_F16, (enum hora_net_op)op);
+			for (int i = 0; i < N; i++) {
+				uint16_t want = scalar_half(a[i], b[i], bf, (enum hora_net_op)op);
+				if (half_nan(want, bf))
+					cr_assert(half_nan(d[i], bf), "%s %s [%d]: %04x, want NaN", bf ? "bf16" : "f16",
+						  hora_net_op_name((enum hora_net_op)op), i, d[i]);
+				else
+					cr_assert_eq(d[i], want, "%s %s [%d]: %04x op %04x = %04x, want %04x",
+						     bf ? "bf16" : "f16", hora_net_op_name((enum hora_net_op)op), i,
+						     a[i], b[i], d[i], want);
+			}
+		}
+}
