@@ -17,9 +17,10 @@
  * size is the larger buffer of the call (allgather: the output, reduce-
  * scatter: the input); busbw = algbw x 2(N-1)/N (allreduce), (N-1)/N
  * (allgather, reduce-scatter), 1 (broadcast).
- * --crossover times the latency algorithm against the ring from 1 KiB to
- * 256 KiB and prints the size where the ring starts to win, i.e. the value
- * for `collectives.small_bytes`.
+ * --crossover times the three allreduce algorithms (latency, direct ring,
+ * pipelined ring) from 1 KiB to 4 MiB and prints, for the first two, the
+ * last size of their first run of wins: the values for
+ * collectives.small_bytes and collectives.medium_bytes.
  */
 #include "hora.h"
 #include "net/reduce.h"
@@ -228,7 +229,7 @@ static int run_rank(const struct opts *o, int rank, const char *const *addrs, co
 		fprintf(out, "# hora bench %s: %d ranks (%s), %s %s, %s, %s algorithm, %s\n",
 			coll_name[o->coll], o->n, o->setup, tn, on,
 			o->coll == C_BROADCAST ? "root 0" : "out of place",
-			o->algo == 1 ? "ring" : o->algo == 2 ? "latency" : "auto",
+			o->algo == 1 ? "ring" : o->algo == 2 ? "latency" : o->algo == 3 ? "direct ring" : "auto",
 			o->bind ? "rank r on CPU r mod ncpu" : "not bound");
 		fprintf(out, "%12s %12s %6s %6s %12s %12s %12s %6s\n", "size", "count", "type", "redop",
 			"time_us", "algbw_GBps", "busbw_GBps", "wrong");
@@ -236,26 +237,41 @@ static int run_rank(const struct opts *o, int rank, const char *const *addrs, co
 	if (json)
 		fprintf(json, "[");
 	int first = 1;
-	if (o->crossover) {
-		size_t cross = 0;
+	if (o->crossover) { /* allreduce: latency vs direct ring vs pipelined ring */
+		size_t small = 0, medium = 0;
+		int small_done = 0, medium_done = 0; /* the first loss ends each run of wins */
 		if (out)
-			fprintf(out, "# %s crossover, %d ranks (%s): median us per call\n%12s %12s %12s\n",
-				coll_name[o->coll], o->n, o->setup, "size", "latency", "ring");
-		for (size_t sz = 1024; sz <= (256u << 10) && !rc; sz *= 2) {
+			fprintf(out, "# %s crossover, %d ranks (%s): median us per call\n%12s %12s %12s %12s\n",
+				coll_name[o->coll], o->n, o->setup, "size", "latency", "direct", "ring");
+		static const enum hora_algo algs[3] = {HORA_ALGO_LATENCY, HORA_ALGO_DIRECT_RING, HORA_ALGO_RING};
+		for (size_t sz = 1024; sz <= (4u << 20) && sz <= o->hi && !rc; sz *= 2) {
 			size_t count = count_for(o, sz);
-			double tl, tr;
-			hora_comm_set_algorithm(c, HORA_ALGO_LATENCY);
-			tl = time_calls(c, o, send, recv, count, sz, t, &rc);
-			hora_comm_set_algorithm(c, HORA_ALGO_RING);
-			tr = rc ? 0 : time_calls(c, o, send, recv, count, sz, t, &rc);
-			if (!rc && tl <= tr)
-				cross = sz;
-			if (out && !rc)
-				fprintf(out, "%12zu %12.2f %12.2f%s\n", sz, tl, tr, tl <= tr ? "  latency" : "  ring");
+			double tm[3];
+			for (int a = 0; a < 3 && !rc; a++) {
+				if (sz > (1u << 20) && a == 0) { /* past the latency path's buffers */
+					tm[a] = 1e30;
+					continue;
+				}
+				hora_comm_set_algorithm(c, algs[a]);
+				tm[a] = time_calls(c, o, send, recv, count, sz, t, &rc);
+			}
+			if (rc)
+				break;
+			if (!small_done && tm[0] <= tm[1] && tm[0] <= tm[2])
+				small = sz;
+			else
+				small_done = 1;
+			if (!medium_done && (tm[1] <= tm[2] || tm[0] <= tm[2]))
+				medium = sz;
+			else
+				medium_done = 1;
+			if (out)
+				fprintf(out, "%12zu %12.2f %12.2f %12.2f\n", sz, tm[0] < 1e29 ? tm[0] : 0.0, tm[1], tm[2]);
 		}
 		if (out && !rc)
-			fprintf(out, "crossover: the latency algorithm wins up to %zu bytes "
-				     "(collectives.small_bytes: %zu)\n", cross, cross);
+			fprintf(out, "crossover: latency up to %zu bytes, direct ring up to %zu bytes\n"
+				     "(collectives.small_bytes: %zu, collectives.medium_bytes: %zu)\n",
+				small, medium, small, medium);
 	}
 	for (size_t sz = o->lo; sz <= o->hi && !rc && !o->crossover; sz = sz < 16 ? 16 : sz * 4) {
 		size_t count = count_for(o, sz);
@@ -421,7 +437,7 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: hora bench allreduce|broadcast|allgather|reduce_scatter [--ranks N] [--sizes 8:64M]\n"
 		   "         [--dtype f32|f64|f16|bf16|i32|i64] [--op sum|avg|min|max|prod]\n"
-		   "         [--algo auto|ring|latency] [--segment BYTES] [--setup lo|netns] [--rate 1gbit]\n"
+		   "         [--algo auto|ring|latency|direct] [--segment BYTES] [--setup lo|netns] [--rate 1gbit]\n"
 		   "         [--json F] [--plot F.png] [--anchors RUN.json] [--crossover] [--port BASE]\n"
 		   "         [--bind core|none]   (default: core when ranks <= CPUs, as mpirun)\n"
 		   "       hora bench <coll> --rank R --addrs IP:PORT,IP:PORT,... [same options]\n");
@@ -461,7 +477,7 @@ int hora_bench_coll(const char *what, int argc, char **argv)
 		case 'j': o.json = optarg; break;
 		case 'a':
 			o.algo = !strcmp(optarg, "ring") ? 1 : !strcmp(optarg, "latency") || !strcmp(optarg, "doubling") ? 2
-				 : !strcmp(optarg, "auto") ? 0 : -1;
+				 : !strcmp(optarg, "direct") ? 3 : !strcmp(optarg, "auto") ? 0 : -1;
 			break;
 		case 'p': port = atoi(optarg); break;
 		case 'g': o.segment = parse_size(optarg); break;

@@ -68,7 +68,7 @@ int hora_comm_create(const struct hora_comm_config *cfg, struct hora_comm **out,
 			 cfg ? cfg->size : 0, cfg && cfg->addrs ? "given" : "missing");
 		return -EINVAL;
 	}
-	if (cfg->algorithm < HORA_ALGO_AUTO || cfg->algorithm > HORA_ALGO_LATENCY) {
+	if (cfg->algorithm < HORA_ALGO_AUTO || cfg->algorithm > HORA_ALGO_DIRECT_RING) {
 		snprintf(err, errlen, "communicator: unknown algorithm %d", cfg->algorithm);
 		return -EINVAL;
 	}
@@ -96,7 +96,8 @@ int hora_comm_create(const struct hora_comm_config *cfg, struct hora_comm **out,
 		return -ENOMEM;
 	struct hora_net_comm_cfg nc = {.rank = cfg->rank, .nranks = cfg->size, .addrs = cfg->addrs,
 				       .connect_timeout_ms = cfg->connect_timeout_ms,
-				       .small_bytes = cfg->small_bytes, .segment_bytes = cfg->segment_bytes,
+				       .small_bytes = cfg->small_bytes, .medium_bytes = cfg->medium_bytes,
+				       .segment_bytes = cfg->segment_bytes,
 				       .spin_us = cfg->spin_us};
 	hora_net_opts_default(&nc.opts);
 	nc.opts.secret = key;
@@ -292,7 +293,7 @@ int hora_comm_set_small_bytes(struct hora_comm *c, size_t bytes)
 
 int hora_comm_set_algorithm(struct hora_comm *c, enum hora_algo algo)
 {
-	if (algo < HORA_ALGO_AUTO || algo > HORA_ALGO_LATENCY)
+	if (algo < HORA_ALGO_AUTO || algo > HORA_ALGO_DIRECT_RING)
 		return -EINVAL;
 	hora_net_comm_set_algo(c->net, (int)algo);
 	return 0;

@@ -148,6 +148,8 @@ enum hora_algo {
 	HORA_ALGO_AUTO,    /* by size: latency algorithm up to small_bytes, ring above */
 	HORA_ALGO_RING,    /* pipelined ring (chain for broadcast) at every size */
 	HORA_ALGO_LATENCY, /* recursive doubling / binomial tree, up to 1 MiB */
+	HORA_ALGO_DIRECT_RING, /* allreduce: ring on the small-message sockets, one exchange a
+				  step, up to N MiB (other collectives: as AUTO) */
 };
 
 struct hora_comm_config {
@@ -160,6 +162,7 @@ struct hora_comm_config {
 	int io_timeout_ms;         /* no progress from a peer this long fails it (default 30000) */
 	int sockets_per_peer;      /* TCP streams per peer for bulk data (default 1) */
 	size_t small_bytes;        /* latency algorithm up to this size (0: the measured default) */
+	size_t medium_bytes;       /* allreduce: direct ring up to this size (0: the default) */
 	size_t segment_bytes;      /* ring pipeline segment (0: 1 MiB) */
 	enum hora_algo algorithm;  /* default AUTO */
 	int spin_us;               /* small messages poll this long before sleeping (0: default

@@ -85,6 +85,14 @@ int hora_net_comm_set_small_bytes(struct hora_net_comm *c, size_t bytes)
 	c->cfg.small_bytes = bytes;
 	return 0;
 }
+void hora_net_comm_set_medium_bytes(struct hora_net_comm *c, size_t bytes)
+{
+	c->cfg.medium_bytes = bytes;
+}
+size_t hora_net_comm_medium_bytes(const struct hora_net_comm *c)
+{
+	return c->cfg.medium_bytes;
+}
 
 static int split(const char *hp, char *host, size_t n, uint16_t *port)
 {
@@ -186,6 +194,8 @@ int hora_net_comm_create(const struct hora_net_comm_cfg *cfg, struct hora_net_co
 		c->cfg.small_cap = 1 << 20;
 	if (!c->cfg.small_bytes)
 		c->cfg.small_bytes = HORA_NET_SMALL_DEFAULT;
+	if (!c->cfg.medium_bytes)
+		c->cfg.medium_bytes = HORA_NET_MEDIUM_DEFAULT;
 	if (c->cfg.small_bytes > c->cfg.small_cap)
 		c->cfg.small_cap = c->cfg.small_bytes;
 	if (!c->cfg.segment_bytes)
@@ -411,20 +421,26 @@ static int xwait(struct hora_net_comm *c, struct hora_net_req *r, int peer, cons
 /* send {fingerprint, body} to rank `to` and/or receive {fingerprint, body}
  * from rank `from` (-1: none); bodies are bytes long; the received
  * fingerprint is checked as soon as it is in */
-static int fx(struct hora_net_comm *c, int to, const void *obody, int from, void *ibody, size_t bytes,
-	      const struct fp *f)
+static int fx2(struct hora_net_comm *c, int to, const void *obody, size_t obytes, int from, void *ibody,
+	       size_t ibytes, const struct fp *f)
 {
 	struct fp_ctx x = {c, f, from};
 	uint8_t oh[FP_BYTES], ih[FP_BYTES];
 	char e[256];
 	int dir = 0;
 	fp_put(oh, f);
-	int rc = hora_net_fast_xchg(to >= 0 ? c->fast[to] : -1, oh, obody, from >= 0 ? c->fast[from] : -1,
-				    ih, ibody, FP_BYTES, bytes, fp_check_cb, &x, c->io_timeout_ms,
-				    c->spin_us, &dir, e, sizeof(e));
+	int rc = hora_net_fast_xchg(to >= 0 ? c->fast[to] : -1, oh, obody, obytes,
+				    from >= 0 ? c->fast[from] : -1, ih, ibody, ibytes, FP_BYTES,
+				    fp_check_cb, &x, c->io_timeout_ms, c->spin_us, &dir, e, sizeof(e));
 	if (rc && !c->broken)
 		return fail(c, rc, "%s rank %d: %s", dir ? "receive from" : "send to", dir ? from : to, e);
 	return rc;
+}
+
+static int fx(struct hora_net_comm *c, int to, const void *obody, int from, void *ibody, size_t bytes,
+	      const struct fp *f)
+{
+	return fx2(c, to, obody, bytes, from, ibody, bytes, f);
 }
 
 /* buf holds this rank's data and gets the result; tmp holds one message */
@@ -726,6 +742,36 @@ static int ring(struct hora_net_comm *c, enum ring_mode mode, const uint8_t *src
 	return rc;
 }
 
+/* Ring allreduce on the fast sockets, driven by the calling thread: the
+ * same schedule and reduction order as the pipelined ring (so the same
+ * bits), one exchange per step (send a chunk right while receiving one from
+ * the left), no segments. For mid-sized messages on a real link this keeps
+ * the ring's 2(N-1)/N bandwidth term without the comm-thread hand-offs that
+ * dominate each step below a few MiB. Partial sums go to dst, one chunk of
+ * scratch in c->small. */
+static int direct_ring(struct hora_net_comm *c, const uint8_t *src, uint8_t *dst, size_t count,
+		       enum hora_net_dtype t, enum hora_net_op op, const struct fp *f)
+{
+	const int n = c->n, r = c->rank, left = (r - 1 + n) % n, right = (r + 1) % n;
+	struct ring g = {count, hora_net_dtype_size(t), count ? count : 1, n, r, 0};
+	int rc = 0;
+	for (int tt = 0; tt < 2 * (n - 1) && !rc; tt++) {
+		size_t so, sl, ro, rl;
+		chunk_of(&g, send_chunk(&g, tt), &so, &sl);
+		chunk_of(&g, recv_chunk(&g, tt), &ro, &rl);
+		const uint8_t *out = (tt == 0 ? src : dst) + so * g.esz;
+		uint8_t *in = tt < n - 1 ? c->small : dst + ro * g.esz;
+		if ((rc = fx2(c, right, out, sl * g.esz, left, in, rl * g.esz, f)))
+			break;
+		if (tt < n - 1) { /* further-travelled data first, ours second */
+			hora_net_reduce(dst + ro * g.esz, c->small, src + ro * g.esz, rl, t, op);
+			if (tt == n - 2 && op == HORA_NET_AVG)
+				hora_net_scale(dst + ro * g.esz, rl, t, n);
+		}
+	}
+	return rc;
+}
+
 /* Pipelined chain root -> root+1 -> ... -> root-1: every segment is
  * forwarded as soon as it is in, so the time is about S/B + (N-2) segments. */
 static int chain_bcast(struct hora_net_comm *c, uint8_t *buf, size_t bytes, int root, const struct fp *f)
@@ -808,6 +854,14 @@ static bool use_small(const struct hora_net_comm *c, size_t bytes, size_t count)
 	return c->algo == 2 || (c->algo == 0 && (bytes <= c->cfg.small_bytes || count < (size_t)c->n));
 }
 
+/* the direct ring needs one chunk of scratch in c->small */
+static bool use_direct(const struct hora_net_comm *c, size_t bytes)
+{
+	if (bytes / (size_t)c->n + 64 > c->cfg.small_cap)
+		return false;
+	return c->algo == 3 || (c->algo == 0 && bytes <= c->cfg.medium_bytes);
+}
+
 int hora_net_allreduce(struct hora_net_comm *c, const void *send, void *recv, size_t count,
 		       enum hora_net_dtype t, enum hora_net_op op)
 {
@@ -826,6 +880,8 @@ int hora_net_allreduce(struct hora_net_comm *c, const void *send, void *recv, si
 			memmove(recv, send, bytes);
 		return rec_doubling(c, recv, count, t, op, &f);
 	}
+	if (use_direct(c, bytes))
+		return direct_ring(c, send, recv, count, t, op, &f);
 	return ring(c, RING_ALLREDUCE, send, recv, recv, count, t, op, &f);
 }
 

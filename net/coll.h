@@ -14,7 +14,11 @@
 #include "hora_net.h"
 #include "reduce.h"
 
-#define HORA_NET_SMALL_DEFAULT (256 << 10) /* measured crossover on lo, N = 2, 4, 8 (bench/RESULTS.md) */
+/* Defaults from `hora bench allreduce --crossover` (bench/RESULTS.md): on a
+ * 1 Gbit/s link the latency algorithm wins up to 8-16 KiB and the direct ring
+ * up to 128 KiB-2 MiB; on loopback the pipelined ring wins from 1 MiB. */
+#define HORA_NET_SMALL_DEFAULT (16 << 10)
+#define HORA_NET_MEDIUM_DEFAULT (512 << 10)
 #define HORA_NET_SPIN_DEFAULT 200
 
 struct hora_net_comm_cfg {
@@ -24,7 +28,10 @@ struct hora_net_comm_cfg {
 	int connect_timeout_ms;    /* default 30000 */
 	size_t small_bytes;        /* allreduce/broadcast up to this: latency algorithms on the
 				      fast channel (default HORA_NET_SMALL_DEFAULT) */
-	size_t small_cap;          /* largest small_bytes settable later (default 1 MiB) */
+	size_t medium_bytes;       /* allreduce up to this (above small_bytes): ring on the fast
+				      channel, no segments (default HORA_NET_MEDIUM_DEFAULT) */
+	size_t small_cap;          /* largest small_bytes settable later, and 1/N of the largest
+				      direct-ring message (default 1 MiB) */
 	size_t segment_bytes;      /* ring pipeline segment (default 1 MiB) */
 	int depth;                 /* ring receives in flight (default 4) */
 	int spin_us;               /* small messages: poll this long before sleeping
@@ -58,12 +65,15 @@ int hora_net_broadcast(struct hora_net_comm *c, void *buf, size_t count, enum ho
 /* Returns once every rank has entered it. */
 int hora_net_barrier(struct hora_net_comm *c);
 
-/* Force the algorithm: 0 auto, 1 ring, 2 latency (doubling / tree). */
+/* Force the algorithm: 0 auto, 1 pipelined ring, 2 latency (doubling /
+ * tree), 3 direct ring (allreduce; others use their auto choice). */
 void hora_net_comm_set_algo(struct hora_net_comm *c, int algo);
 /* The size threshold of the latency algorithms (set from a measured
  * crossover); -EINVAL above small_cap. */
 int hora_net_comm_set_small_bytes(struct hora_net_comm *c, size_t bytes);
 size_t hora_net_comm_small_bytes(const struct hora_net_comm *c);
+void hora_net_comm_set_medium_bytes(struct hora_net_comm *c, size_t bytes);
+size_t hora_net_comm_medium_bytes(const struct hora_net_comm *c);
 
 const char *hora_net_comm_error(const struct hora_net_comm *c);
 int hora_net_comm_rank(const struct hora_net_comm *c);

@@ -10,6 +10,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sched.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
@@ -246,35 +247,61 @@ static int iov_at(struct iovec *v, const void *head, size_t hl, const void *body
 	return k;
 }
 
+static size_t send_cap(void)
+{
+	static size_t cap;
+	if (!cap) {
+		const char *e = getenv("HORA_FAST_CHUNK");
+		cap = e ? (size_t)atol(e) : ((size_t)1 << 30);
+	}
+	return cap;
+}
+
+/* at most send_cap() bytes a call, so both directions move in step */
 static ssize_t xsend(int fd, const void *h, size_t hl, const void *b, size_t bl, size_t off)
 {
 	struct iovec v[2];
-	struct msghdr m = {.msg_iov = v, .msg_iovlen = (size_t)iov_at(v, h, hl, b, bl, off)};
+	int k = iov_at(v, h, hl, b, bl, off);
+	size_t left = send_cap();
+	for (int i = 0; i < k; i++) {
+		if (v[i].iov_len > left)
+			v[i].iov_len = left;
+		left -= v[i].iov_len;
+		if (!left) {
+			k = i + 1;
+			break;
+		}
+	}
+	struct msghdr m = {.msg_iov = v, .msg_iovlen = (size_t)k};
 	return sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
-int hora_net_fast_xchg(int ofd, const void *ohead, const void *obody, int ifd, void *ihead,
-		       void *ibody, size_t hl, size_t bl, int (*check)(void *arg, const void *h),
-		       void *arg, int timeout_ms, int spin_us, int *dir, char *err, size_t errlen)
+int hora_net_fast_xchg(int ofd, const void *ohead, const void *obody, size_t obl, int ifd,
+		       void *ihead, void *ibody, size_t ibl, size_t hl,
+		       int (*check)(void *arg, const void *h), void *arg, int timeout_ms, int spin_us,
+		       int *dir, char *err, size_t errlen)
 {
-	const size_t total = hl + bl;
-	size_t sent = ofd < 0 ? total : 0, got = ifd < 0 ? total : 0;
+	const size_t ototal = hl + obl, itotal = hl + ibl;
+	size_t sent = ofd < 0 ? ototal : 0, got = ifd < 0 ? itotal : 0;
 	int64_t spin_until = -1; /* set when the receive first finds nothing */
 	/* fast path: small messages leave in one non-blocking send */
-	while (sent < total) {
-		ssize_t k = xsend(ofd, ohead, hl, obody, bl, sent);
-		if (k > 0)
+	while (sent < ototal) {
+		ssize_t k = xsend(ofd, ohead, hl, obody, obl, sent);
+		if (k > 0) {
 			sent += (size_t)k;
-		else if (k < 0 && errno == EINTR)
+			if (got < itotal)
+				break; /* a piece at a time, receiving in between */
+		} else if (k < 0 && errno == EINTR) {
 			continue;
-		else if (k < 0 && errno == EAGAIN)
+		} else if (k < 0 && errno == EAGAIN) {
 			break;
-		else
+		} else {
 			return io_error(k, dir, 0, err, errlen);
+		}
 	}
 	/* both directions until done; blocking receive when nothing is left to send */
-	while (got < total || sent < total) {
-		int flags = sent < total ? MSG_DONTWAIT : 0;
+	while (got < itotal || sent < ototal) {
+		int flags = sent < ototal ? MSG_DONTWAIT : 0;
 		if (!flags && spin_us > 0) { /* bounded spin before sleeping: a wake-up costs more */
 			int64_t now = now_us();
 			if (spin_until < 0)
@@ -282,9 +309,9 @@ int hora_net_fast_xchg(int ofd, const void *ohead, const void *obody, int ifd, v
 			if (now < spin_until)
 				flags = MSG_DONTWAIT;
 		}
-		if (got < total) {
+		if (got < itotal) {
 			struct iovec v[2];
-			struct msghdr m = {.msg_iov = v, .msg_iovlen = (size_t)iov_at(v, ihead, hl, ibody, bl, got)};
+			struct msghdr m = {.msg_iov = v, .msg_iovlen = (size_t)iov_at(v, ihead, hl, ibody, ibl, got)};
 			ssize_t k = recvmsg(ifd, &m, flags);
 			if (k > 0) {
 				size_t before = got;
@@ -304,13 +331,13 @@ int hora_net_fast_xchg(int ofd, const void *ohead, const void *obody, int ifd, v
 				continue;
 			if (!flags) /* a blocking receive timed out */
 				return io_error(k, dir, 1, err, errlen);
-			if (sent == total) { /* spinning: let a co-located rank run if one waits */
+			if (sent == ototal) { /* spinning: let a co-located rank run if one waits */
 				sched_yield();
 				continue;
 			}
 		}
-		if (sent < total) {
-			ssize_t k = xsend(ofd, ohead, hl, obody, bl, sent);
+		if (sent < ototal) {
+			ssize_t k = xsend(ofd, ohead, hl, obody, obl, sent);
 			if (k > 0) {
 				sent += (size_t)k;
 				continue;
@@ -319,7 +346,7 @@ int hora_net_fast_xchg(int ofd, const void *ohead, const void *obody, int ifd, v
 				return io_error(k, dir, 0, err, errlen);
 			if (errno == EINTR)
 				continue;
-			struct pollfd p[2] = {{.fd = ofd, .events = POLLOUT}, {.fd = got < total ? ifd : -1, .events = POLLIN}};
+			struct pollfd p[2] = {{.fd = ofd, .events = POLLOUT}, {.fd = got < itotal ? ifd : -1, .events = POLLIN}};
 			int r = poll(p, 2, timeout_ms > 0 ? timeout_ms : -1);
 			if (r == 0) {
 				errno = EAGAIN;

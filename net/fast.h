@@ -32,8 +32,8 @@ int hora_net_fast_connect(const char *host, uint16_t port, const uint8_t *key, s
 int hora_net_fast_accept(int lfd, const uint8_t *key, size_t keylen, uint32_t node, int timeout_ms,
 			 int io_timeout_ms, int *fd, uint32_t *peer_node, char *err, size_t errlen);
 
-/* Send the message {ohead (hl bytes), obody (bl bytes)} on ofd and receive
- * one of the same lengths into {ihead, ibody} from ifd (either fd may be
+/* Send the message {ohead (hl bytes), obody (obl bytes)} on ofd and receive
+ * {ihead (hl), ibody (ibl)} from ifd (either fd may be
  * -1: one direction only; they may be different peers). Both directions
  * progress together, so two ranks exchanging messages larger than the
  * socket buffers cannot deadlock. When check is not NULL it is called once
@@ -44,8 +44,9 @@ int hora_net_fast_accept(int lfd, const uint8_t *key, size_t keylen, uint32_t no
  * in err. A receive that finds nothing polls without sleeping for up to
  * spin_us (yielding the CPU to any other runnable thread between polls),
  * then sleeps in recvmsg(2). */
-int hora_net_fast_xchg(int ofd, const void *ohead, const void *obody, int ifd, void *ihead,
-		       void *ibody, size_t hl, size_t bl, int (*check)(void *arg, const void *h),
-		       void *arg, int timeout_ms, int spin_us, int *dir, char *err, size_t errlen);
+int hora_net_fast_xchg(int ofd, const void *ohead, const void *obody, size_t obl, int ifd,
+		       void *ihead, void *ibody, size_t ibl, size_t hl,
+		       int (*check)(void *arg, const void *h), void *arg, int timeout_ms, int spin_us,
+		       int *dir, char *err, size_t errlen);
 
 #endif

@@ -148,16 +148,15 @@ static void all_cases(int n)
 	struct rank_arg ra[MAXR];
 	make_comms(ra, n);
 	size_t counts[] = {0, 1, (size_t)(n > 1 ? n - 1 : 2), (size_t)n + 1, 1009, 40009};
-	for (int t = 0; t < HORA_NET_DTYPES; t++)
-		for (int op = 0; op < HORA_NET_OPS; op++)
-			for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++)
-				check_one(ra, n, counts[c], (enum hora_net_dtype)t, (enum hora_net_op)op);
-	/* the ring on small counts too, and doubling forced */
-	for (int algo = 1; algo <= 2; algo++) {
+	/* auto, then each algorithm forced: pipelined ring, recursive doubling,
+	 * direct ring (every one must give the serial reference's bits) */
+	for (int algo = 0; algo <= 3; algo++) {
 		for (int r = 0; r < n; r++)
 			hora_net_comm_set_algo(ra[r].comm, algo);
-		for (size_t c = 0; c < 4; c++)
-			check_one(ra, n, counts[c] + 3, HORA_NET_F32, HORA_NET_SUM);
+		for (int t = 0; t < HORA_NET_DTYPES; t++)
+			for (int op = 0; op < HORA_NET_OPS; op++)
+				for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++)
+					check_one(ra, n, counts[c], (enum hora_net_dtype)t, (enum hora_net_op)op);
 	}
 	for (int r = 0; r < n; r++)
 		hora_net_comm_destroy(ra[r].comm);
