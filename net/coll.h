@@ -16,9 +16,9 @@
 
 /* Defaults from `hora bench allreduce --crossover` (bench/RESULTS.md): on a
  * 1 Gbit/s link the latency algorithm wins up to 8-16 KiB and the direct ring
- * up to 128 KiB-2 MiB; on loopback the pipelined ring wins from 1 MiB. */
+ * up to 128 KiB-2 MiB; on loopback it ties with the pipelined ring at 1-4 MiB. */
 #define HORA_NET_SMALL_DEFAULT (16 << 10)
-#define HORA_NET_MEDIUM_DEFAULT (512 << 10)
+#define HORA_NET_MEDIUM_DEFAULT (1 << 20)
 #define HORA_NET_SPIN_DEFAULT 200
 
 struct hora_net_comm_cfg {

@@ -10,7 +10,6 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sched.h>
-#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
@@ -247,32 +246,10 @@ static int iov_at(struct iovec *v, const void *head, size_t hl, const void *body
 	return k;
 }
 
-static size_t send_cap(void)
-{
-	static size_t cap;
-	if (!cap) {
-		const char *e = getenv("HORA_FAST_CHUNK");
-		cap = e ? (size_t)atol(e) : ((size_t)1 << 30);
-	}
-	return cap;
-}
-
-/* at most send_cap() bytes a call, so both directions move in step */
 static ssize_t xsend(int fd, const void *h, size_t hl, const void *b, size_t bl, size_t off)
 {
 	struct iovec v[2];
-	int k = iov_at(v, h, hl, b, bl, off);
-	size_t left = send_cap();
-	for (int i = 0; i < k; i++) {
-		if (v[i].iov_len > left)
-			v[i].iov_len = left;
-		left -= v[i].iov_len;
-		if (!left) {
-			k = i + 1;
-			break;
-		}
-	}
-	struct msghdr m = {.msg_iov = v, .msg_iovlen = (size_t)k};
+	struct msghdr m = {.msg_iov = v, .msg_iovlen = (size_t)iov_at(v, h, hl, b, bl, off)};
 	return sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
@@ -289,8 +266,6 @@ int hora_net_fast_xchg(int ofd, const void *ohead, const void *obody, size_t obl
 		ssize_t k = xsend(ofd, ohead, hl, obody, obl, sent);
 		if (k > 0) {
 			sent += (size_t)k;
-			if (got < itotal)
-				break; /* a piece at a time, receiving in between */
 		} else if (k < 0 && errno == EINTR) {
 			continue;
 		} else if (k < 0 && errno == EAGAIN) {
