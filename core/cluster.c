@@ -178,7 +178,31 @@ static int set_at(struct hora_cluster_config *c, const char *key, const char *v,
 	INT("membership.retransmit_mult", 1, 16, m->retransmit_mult)
 	INT("membership.min_members", 1, 4096, m->min_members)
 	INT("membership.join_timeout_ms", 100, 3600000, c->join_timeout_ms)
+	INT("collectives.spin_us", -1, 1000000, c->coll.spin_us)
 #undef INT
+	if (!strcmp(key, "collectives.algorithm")) {
+		static const char *const names[] = {"auto", "ring", "latency", "direct"};
+		for (int i = 0; i < 4; i++)
+			if (!strcmp(v, names[i])) {
+				c->coll.algorithm = i;
+				return 0;
+			}
+		return hora_cfg_bad(err, errlen, "%s must be auto, ring, latency or direct (got '%s')", key, v);
+	}
+	if (!strcmp(key, "collectives.small_bytes") || !strcmp(key, "collectives.medium_bytes") ||
+	    !strcmp(key, "collectives.segment_size")) {
+		const bool seg = key[12] == 's' && key[13] == 'e';
+		if (bytes_of(v, &b) || b > (seg ? (64u << 20) : (1u << 30)) || (seg && b < 4096))
+			return hora_cfg_bad(err, errlen, "%s must be a size in %s, e.g. 64KiB (got '%s')", key,
+					    seg ? "4KiB..64MiB" : "0..1GiB", v);
+		if (seg)
+			c->coll.segment_bytes = b;
+		else if (key[12] == 's')
+			c->coll.small_bytes = b;
+		else
+			c->coll.medium_bytes = b;
+		return 0;
+	}
 	if (!strcmp(key, "transport.chunk_size") || !strcmp(key, "transport.max_frame_size")) {
 		if (bytes_of(v, &b) || b < 4096 || b > (1u << 30))
 			return hora_cfg_bad(err, errlen, "%s must be a size in 4KiB..1GiB, e.g. 1MiB (got '%s')",

@@ -36,6 +36,11 @@ struct hora_cluster_config {
 	int nnodes;
 	struct hora_net_opts transport; /* secret not set here */
 	struct hora_swim_cfg membership; /* uid/self/secret not set here */
+	struct {                         /* collectives section: 0 = the library default */
+		size_t small_bytes, medium_bytes, segment_bytes;
+		int algorithm; /* enum hora_algo */
+		int spin_us;
+	} coll;
 	int join_timeout_ms;
 };
 

@@ -14,7 +14,7 @@
 
 #define YAML_MAX_VISITS 10000
 
-static const char *const sections[] = {"cluster", "transport", "membership", "train"};
+static const char *const sections[] = {"cluster", "transport", "membership", "collectives", "train"};
 
 struct walk {
 	yaml_document_t *doc;
@@ -183,9 +183,9 @@ static int walk_mapping(struct walk *w, const yaml_node_t *map, const char *pref
 		if (n < 0 || (size_t)n >= sizeof(path))
 			return at(w, k, "key path too long");
 		if (!*prefix) {
-			if (!in(name, sections, 4))
+			if (!in(name, sections, 5))
 				return at(w, k, "unknown section '%s' (expected cluster, transport, "
-						"membership or train)", name);
+						"membership, collectives or train)", name);
 			if (v->type != YAML_MAPPING_NODE)
 				return at(w, v, "%s must be a mapping, not %s", name, kind_name(v));
 		}

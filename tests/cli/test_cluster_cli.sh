@@ -39,6 +39,10 @@ expect "wrong type for a size" $'cluster:\n  nodes:\n    - {host: 127.0.0.1, wor
   "c.yaml:5:15: transport.chunk_size must be a size"
 expect "list where a scalar goes" $'cluster:\n  name: [a, b]\n  nodes:\n    - {host: 127.0.0.1, workers: 1}\n' \
   "c.yaml:2:9: cluster.name must be a scalar, not a list"
+expect "unknown collective algorithm" $'cluster:\n  nodes:\n    - {host: 127.0.0.1, workers: 1}\ncollectives:\n  algorithm: fancy\n' \
+  "c.yaml:5:14: collectives.algorithm must be auto, ring, latency or direct (got 'fancy')"
+expect "bad collective size" $'cluster:\n  nodes:\n    - {host: 127.0.0.1, workers: 1}\ncollectives:\n  segment_size: 1KiB\n' \
+  "c.yaml:5:17: collectives.segment_size must be a size in 4KiB..64MiB"
 expect "malformed YAML" $'cluster:\n  nodes: [\n' "c.yaml:3:1: invalid YAML"
 ( unset HORA_SECRET; printf 'cluster:\n  nodes:\n    - {host: 127.0.0.1, workers: 1}\n' >"$T/c.yaml"
   "$HORA" launch "$T/c.yaml" >"$T/out" 2>&1; rc=$?
