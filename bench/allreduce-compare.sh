@@ -8,7 +8,8 @@
 #          build the same recipe: bridge, veth, tbf rate/burst/latency.
 # Prints medians of busbw (GB/s) and time (us) per size for hora and for each
 # anchor variant, hora / best anchor, and on netns hora / iperf3. Raw JSON in
-# bench/results/allreduce-<setup>-n<N>/. Needs root for netns.
+# bench/results/allreduce-<setup>-n<N>/. Needs root for netns. hora runs
+# unbound like the anchors (run.sh: mpirun --bind-to none); BIND=core binds.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 N="${1:-2}" REPS="${2:-3}" SETUP="${3:-lo}" RATE="${4:-1gbit}"
@@ -18,9 +19,10 @@ ANCH="${ANCHORS:-$ROOT/../shared/anchors}"
 OUT="$ROOT/bench/results/allreduce-$SETUP-n$N"
 mkdir -p "$OUT"
 NET=(--setup "$SETUP")
+HNET=(--bind "${BIND:-none}")
 [[ $SETUP == netns ]] && NET+=(--rate "$RATE")
 for r in $(seq 1 "$REPS"); do
-  "$ROOT/build/hora" bench allreduce --ranks "$N" "${NET[@]}" --json "$OUT/hora-$r.json" >/dev/null
+  "$ROOT/build/hora" bench allreduce --ranks "$N" "${NET[@]}" "${HNET[@]}" --json "$OUT/hora-$r.json" >/dev/null
   only=gloo,openmpi,openmpi_ring
   [[ $SETUP == netns ]] && only+=,iperf3
   bash "$ANCH/run.sh" "${NET[@]}" --ranks "$N" --only "$only" --out "$OUT/anchors-$r.json" >/dev/null 2>&1

@@ -17,6 +17,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
 #include <strings.h>
 
 void hora_cluster_defaults(struct hora_cluster_config *c)
@@ -235,6 +238,24 @@ static int walk_set(void *cfg, const char *key, const char *value, int line, int
 		    size_t errlen)
 {
 	return set_at(cfg, key, value, line, col, err, errlen);
+}
+
+int hora_cluster_proc_from_env(void)
+{
+	static const char *const env[] = {"HORA_PROC", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK",
+					  "PMI_RANK"};
+	for (int i = 0; i < 4; i++)
+		if (getenv(env[i]))
+			return atoi(getenv(env[i]));
+	return 0;
+}
+
+uint64_t hora_cluster_uid(int g)
+{
+	uint64_t r;
+	if (getrandom(&r, sizeof(r), 0) != sizeof(r))
+		r = (uint64_t)time(NULL) ^ (uint64_t)getpid();
+	return ((uint64_t)(g + 1) << 40) | (r & ((1ull << 40) - 1));
 }
 
 int hora_cluster_size(const struct hora_cluster_config *c)

@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define HORA_CLUSTER_MAX_NODES 64
 #define HORA_CLUSTER_MAX_SEEDS 16
@@ -51,6 +52,17 @@ int hora_cluster_load(struct hora_cluster_config *c, const char *path, char *err
 /* Apply one "key=value" (same keys as the file). */
 int hora_cluster_set(struct hora_cluster_config *c, const char *key, const char *value, char *err,
 		     size_t errlen);
+/* This process's global worker index: HORA_PROC, SLURM_PROCID,
+ * OMPI_COMM_WORLD_RANK or PMI_RANK (first set), else 0. */
+int hora_cluster_proc_from_env(void);
+/* SWIM uid for worker g: g+1 in the high bits (views order members by
+ * uid, so rank g is worker g while all are alive), random low bits. */
+uint64_t hora_cluster_uid(int g);
+/* hora_config_load_yaml that also counts the train keys it read (0: the
+ * file has no train section). */
+struct hora_train_config;
+int hora_config_load_train(struct hora_train_config *cfg, const char *path, int *nkeys, char *err,
+			   size_t errlen);
 /* Total workers over all nodes. */
 int hora_cluster_size(const struct hora_cluster_config *c);
 /* Node and local index of global worker g; -1 if out of range. */

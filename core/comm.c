@@ -7,9 +7,8 @@
  * the common case); otherwise it queues behind the others and waits, so the
  * order of calls on a rank is always the order of execution.
  */
-#include "hora.h"
+#include "comm.h"
 
-#include "net/coll.h"
 #include "net/handshake.h"
 
 #include <errno.h>
@@ -18,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 enum kind { K_ALLREDUCE, K_BROADCAST, K_ALLGATHER, K_REDUCE_SCATTER, K_BARRIER };
 
@@ -31,6 +31,7 @@ struct hora_request {
 	enum hora_op op;
 	int root;
 	int status, done;
+	double t_start, t_end; /* execution, CLOCK_MONOTONIC seconds */
 	struct hora_request *next;
 };
 
@@ -43,7 +44,16 @@ struct hora_comm {
 	bool inline_busy;        /* a blocking call is executing on its caller's thread */
 	bool stop, started;
 	pthread_t thread;
+	int local_rank, local_size; /* ranks on this rank's host (same address) */
+	struct hora_net_loop *owned_loop;
 };
+
+double hora_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 _Static_assert((int)HORA_F32 == (int)HORA_NET_F32 && (int)HORA_I64 == (int)HORA_NET_I64 &&
 		       (int)HORA_BF16 == (int)HORA_NET_BF16,
@@ -91,14 +101,10 @@ int hora_comm_create(const struct hora_comm_config *cfg, struct hora_comm **out,
 		}
 		klen = (size_t)k;
 	}
-	struct hora_comm *c = calloc(1, sizeof(*c));
-	if (!c)
-		return -ENOMEM;
 	struct hora_net_comm_cfg nc = {.rank = cfg->rank, .nranks = cfg->size, .addrs = cfg->addrs,
 				       .connect_timeout_ms = cfg->connect_timeout_ms,
 				       .small_bytes = cfg->small_bytes, .medium_bytes = cfg->medium_bytes,
-				       .segment_bytes = cfg->segment_bytes,
-				       .spin_us = cfg->spin_us};
+				       .segment_bytes = cfg->segment_bytes, .spin_us = cfg->spin_us};
 	hora_net_opts_default(&nc.opts);
 	nc.opts.secret = key;
 	nc.opts.secret_len = klen;
@@ -107,17 +113,54 @@ int hora_comm_create(const struct hora_comm_config *cfg, struct hora_comm **out,
 		nc.opts.io_timeout_ms = cfg->io_timeout_ms;
 	if (cfg->sockets_per_peer > 0)
 		nc.opts.sockets_per_peer = cfg->sockets_per_peer;
-	int rc = hora_net_comm_create(&nc, &c->net, err, errlen);
+	int rc = hora_comm_create_net(&nc, cfg->algorithm, out, err, errlen);
 	memset(key, 0, sizeof(key));
+	return rc;
+}
+
+static size_t host_len(const char *a)
+{
+	const char *colon = strrchr(a, ':');
+	return colon ? (size_t)(colon - a) : strlen(a);
+}
+
+int hora_comm_create_net(const struct hora_net_comm_cfg *nc, enum hora_algo algo,
+			 struct hora_comm **out, char *err, size_t errlen)
+{
+	*out = NULL;
+	struct hora_comm *c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	int rc = hora_net_comm_create(nc, &c->net, err, errlen);
 	if (rc) {
 		free(c);
 		return rc;
 	}
-	hora_net_comm_set_algo(c->net, (int)cfg->algorithm);
+	hora_net_comm_set_algo(c->net, (int)algo);
+	/* local rank and size: the ranks that listen on this rank's host */
+	const char *me = nc->addrs[nc->rank];
+	for (int i = 0; i < nc->nranks; i++) {
+		const char *a = nc->addrs[i];
+		if (host_len(a) == host_len(me) && !strncmp(a, me, host_len(me))) {
+			if (i < nc->rank)
+				c->local_rank++;
+			c->local_size++;
+		}
+	}
 	pthread_mutex_init(&c->mu, NULL);
 	pthread_cond_init(&c->cv, NULL);
 	*out = c;
 	return 0;
+}
+
+void hora_comm_own_loop(struct hora_comm *c, struct hora_net_loop *loop)
+{
+	c->owned_loop = loop;
+}
+
+struct hora_net_loop *hora_comm_loop(const struct hora_comm *c)
+{
+	return c->owned_loop;
 }
 
 static int execute(struct hora_comm *c, const struct hora_request *r)
@@ -155,8 +198,12 @@ static void *worker(void *arg)
 			c->tail = NULL;
 		c->running = true;
 		pthread_mutex_unlock(&c->mu);
+		double t0 = hora_now();
 		int st = execute(c, r);
+		double t1 = hora_now();
 		pthread_mutex_lock(&c->mu);
+		r->t_start = t0;
+		r->t_end = t1;
 		c->running = false;
 		r->status = st;
 		r->done = 1;
@@ -230,7 +277,7 @@ static int run_blocking(struct hora_request r)
 	return rc ? rc : r.status;
 }
 
-int hora_wait(struct hora_request *r)
+int hora_wait_timed(struct hora_request *r, double *start, double *end)
 {
 	if (!r)
 		return -EINVAL;
@@ -240,8 +287,17 @@ int hora_wait(struct hora_request *r)
 		pthread_cond_wait(&c->cv, &c->mu);
 	pthread_mutex_unlock(&c->mu);
 	int st = r->status;
+	if (start)
+		*start = r->t_start;
+	if (end)
+		*end = r->t_end;
 	free(r);
 	return st;
+}
+
+int hora_wait(struct hora_request *r)
+{
+	return hora_wait_timed(r, NULL, NULL);
 }
 
 int hora_test(struct hora_request *r)
@@ -265,6 +321,7 @@ void hora_comm_destroy(struct hora_comm *c)
 	if (c->started)
 		pthread_join(c->thread, NULL);
 	hora_net_comm_destroy(c->net);
+	hora_net_loop_destroy(c->owned_loop);
 	pthread_mutex_destroy(&c->mu);
 	pthread_cond_destroy(&c->cv);
 	free(c);
@@ -277,6 +334,22 @@ int hora_comm_rank(const struct hora_comm *c)
 int hora_comm_size(const struct hora_comm *c)
 {
 	return hora_net_comm_size(c->net);
+}
+int hora_rank(const struct hora_comm *c)
+{
+	return c ? hora_net_comm_rank(c->net) : 0;
+}
+int hora_size(const struct hora_comm *c)
+{
+	return c ? hora_net_comm_size(c->net) : 1;
+}
+int hora_local_rank(const struct hora_comm *c)
+{
+	return c ? c->local_rank : 0;
+}
+int hora_local_size(const struct hora_comm *c)
+{
+	return c ? c->local_size : 1;
 }
 const char *hora_comm_last_error(const struct hora_comm *c)
 {

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include "cluster.h"
 #include "yamlwalk.h"
 
 _Static_assert(HORA_MAX_HIDDEN == 8, "keep HORA_MAX_HIDDEN == HORA_MODEL_MAX_HIDDEN");
@@ -45,6 +46,9 @@ void hora_train_config_defaults(struct hora_train_config *c)
 	};
 	c->blas_threads = 1;
 	c->progress = -1;
+	c->fusion = (struct hora_fusion_config){.threshold_bytes = 64 << 10, .cycle_time_ms = 0};
+	c->stall_warning_s = 60;
+	c->communication = 1;
 }
 
 static int parse_double(const char *v, double *out)
@@ -180,6 +184,29 @@ int hora_config_set(struct hora_train_config *c, const char *key, const char *v,
 	REAL_KEY("train.optimizer.warmup_epochs", d >= 0, o->warmup_epochs, "a non-negative number")
 	BOOL_KEY("train.optimizer.nesterov", o->nesterov)
 	BOOL_KEY("train.optimizer.scale_lr_by_size", o->scale_lr_by_size)
+	/* distributed training */
+	if (!strcmp(key, "train.fusion.threshold_bytes")) {
+		char *end;
+		errno = 0;
+		double x = strtod(v, &end);
+		double mul = !strcmp(end, "KiB") ? 1024.0 : !strcmp(end, "MiB") ? 1048576.0 : !*end ? 1.0 : -1.0;
+		if (errno || end == v || mul < 0 || x < 0 || x * mul > 1e12)
+			return hora_cfg_bad(err, errlen, "%s must be a size in bytes, e.g. 1MiB (got '%s')", key, v);
+		c->fusion.threshold_bytes = (size_t)(x * mul);
+		return 0;
+	}
+	REAL_KEY("train.fusion.cycle_time_ms", d >= 0, c->fusion.cycle_time_ms, "a non-negative number (0 = off)")
+	if (!strcmp(key, "train.timeline"))
+		return *v ? set_string(c->timeline, sizeof(c->timeline), key, v, err, errlen)
+			  : (c->timeline[0] = 0, 0);
+	if (!strcmp(key, "train.checkpoint.dir"))
+		return *v ? set_string(c->checkpoint_dir, sizeof(c->checkpoint_dir), key, v, err, errlen)
+			  : (c->checkpoint_dir[0] = 0, 0);
+	INT_KEY("train.checkpoint.every_epochs", 0, 1000000, c->checkpoint_every, "a non-negative integer")
+	BOOL_KEY("train.resume", c->resume)
+	REAL_KEY("train.stall_warning_s", d > 0, c->stall_warning_s, "a positive number")
+	REAL_KEY("train.stall_abort_s", d >= 0, c->stall_abort_s, "a non-negative number (0 = off)")
+	BOOL_KEY("train.communication", c->communication)
 #undef INT_KEY
 #undef REAL_KEY
 #undef BOOL_KEY
@@ -189,19 +216,32 @@ int hora_config_set(struct hora_train_config *c, const char *key, const char *v,
 /* ---- YAML: the train section (core/yamlwalk.c walks the file) -------------------- */
 
 static const char *const train_skip[] = {
-	"cluster", "transport", "membership", "train.sync", "train.checkpoint", "train.gossip",
+	"cluster", "transport", "membership", "collectives", "train.sync", "train.gossip",
 };
 static const char *const train_lists[] = {"train.hidden"};
 
-static int train_set(void *cfg, const char *key, const char *value, int line, int col, char *err,
+struct train_walk {
+	struct hora_train_config cfg;
+	int nkeys;
+};
+
+static int train_set(void *arg, const char *key, const char *value, int line, int col, char *err,
 		     size_t errlen)
 {
 	(void)line;
 	(void)col;
-	return hora_config_set(cfg, key, value, err, errlen);
+	struct train_walk *w = arg;
+	w->nkeys++;
+	return hora_config_set(&w->cfg, key, value, err, errlen);
 }
 
 int hora_config_load_yaml(struct hora_train_config *cfg, const char *path, char *err, size_t errlen)
+{
+	return hora_config_load_train(cfg, path, NULL, err, errlen);
+}
+
+int hora_config_load_train(struct hora_train_config *cfg, const char *path, int *nkeys, char *err,
+			   size_t errlen)
 {
 	const struct hora_yaml_spec spec = {
 		.set = train_set,
@@ -212,9 +252,16 @@ int hora_config_load_yaml(struct hora_train_config *cfg, const char *path, char 
 		.required_section = "train",
 	};
 	/* Work on a copy so a failing file leaves cfg untouched. */
-	struct hora_train_config tmp = *cfg;
-	int rc = hora_yaml_walk(path, &spec, &tmp, err, errlen);
+	struct train_walk *w = malloc(sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	w->cfg = *cfg;
+	w->nkeys = 0;
+	int rc = hora_yaml_walk(path, &spec, w, err, errlen);
 	if (!rc)
-		*cfg = tmp;
+		*cfg = w->cfg;
+	if (nkeys)
+		*nkeys = w->nkeys;
+	free(w);
 	return rc;
 }

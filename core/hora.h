@@ -27,6 +27,8 @@ extern "C" {
 #define HORA_API __attribute__((visibility("default")))
 #endif
 
+struct hora_comm; /* a communicator (below) */
+
 /* ---- errors ---------------------------------------------------------------- */
 
 /* hora's own codes sit below -4096, clear of every -errno. */
@@ -83,6 +85,21 @@ HORA_API double hora_lr_at(const struct hora_optim_config *cfg, int64_t step,
 
 /* ---- configuration --------------------------------------------------------- */
 
+/* Tensor fusion: gradients that become ready together (backward runs output
+ * to input) are averaged as one buffer once it holds threshold_bytes. With
+ * cycle_time_ms > 0 a buffer is also closed when that long passed since its
+ * first gradient was ready: rank 0 times the first step and every rank
+ * follows its plan (runs are then reproducible only for 2 workers, as the
+ * buffer boundaries decide the summation order). Defaults: 64 KiB, 0 (off);
+ * env HORA_FUSION_THRESHOLD (bytes) and HORA_CYCLE_TIME_MS win over the
+ * config. */
+struct hora_fusion_config {
+	size_t threshold_bytes;
+	double cycle_time_ms;
+};
+
+
+
 #define HORA_PATH_MAX 1024
 #define HORA_MAX_HIDDEN 8
 
@@ -99,6 +116,15 @@ struct hora_train_config {
 	int blas_threads;            /* BLAS threads per worker (default 1) */
 	int progress;                /* -1 auto (a bar on a terminal), 0 lines, 1 bar */
 	int quiet;                   /* no per-epoch output at all */
+	/* distributed jobs (hora_train_run_comm) */
+	struct hora_fusion_config fusion;
+	char timeline[HORA_PATH_MAX];       /* Chrome trace JSON written by rank 0, "" = none */
+	char checkpoint_dir[HORA_PATH_MAX]; /* "" = no checkpoints */
+	int checkpoint_every;               /* epochs between checkpoints (0 = none) */
+	int resume;                         /* continue from checkpoint_dir/checkpoint.hora */
+	double stall_warning_s;             /* log the missing ranks after this long (60) */
+	double stall_abort_s;               /* stop the job after this long (0 = never) */
+	int communication;                  /* 0: no gradient averaging (scaling bench only) */
 };
 
 /* Defaults: mnist_mlp [128], data/mnist, 20 epochs, batch 32, SGD lr 0.1,
@@ -122,7 +148,8 @@ HORA_API int hora_config_load_yaml(struct hora_train_config *cfg, const char *pa
 struct hora_epoch_metrics {
 	int epoch; /* 1-based */
 	double loss, acc, val_loss, val_acc;
-	double samples_per_s; /* training samples / training seconds */
+	double samples_per_s; /* training samples / training seconds (all workers) */
+	int workers;
 	double seconds;       /* wall time of the epoch, evaluation included */
 };
 
@@ -131,6 +158,9 @@ struct hora_train_result {
 	int64_t steps;
 	size_t nparams;
 	float *params; /* final parameters (malloc'd); free with hora_train_result_deinit */
+	/* distributed: seconds gradients were being averaged, and how much of
+	 * that ran while forward/backward was still computing */
+	double allreduce_s, allreduce_hidden_s;
 };
 
 /* Train cfg->model on cfg->data for cfg->epochs, printing progress to stdout
@@ -138,6 +168,13 @@ struct hora_train_result {
  * (reason in err), HORA_ERR_DIVERGED, or -errno. res may be NULL. */
 HORA_API int hora_train_run(const struct hora_train_config *cfg, struct hora_train_result *res,
 			    char *err, size_t errlen);
+/* The same on every rank of c (hora_init): each epoch every rank trains on
+ * its shard of one seeded shuffle, gradients are averaged by the
+ * distributed optimizer, loss/accuracy and validation are averaged across
+ * ranks; rank 0 prints and writes metrics, the timeline and checkpoints.
+ * Every rank ends with bitwise identical parameters. */
+HORA_API int hora_train_run_comm(struct hora_comm *c, const struct hora_train_config *cfg,
+				 struct hora_train_result *res, char *err, size_t errlen);
 HORA_API void hora_train_result_deinit(struct hora_train_result *res);
 
 /* ---- communicators and collectives ------------------------------------------ */
@@ -243,6 +280,45 @@ HORA_API size_t hora_comm_small_bytes(const struct hora_comm *c);
 HORA_API int hora_comm_set_small_bytes(struct hora_comm *c, size_t bytes);
 /* Force the algorithm for later calls (every rank must do the same). */
 HORA_API int hora_comm_set_algorithm(struct hora_comm *c, enum hora_algo algo);
+
+/* ---- distributed training, as in Horovod ------------------------------------ */
+
+/* Join the job: read the cluster file (NULL: $HORA_CONFIG), find this
+ * worker's index (HORA_PROC, SLURM_PROCID, OMPI_COMM_WORLD_RANK or
+ * PMI_RANK, as set by `hora launch`, Slurm or mpirun), join the membership
+ * through the seeds, wait for the view that holds every worker of the file,
+ * and form the communicator over that view (rank = position in the view).
+ * Without a cluster file: a communicator of one (rank 0 of 1). */
+HORA_API int hora_init(const char *cluster_file, struct hora_comm **out, char *err, size_t errlen);
+/* Leave the job (graceful: the others see a LEAVE, not a failure). */
+HORA_API void hora_finalize(struct hora_comm *c);
+HORA_API int hora_rank(const struct hora_comm *c);       /* 0..size-1 (NULL: 0) */
+HORA_API int hora_size(const struct hora_comm *c);       /* workers in the job (NULL: 1) */
+HORA_API int hora_local_rank(const struct hora_comm *c); /* among the workers on this host */
+HORA_API int hora_local_size(const struct hora_comm *c);
+/* Rank root's parameters to every rank (call once after initialising). */
+HORA_API int hora_broadcast_parameters(struct hora_comm *c, float *params, size_t n, int root);
+
+/* A distributed optimizer wraps any optimizer: gradients are averaged
+ * across the ranks on the communicator's background thread while backward
+ * goes on (pass hora_dist_optim_grads_ready with the optimizer as `arg` to
+ * the model's forward_backward), then the wrapped optimizer updates the
+ * parameters with the average, so every replica stays bitwise identical. */
+struct hora_dist_optim;
+HORA_API int hora_dist_optim_create(struct hora_comm *c, struct hora_optim *inner, size_t nparams,
+				    const struct hora_fusion_config *fusion,
+				    struct hora_dist_optim **out);
+/* Frees the wrapper, not the inner optimizer or the communicator. */
+HORA_API void hora_dist_optim_destroy(struct hora_dist_optim *d);
+/* Before each forward_backward: grads is the model's gradient buffer;
+ * weight scales this rank's gradients before averaging (this rank's share
+ * of the global batch times size; 1 when every rank has the same batch). */
+HORA_API void hora_dist_optim_begin(struct hora_dist_optim *d, float *grads, double weight);
+/* The grads-ready callback (hora_grads_ready_fn): arg is the optimizer. */
+HORA_API void hora_dist_optim_grads_ready(void *arg, int layer, size_t offset, size_t count);
+/* After forward_backward: wait for every average, then step the wrapped
+ * optimizer. Returns 0 or the communicator's error. */
+HORA_API int hora_dist_optim_step(struct hora_dist_optim *d, float *params, double lr);
 
 #ifdef __cplusplus
 }

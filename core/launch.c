@@ -1,7 +1,8 @@
 /* launch.c - `hora launch CLUSTER.yaml [--set key=value]... [-- worker args]`
  *
  * Starts every worker of every node of the cluster file: `hora worker
- * --config FILE --proc G` per worker G, run directly (launcher local), under
+ * --config FILE --proc G [--set K=V]...` per worker G (the worker trains the
+ * file's train section with all the others, or runs the membership only), run directly (launcher local), under
  * `ip netns exec NS` (launcher netns, NS = the node's netns), or through a
  * command template ({host}, {cmd}; launcher ssh uses cluster.ssh_command).
  * Each worker's output comes back line by line prefixed "[G host]";
@@ -160,7 +161,15 @@ int hora_cmd_launch(int argc, char **argv)
 			return 2;
 		}
 		snprintf(key, sizeof(key), "%.*s", (int)(eq - sets[i]), sets[i]);
-		if (hora_cluster_set(&cc, key, eq + 1, err, sizeof(err))) {
+		int bad;
+		if (!strncmp(key, "train.", 6)) { /* checked here, applied by every worker */
+			struct hora_train_config tc;
+			hora_train_config_defaults(&tc);
+			bad = hora_config_set(&tc, key, eq + 1, err, sizeof(err));
+		} else {
+			bad = hora_cluster_set(&cc, key, eq + 1, err, sizeof(err));
+		}
+		if (bad) {
 			fprintf(stderr, "hora launch: --set: %s\n", err);
 			return 2;
 		}
@@ -194,7 +203,7 @@ int hora_cmd_launch(int argc, char **argv)
 		struct hora_cluster_node *node = &cc.nodes[k];
 		char gs[16];
 		snprintf(gs, sizeof(gs), "%d", g);
-		const char *args[MAX_ARGS * 2 + 16];
+		const char *args[MAX_ARGS * 4 + 16];
 		int na = 0;
 		if (netns) {
 			if (!node->netns[0]) {
@@ -213,7 +222,11 @@ int hora_cmd_launch(int argc, char **argv)
 		args[na++] = cfgpath;
 		args[na++] = "--proc";
 		args[na++] = gs;
-		for (int i = extra; i < argc && na < MAX_ARGS * 2 + 14; i++)
+		for (int i = 0; i < nsets; i++) {
+			args[na++] = "--set";
+			args[na++] = sets[i];
+		}
+		for (int i = extra; i < argc && na < MAX_ARGS * 4 + 14; i++)
 			args[na++] = argv[i];
 		args[na] = NULL;
 		char cmd[8192] = "", line[16384];

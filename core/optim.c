@@ -135,3 +135,37 @@ double hora_lr_at(const struct hora_optim_config *c, int64_t step, int64_t steps
 	}
 	return peak;
 }
+
+/* ---- state for checkpoints (core/checkpoint.c) ------------------------------ */
+
+size_t hora_optim_state_bytes(const struct hora_optim *o)
+{
+	return sizeof(int64_t) + (o->m ? o->n * sizeof(float) : 0) + (o->v ? o->n * sizeof(float) : 0);
+}
+
+void hora_optim_state_save(const struct hora_optim *o, uint8_t *out)
+{
+	memcpy(out, &o->t, sizeof(int64_t));
+	out += sizeof(int64_t);
+	if (o->m) {
+		memcpy(out, o->m, o->n * sizeof(float));
+		out += o->n * sizeof(float);
+	}
+	if (o->v)
+		memcpy(out, o->v, o->n * sizeof(float));
+}
+
+int hora_optim_state_load(struct hora_optim *o, const uint8_t *in, size_t len)
+{
+	if (len != hora_optim_state_bytes(o))
+		return -EINVAL;
+	memcpy(&o->t, in, sizeof(int64_t));
+	in += sizeof(int64_t);
+	if (o->m) {
+		memcpy(o->m, in, o->n * sizeof(float));
+		in += o->n * sizeof(float);
+	}
+	if (o->v)
+		memcpy(o->v, in, o->n * sizeof(float));
+	return 0;
+}

@@ -6,9 +6,14 @@
  * only, BLAS runs one thread by default, and reductions have a fixed order,
  * so the same seed gives bitwise identical parameters.
  *
- * Not here: data sharding across workers and gradient averaging (the
- * distributed optimizer issue adds them around hora_trainer_step).
+ * Distributed (hora_train_run_comm): every rank shuffles with the same seed
+ * and takes a contiguous share of each global batch (shares differ by at
+ * most one sample; all samples are seen once per epoch); the distributed
+ * optimizer averages gradients weighted by the shares, so the update is the
+ * global batch's mean gradient on every rank.
  */
+#include "checkpoint.h"
+#include "distopt.h"
 #include "hora.h"
 #include "log.h"
 #include "trainer.h"
@@ -101,20 +106,117 @@ static int write_metrics(FILE *f, const struct hora_epoch_metrics *m)
 {
 	fprintf(f,
 		"{\"epoch\":%d,\"loss\":%.6f,\"acc\":%.6f,\"val_loss\":%.6f,\"val_acc\":%.6f,"
-		"\"samples_per_s\":%.1f,\"seconds\":%.4f}\n",
-		m->epoch, m->loss, m->acc, m->val_loss, m->val_acc, m->samples_per_s, m->seconds);
+		"\"samples_per_s\":%.1f,\"seconds\":%.4f,\"workers\":%d}\n",
+		m->epoch, m->loss, m->acc, m->val_loss, m->val_acc, m->samples_per_s, m->seconds,
+		m->workers);
 	return fflush(f) == 0 && !ferror(f) ? 0 : -EIO;
 }
 
-int hora_train_run(const struct hora_train_config *cfg, struct hora_train_result *res, char *err,
-		   size_t errlen)
+/* [lo, lo + *n) of [0, total) for rank r of size: contiguous, sizes differ by
+ * at most one */
+static int64_t share(int64_t total, int r, int size, int *n)
+{
+	int64_t base = total / size, rem = total % size;
+	*n = (int)(base + (r < rem));
+	return (int64_t)r * base + (r < rem ? r : rem);
+}
+
+/* stats summed over ranks (f64 so that counts stay exact) */
+static int sum_stats(struct hora_comm *c, struct hora_model_stats *st)
+{
+	if (!c || hora_size(c) == 1)
+		return 0;
+	double v[3] = {st->loss_sum, (double)st->correct, (double)st->n};
+	int rc = hora_allreduce(c, v, v, 3, HORA_F64, HORA_SUM);
+	st->loss_sum = v[0];
+	st->correct = (int64_t)v[1];
+	st->n = (int64_t)v[2];
+	return rc;
+}
+
+/* Rank 0 reads and verifies the checkpoint, then every rank gets its
+ * parameters, optimizer state, epoch, step and RNG state. */
+static int resume(struct hora_comm *c, const struct hora_train_config *cfg, struct hora_trainer *tr,
+		  int *first_epoch, int64_t *step, uint64_t *rng, char *err, size_t errlen)
+{
+	const int rank = hora_rank(c), size = hora_size(c);
+	char cur[HORA_PATH_MAX + 32], prev[HORA_PATH_MAX + 32];
+	if (!cfg->checkpoint_dir[0]) {
+		snprintf(err, errlen, "train.resume needs train.checkpoint.dir");
+		return HORA_ERR_CONFIG;
+	}
+	hora_ckpt_paths(cfg->checkpoint_dir, cur, prev, sizeof(cur));
+	struct hora_ckpt_meta cm = {0};
+	int64_t hdr[5] = {0}; /* status, epoch, step, rng, workers */
+	int rc = 0;
+	if (rank == 0) {
+		rc = hora_ckpt_read(cur, &cm, tr->params, tr->nparams, tr->optim, err, errlen);
+		if (!rc && (cm.workers != size || cm.seed != cfg->seed || strcmp(cm.model, tr->ops->name))) {
+			snprintf(err, errlen, "checkpoint %s was written by a job of %d workers, seed %llu, "
+					      "model %s; this job has %d, seed %llu, model %s",
+				 cur, cm.workers, (unsigned long long)cm.seed, cm.model, size,
+				 (unsigned long long)cfg->seed, tr->ops->name);
+			rc = HORA_ERR_CONFIG;
+		}
+		if (rc && !access(prev, R_OK)) {
+			size_t k = strlen(err);
+			snprintf(err + k, errlen - k, "; the previous checkpoint %s is kept (move it to "
+						      "%s to resume from it)", prev, cur);
+		}
+		hdr[0] = rc;
+		hdr[1] = cm.epoch;
+		hdr[2] = cm.step;
+		memcpy(&hdr[3], &cm.rng, 8);
+		hdr[4] = cm.workers;
+	}
+	if (c && size > 1) {
+		int r2 = hora_broadcast(c, hdr, 5, HORA_I64, 0);
+		if (!r2 && !hdr[0])
+			r2 = hora_broadcast_parameters(c, tr->params, tr->nparams, 0);
+		size_t ob = hora_optim_state_bytes(tr->optim);
+		uint8_t *st = malloc(ob ? ob : 4);
+		if (!st)
+			return -ENOMEM;
+		if (rank == 0)
+			hora_optim_state_save(tr->optim, st);
+		if (!r2 && !hdr[0] && !(r2 = hora_broadcast(c, st, ob / 4, HORA_I32, 0)) && rank)
+			hora_optim_state_load(tr->optim, st, ob);
+		free(st);
+		if (r2) {
+			snprintf(err, errlen, "resume: sharing the checkpoint: %s", hora_comm_last_error(c));
+			return r2;
+		}
+		if (rank && hdr[0]) {
+			snprintf(err, errlen, "rank 0 could not resume from %s (its log says why)", cur);
+			return (int)hdr[0];
+		}
+	}
+	if (hdr[0])
+		return (int)hdr[0];
+	*first_epoch = (int)hdr[1] + 1;
+	*step = hdr[2];
+	memcpy(rng, &hdr[3], 8);
+	if (rank == 0 && !cfg->quiet)
+		printf("resumed from %s: %lld epoch(s) done, step %lld\n", cur, (long long)hdr[1],
+		       (long long)hdr[2]);
+	return 0;
+}
+
+#define BAR_SYNC_STEPS 16 /* the bar shows loss/acc summed over ranks this often */
+
+int hora_train_run_comm(struct hora_comm *c, const struct hora_train_config *cfg,
+			struct hora_train_result *res, char *err, size_t errlen)
 {
 	struct hora_dataset train = {0}, test = {0};
 	struct hora_trainer tr = {0};
+	struct hora_dist_optim *dopt = NULL;
+	struct hora_timeline *tl = NULL;
 	int64_t *order = NULL;
 	FILE *mf = NULL;
 	char msg[HORA_PATH_MAX + 512];
 	int rc;
+	const int rank = hora_rank(c), size = hora_size(c);
+	const bool dist = c && size > 1 && cfg->communication;
 
 	if (res)
 		memset(res, 0, sizeof(*res));
@@ -141,7 +243,7 @@ int hora_train_run(const struct hora_train_config *cfg, struct hora_train_result
 	rc = hora_trainer_init(&tr, cfg, train.rows * train.cols, classes, err, errlen);
 	if (rc)
 		goto out;
-	if (cfg->metrics[0] && !(mf = fopen(cfg->metrics, "w"))) {
+	if (rank == 0 && cfg->metrics[0] && !(mf = fopen(cfg->metrics, "w"))) {
 		snprintf(err, errlen, "metrics: cannot open %s: %s", cfg->metrics, strerror(errno));
 		rc = HORA_ERR_CONFIG;
 		goto out;
@@ -154,33 +256,82 @@ int hora_train_run(const struct hora_train_config *cfg, struct hora_train_result
 	}
 	for (int64_t i = 0; i < train.n; i++)
 		order[i] = i;
+	if (c && size > 1) { /* rank 0's initial parameters everywhere (Horovod's broadcast) */
+		if ((rc = hora_broadcast_parameters(c, tr.params, tr.nparams, 0))) {
+			snprintf(err, errlen, "broadcasting the parameters: %s", hora_comm_last_error(c));
+			goto out;
+		}
+	}
+	if (dist && (rc = hora_dist_optim_create(c, tr.optim, tr.nparams, &cfg->fusion, &dopt))) {
+		snprintf(err, errlen, "distributed optimizer: %s", hora_strerror(rc));
+		goto out;
+	}
+	if (cfg->timeline[0] && c) {
+		if ((rc = hora_barrier(c)) || (rc = hora_timeline_create(rank, &tl))) {
+			snprintf(err, errlen, "timeline: %s", rc == -ENOMEM ? "out of memory" : hora_comm_last_error(c));
+			goto out;
+		}
+		if (dopt)
+			hora_dist_optim_set_timeline(dopt, tl);
+	}
+
+	int first_epoch = 1;
+	int64_t step = 0;
+	uint64_t rng = cfg->seed ^ 0x5eed5eed5eedULL; /* the same shuffle on every rank */
+	if (cfg->resume && (rc = resume(c, cfg, &tr, &first_epoch, &step, &rng, err, errlen)))
+		goto out;
 
 	const int bs = cfg->batch_size;
-	const int64_t steps_per_epoch = (train.n + bs - 1) / bs;
+	const int64_t global_bs = (int64_t)bs * size;
+	const int64_t steps_per_epoch = (train.n + global_bs - 1) / global_bs;
 	const int64_t total = steps_per_epoch * cfg->epochs;
-	uint64_t rng = cfg->seed ^ 0x5eed5eed5eedULL;
 	struct progress pg = {.epochs = cfg->epochs, .steps = steps_per_epoch};
+	const bool talk = rank == 0 && !cfg->quiet;
 	pg.bar = cfg->progress < 0 ? isatty(STDOUT_FILENO) : cfg->progress;
-	if (!cfg->quiet)
+	if (talk) {
 		printf("hora %s: model %s (%zu parameters, %d layers), %lld train / %lld test "
-		       "samples of %dx%d, batch %d, %lld steps/epoch\n",
+		       "samples of %dx%d, batch %d, %lld steps/epoch",
 		       hora_version(), tr.ops->name, tr.nparams, tr.nlayers, (long long)train.n,
 		       (long long)test.n, train.rows, train.cols, bs, (long long)steps_per_epoch);
-	int64_t step = 0;
+		if (size > 1)
+			printf(", %d workers (global batch %lld, lr x %d%s)", size, (long long)global_bs,
+			       cfg->optim.scale_lr_by_size ? size : 1,
+			       cfg->communication ? "" : ", NO gradient averaging");
+		printf("\n");
+	}
 	struct hora_epoch_metrics m = {0};
-	for (int e = 1; e <= cfg->epochs; e++) {
-		struct hora_model_stats st = {0}, vs;
+	for (int e = first_epoch; e <= cfg->epochs; e++) {
+		struct hora_model_stats st = {0}, vs, shown = {0}, junk;
+		for (int64_t i = 0; i < train.n; i++) /* each epoch's order depends on rng only */
+			order[i] = i;
 		shuffle(order, train.n, &rng);
 		pg.epoch = e;
 		pg.t0 = pg.last_draw = now_s();
-		if (pg.bar && !cfg->quiet)
+		if (pg.bar && talk)
 			printf("Epoch %d/%d\n", e, cfg->epochs);
 		double t0 = now_s();
 		for (int64_t s = 0; s < steps_per_epoch; s++, step++) {
-			int64_t lo = s * bs;
-			int n = (int)(train.n - lo < bs ? train.n - lo : bs);
-			double lr = hora_lr_at(&cfg->optim, step, steps_per_epoch, total, 1);
-			rc = hora_trainer_step(&tr, &train, order + lo, n, lr, &st);
+			int64_t lo = s * global_bs;
+			int64_t gn = train.n - lo < global_bs ? train.n - lo : global_bs;
+			int n;
+			int64_t mine = lo + share(gn, rank, size, &n);
+			double lr = hora_lr_at(&cfg->optim, step, steps_per_epoch, total, size);
+			if (!dopt) {
+				rc = n ? hora_trainer_step(&tr, &train, order + mine, n, lr, &st) : 0;
+			} else {
+				/* this rank's share of the global mean; an empty share still
+				 * takes part, with one sample at weight 0 */
+				double w = n == global_bs / size && gn == global_bs ? 1.0 : (double)n * size / (double)gn;
+				hora_dist_optim_begin(dopt, tr.grads, w);
+				rc = hora_trainer_forward_backward(&tr, &train, order + (n ? mine : lo), n ? n : 1,
+								   n ? &st : &junk, hora_dist_optim_grads_ready,
+								   dopt);
+				if (!rc && (rc = hora_dist_optim_step(dopt, tr.params, lr))) {
+					snprintf(err, errlen, "step %lld: averaging gradients: %s", (long long)step,
+						 hora_comm_last_error(c));
+					goto out;
+				}
+			}
 			if (rc) {
 				snprintf(err, errlen, "step %lld: model %s: %s", (long long)step,
 					 tr.ops->name, hora_strerror(rc));
@@ -192,15 +343,34 @@ int hora_train_run(const struct hora_train_config *cfg, struct hora_train_result
 				rc = HORA_ERR_DIVERGED;
 				goto out;
 			}
-			if (pg.bar && !cfg->quiet)
-				bar_draw(&pg, s + 1, &st, 0);
+			if (c && size > 1 && (s + 1) % BAR_SYNC_STEPS == 0 && pg.bar) {
+				shown = st; /* every rank: the same calls in the same order */
+				if ((rc = sum_stats(c, &shown))) {
+					snprintf(err, errlen, "averaging the loss: %s", hora_comm_last_error(c));
+					goto out;
+				}
+			} else if (!c || size == 1) {
+				shown = st;
+			}
+			if (pg.bar && talk)
+				bar_draw(&pg, s + 1, &shown, 0);
 		}
 		double t_train = now_s() - t0;
-		rc = hora_trainer_evaluate(&tr, &test, &vs);
+		/* validation: each rank a contiguous shard of the test set */
+		int vn;
+		int64_t vlo = share(test.n, rank, size, &vn);
+		double tv0 = now_s();
+		rc = hora_trainer_evaluate_range(&tr, &test, vlo, vlo + vn, &vs);
 		if (rc) {
 			snprintf(err, errlen, "evaluate: model %s: %s", tr.ops->name, hora_strerror(rc));
 			goto out;
 		}
+		if ((rc = sum_stats(c, &st)) || (rc = sum_stats(c, &vs))) {
+			snprintf(err, errlen, "averaging the epoch's metrics: %s", hora_comm_last_error(c));
+			goto out;
+		}
+		if (tl)
+			hora_timeline_span(tl, 0, "evaluate", tv0, now_s(), 0);
 		m = (struct hora_epoch_metrics){
 			.epoch = e,
 			.loss = st.loss_sum / (double)st.n,
@@ -209,8 +379,9 @@ int hora_train_run(const struct hora_train_config *cfg, struct hora_train_result
 			.val_acc = vs.n ? (double)vs.correct / (double)vs.n : NAN,
 			.samples_per_s = (double)st.n / t_train,
 			.seconds = now_s() - t0,
+			.workers = size,
 		};
-		if (!cfg->quiet) {
+		if (talk) {
 			if (pg.bar) {
 				bar_draw(&pg, steps_per_epoch, &st, 1);
 				printf(" - val_loss: %.4f - val_acc: %.4f - %.0f samples/s\n", m.val_loss,
@@ -228,11 +399,30 @@ int hora_train_run(const struct hora_train_config *cfg, struct hora_train_result
 			rc = -EIO;
 			goto out;
 		}
+		if (rank == 0 && cfg->checkpoint_dir[0] && cfg->checkpoint_every > 0 &&
+		    (e % cfg->checkpoint_every == 0 || e == cfg->epochs)) {
+			struct hora_ckpt_meta cm = {.epoch = e, .workers = size, .step = step, .rng = rng,
+						    .seed = cfg->seed, .nparams = tr.nparams};
+			snprintf(cm.model, sizeof(cm.model), "%s", tr.ops->name);
+			double tc0 = now_s();
+			if ((rc = hora_ckpt_write(cfg->checkpoint_dir, &cm, tr.params, tr.optim, err, errlen)))
+				goto out; /* the previous checkpoint is still there */
+			if (tl)
+				hora_timeline_span(tl, 0, "checkpoint", tc0, now_s(), 0);
+		}
 	}
+	if (tl && (rc = hora_timeline_write(tl, c, cfg->timeline, err, errlen)))
+		goto out;
 	if (res) {
 		res->last = m;
 		res->steps = step;
 		res->nparams = tr.nparams;
+		if (dopt) {
+			struct hora_dist_stats ds;
+			hora_dist_optim_stats(dopt, &ds);
+			res->allreduce_s = ds.allreduce_s;
+			res->allreduce_hidden_s = ds.hidden_s;
+		}
 		res->params = malloc(tr.nparams * sizeof(float));
 		if (!res->params) {
 			rc = -ENOMEM;
@@ -246,10 +436,18 @@ out:
 	if (mf)
 		fclose(mf);
 	free(order);
+	hora_dist_optim_destroy(dopt);
+	hora_timeline_destroy(tl);
 	hora_trainer_deinit(&tr);
 	hora_dataset_deinit(&train);
 	hora_dataset_deinit(&test);
 	return rc;
+}
+
+int hora_train_run(const struct hora_train_config *cfg, struct hora_train_result *res, char *err,
+		   size_t errlen)
+{
+	return hora_train_run_comm(NULL, cfg, res, err, errlen);
 }
 
 void hora_train_result_deinit(struct hora_train_result *res)

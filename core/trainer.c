@@ -123,14 +123,29 @@ int hora_trainer_step(struct hora_trainer *t, const struct hora_dataset *ds, con
 	return 0;
 }
 
+int hora_trainer_forward_backward(struct hora_trainer *t, const struct hora_dataset *ds,
+				  const int64_t *idx, int n, struct hora_model_stats *stats,
+				  hora_grads_ready_fn ready, void *arg)
+{
+	hora_dataset_gather(ds, idx, n, t->x, t->y);
+	struct hora_batch b = {t->x, t->y, n};
+	return t->ops->forward_backward(t->model, t->params, t->grads, &b, stats, ready, arg);
+}
+
 int hora_trainer_evaluate(struct hora_trainer *t, const struct hora_dataset *ds,
 			  struct hora_model_stats *stats)
+{
+	return hora_trainer_evaluate_range(t, ds, 0, ds->n, stats);
+}
+
+int hora_trainer_evaluate_range(struct hora_trainer *t, const struct hora_dataset *ds, int64_t lo,
+				int64_t hi, struct hora_model_stats *stats)
 {
 	int64_t idx[EVAL_BATCH];
 	memset(stats, 0, sizeof(*stats));
 	int n;
-	for (int64_t i = 0; i < ds->n; i += n) {
-		n = (int)(ds->n - i < EVAL_BATCH ? ds->n - i : EVAL_BATCH); /* max_batch >= EVAL_BATCH */
+	for (int64_t i = lo; i < hi; i += n) {
+		n = (int)(hi - i < EVAL_BATCH ? hi - i : EVAL_BATCH); /* max_batch >= EVAL_BATCH */
 		for (int j = 0; j < n; j++)
 			idx[j] = i + j;
 		hora_dataset_gather(ds, idx, n, t->x, t->y);

@@ -39,8 +39,16 @@ void hora_trainer_deinit(struct hora_trainer *t);
 int hora_trainer_step(struct hora_trainer *t, const struct hora_dataset *ds, const int64_t *idx,
 		      int n, double lr, struct hora_model_stats *stats);
 
-/* Evaluate on all of ds; fills *stats. Returns 0 or -errno. */
+/* Forward and backward only (gradients in t->grads, ready called as they
+ * become final); the caller steps the optimizer. */
+int hora_trainer_forward_backward(struct hora_trainer *t, const struct hora_dataset *ds,
+				  const int64_t *idx, int n, struct hora_model_stats *stats,
+				  hora_grads_ready_fn ready, void *arg);
+
+/* Evaluate on all of ds, or on samples [lo, hi); fills *stats. Returns 0 or -errno. */
 int hora_trainer_evaluate(struct hora_trainer *t, const struct hora_dataset *ds,
 			  struct hora_model_stats *stats);
+int hora_trainer_evaluate_range(struct hora_trainer *t, const struct hora_dataset *ds, int64_t lo,
+				int64_t hi, struct hora_model_stats *stats);
 
 #endif

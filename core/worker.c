@@ -1,8 +1,10 @@
 /* worker.c - `hora seed` and `hora worker`: a process that joins the cluster
  * through seeds, keeps SWIM membership on its comm thread, and follows the
- * agreed views. Today's job for a worker is the trivial one: print every
- * view it installs with its rank (training joins with the distributed
- * optimizer issue). SIGTERM/SIGINT leave gracefully.
+ * agreed views. A worker started from a cluster file with a train section
+ * trains it together with the other workers (hora_init +
+ * hora_train_run_comm); otherwise, or with --until-full-view, it runs the
+ * membership only and prints every view it installs with its rank.
+ * SIGTERM/SIGINT leave gracefully.
  *
  * Secret: cluster.secret_file (--secret-file) or HORA_SECRET, never argv.
  */
@@ -46,6 +48,11 @@ struct node_opts {
 	struct hora_swim_cfg swim;
 	int join_timeout_ms;
 	int run_ms; /* 0 = until a signal */
+	int train;  /* 1 --train, 0 --no-train, -1 = if the file has a train section */
+	const char *sets[64];
+	int nsets;
+	const char *metrics, *timeline;
+	bool resume;
 };
 
 static int parse_common(int c, const char *arg, struct node_opts *o, const char *prog)
@@ -214,15 +221,78 @@ static int run_node(struct node_opts *o, enum hora_swim_role role, const char *p
 	return rc;
 }
 
+/* The job of a launched worker: the train section of the cluster file,
+ * distributed over every worker (hora_init, hora_train_run_comm). */
+static int run_training(struct node_opts *o, const char *prog)
+{
+	struct hora_train_config tc;
+	hora_train_config_defaults(&tc);
+	char err[2048];
+	int nkeys = 0;
+	if (hora_config_load_train(&tc, o->config, &nkeys, err, sizeof(err))) {
+		fprintf(stderr, "%s: %s\n", prog, err);
+		return 2;
+	}
+	if (!nkeys && o->train < 0)
+		return run_node(o, HORA_SWIM_WORKER, prog); /* no train section: membership only */
+	for (int i = 0; i < o->nsets; i++) {
+		char key[256];
+		const char *eq = strchr(o->sets[i], '=');
+		if (!eq || (size_t)(eq - o->sets[i]) >= sizeof(key)) {
+			fprintf(stderr, "%s: --set wants KEY=VALUE (got '%s')\n", prog, o->sets[i]);
+			return 2;
+		}
+		snprintf(key, sizeof(key), "%.*s", (int)(eq - o->sets[i]), o->sets[i]);
+		if (strncmp(key, "train.", 6))
+			continue; /* cluster keys: applied by hora launch and hora_init's file */
+		if (hora_config_set(&tc, key, eq + 1, err, sizeof(err))) {
+			fprintf(stderr, "%s: --set: %s\n", prog, err);
+			return 2;
+		}
+	}
+	if (o->metrics)
+		snprintf(tc.metrics, sizeof(tc.metrics), "%s", o->metrics);
+	if (o->timeline)
+		snprintf(tc.timeline, sizeof(tc.timeline), "%s", o->timeline);
+	else if (getenv("HORA_TIMELINE") && *getenv("HORA_TIMELINE"))
+		snprintf(tc.timeline, sizeof(tc.timeline), "%s", getenv("HORA_TIMELINE"));
+	if (o->resume)
+		tc.resume = 1;
+	char gs[16];
+	snprintf(gs, sizeof(gs), "%d", o->proc);
+	setenv("HORA_PROC", gs, 1);
+	struct hora_comm *c;
+	if (hora_init(o->config, &c, err, sizeof(err))) {
+		fprintf(stderr, "%s: worker %d: %s\n", prog, o->proc, err);
+		return 1;
+	}
+	struct hora_train_result res;
+	int rc = hora_train_run_comm(c, &tc, &res, err, sizeof(err));
+	if (rc) {
+		fprintf(stderr, "%s: rank %d: %s\n", prog, hora_rank(c), err);
+	} else if (hora_rank(c) == 0 && !tc.quiet && hora_size(c) > 1 && res.allreduce_s > 0) {
+		printf("gradient averaging: %.2f s on the communication thread, %.0f %% of it hidden "
+		       "behind forward/backward\n",
+		       res.allreduce_s, 100.0 * res.allreduce_hidden_s / res.allreduce_s);
+	}
+	hora_train_result_deinit(&res);
+	hora_finalize(c);
+	return rc == HORA_ERR_CONFIG || rc == HORA_ERR_DATA || rc == HORA_ERR_MODEL ? 2 : rc ? 1 : 0;
+}
+
 static void usage(FILE *f, const char *what)
 {
 	fprintf(f,
 		"usage: hora %s [--config CLUSTER.yaml [--proc G]] [--listen IP:PORT] [--seed IP:PORT]...\n"
 		"       [--secret-file F] [--probe-interval-ms 200] [--suspect-timeout-ms 1000]\n"
 		"       %s[--run-ms N]\n"
+		"       worker only: [--train | --no-train] [--set train.KEY=VALUE]... [--metrics F]\n"
+		"       [--timeline F] [--resume]\n"
 		"  With --config, worker G (--proc, or SLURM_PROCID / OMPI_COMM_WORLD_RANK / PMI_RANK /\n"
 		"  HORA_PROC) of the file binds its node's host at port_base + 1 + G. Flags override\n"
-		"  the file. The cluster secret comes from the file's secret_file or HORA_SECRET.\n",
+		"  the file. The cluster secret comes from the file's secret_file or HORA_SECRET.\n"
+		"  A worker with --config whose file has a train section trains it with every other\n"
+		"  worker of the file (unless --until-full-view or --no-train).\n",
 		what, strcmp(what, "worker") ? "" : "[--expect N] [--until-full-view] ");
 }
 
@@ -237,6 +307,12 @@ static const struct option common_opts[] = {
 	{"config", required_argument, 0, 'c'},
 	{"proc", required_argument, 0, 'P'},
 	{"until-full-view", no_argument, 0, 'u'},
+	{"train", no_argument, 0, 'T'},
+	{"no-train", no_argument, 0, 'N'},
+	{"set", required_argument, 0, 'V'},
+	{"metrics", required_argument, 0, 'M'},
+	{"timeline", required_argument, 0, 'L'},
+	{"resume", no_argument, 0, 'R'},
 	{"help", no_argument, 0, 'h'},
 	{0, 0, 0, 0},
 };
@@ -246,8 +322,6 @@ static const struct option common_opts[] = {
 static int apply_cluster(struct node_opts *o, const struct hora_cluster_config *cc,
 			 enum hora_swim_role role, const char *prog)
 {
-	static const char *const env[] = {"HORA_PROC", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK",
-					  "PMI_RANK"};
 	o->swim = cc->membership;
 	o->join_timeout_ms = cc->join_timeout_ms;
 	snprintf(o->secret_buf, sizeof(o->secret_buf), "%s", cc->secret_file);
@@ -258,23 +332,15 @@ static int apply_cluster(struct node_opts *o, const struct hora_cluster_config *
 			o->nseeds++;
 	if (role != HORA_SWIM_WORKER)
 		return 0;
-	for (int i = 0; i < 4 && o->proc < 0; i++)
-		if (getenv(env[i]))
-			o->proc = atoi(getenv(env[i]));
 	if (o->proc < 0)
-		o->proc = 0;
+		o->proc = hora_cluster_proc_from_env();
 	int local, node = hora_cluster_locate(cc, o->proc, &local);
 	if (node < 0) {
 		fprintf(stderr, "%s: worker %d does not exist: %s has %d workers\n", prog, o->proc,
 			cc->file, hora_cluster_size(cc));
 		return 2;
 	}
-	/* views order members by uid: put the worker index in the high bits, so
-	 * that in a launched cluster rank g is worker g while all are alive */
-	uint64_t r;
-	if (getrandom(&r, sizeof(r), 0) != sizeof(r))
-		r = (uint64_t)time(NULL) ^ (uint64_t)getpid();
-	o->swim.uid = ((uint64_t)(o->proc + 1) << 40) | (r & ((1ull << 40) - 1));
+	o->swim.uid = hora_cluster_uid(o->proc);
 	snprintf(o->listen_buf, sizeof(o->listen_buf), "%s:%d", cc->nodes[node].host,
 		 cc->port_base + 1 + o->proc);
 	o->listen = o->listen_buf;
@@ -286,7 +352,7 @@ static int cmd_node(int argc, char **argv, enum hora_swim_role role)
 	const char *what = role == HORA_SWIM_SEED ? "seed" : "worker";
 	char prog[32];
 	snprintf(prog, sizeof(prog), "hora %s", what);
-	struct node_opts o = {.join_timeout_ms = 10000, .proc = -1};
+	struct node_opts o = {.join_timeout_ms = 10000, .proc = -1, .train = -1};
 	hora_swim_cfg_default(&o.swim);
 	int c;
 	/* pass 1: --config and --proc, so that flags (pass 2) override the file */
@@ -319,6 +385,22 @@ static int cmd_node(int argc, char **argv, enum hora_swim_role role)
 			o.until_full = true;
 			continue;
 		}
+		if (c == 'T' || c == 'N') {
+			o.train = c == 'T';
+			continue;
+		}
+		if (c == 'V' && o.nsets < 64) {
+			o.sets[o.nsets++] = optarg;
+			continue;
+		}
+		if (c == 'M' || c == 'L') {
+			*(c == 'M' ? &o.metrics : &o.timeline) = optarg;
+			continue;
+		}
+		if (c == 'R') {
+			o.resume = true;
+			continue;
+		}
 		if (c == 'h') {
 			usage(stdout, what);
 			return 0;
@@ -345,6 +427,8 @@ static int cmd_node(int argc, char **argv, enum hora_swim_role role)
 	}
 	if (!o.config || o.swim.ping_timeout_ms >= o.swim.probe_interval_ms)
 		o.swim.ping_timeout_ms = o.swim.probe_interval_ms * 2 / 5;
+	if (role == HORA_SWIM_WORKER && o.config && !o.until_full && o.train != 0)
+		return run_training(&o, prog);
 	return run_node(&o, role, prog);
 }
 

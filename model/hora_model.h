@@ -49,9 +49,12 @@ struct hora_model_layer {
 	size_t count;  /* floats in this layer (weights then bias) */
 };
 
-/* Called by backward as soon as the gradients of `layer` (offset/count as in
- * the layout) are final. Backward runs output to input, so layers arrive in
- * decreasing order. Called on the thread that runs forward_backward. */
+/* Called by backward as soon as gradients [offset, offset + count) of
+ * `layer` are final: the whole layer at once, or the layer in pieces (the
+ * reference MLP reports its bias, then row blocks of its weights). Ranges
+ * arrive in decreasing offset order, each one right below the previous, and
+ * together cover every parameter once per step; the sequence is the same on
+ * every step. Called on the thread that runs forward_backward. */
 typedef void (*hora_grads_ready_fn)(void *arg, int layer, size_t offset, size_t count);
 
 /* A batch: `n` samples, x is (n, input_dim) row-major floats in [0,1],

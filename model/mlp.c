@@ -138,10 +138,28 @@ static int mlp_forward_backward(void *state, const float *params, float *grads,
 		const float *in = l ? m->act[l - 1] : b->x;
 		const float *w = params + m->layers[l].offset;
 		float *gw = grads + m->layers[l].offset;
-		/* dW = in^T . dz ; db = colsum(dz) */
-		hora_nn_sgemm(m->common.trace, true, false, din, dout, n, in, din, dz, dout, 0.0f, gw,
-			      dout);
-		hora_nn_bias_grad(dz, n, dout, gw + (size_t)din * dout);
+		const size_t off = m->layers[l].offset, wcount = (size_t)din * dout;
+		if (!ready) {
+			/* dW = in^T . dz ; db = colsum(dz) */
+			hora_nn_sgemm(m->common.trace, true, false, din, dout, n, in, din, dz, dout, 0.0f,
+				      gw, dout);
+			hora_nn_bias_grad(dz, n, dout, gw + wcount);
+		} else {
+			/* the same in pieces that are final one after the other, highest
+			 * offsets first (bias, then row blocks of dW from the last), so
+			 * their averaging starts while the rest is still computing */
+			hora_nn_bias_grad(dz, n, dout, gw + wcount);
+			ready(arg, l, off + wcount, (size_t)dout);
+			int nblk = wcount >= 16384 ? (din / 32 < 8 ? din / 32 : 8) : 1;
+			if (nblk < 1)
+				nblk = 1;
+			for (int k = nblk - 1; k >= 0; k--) {
+				int r0 = din * k / nblk, r1 = din * (k + 1) / nblk;
+				hora_nn_sgemm(m->common.trace, true, false, r1 - r0, dout, n, in + r0, din, dz,
+					      dout, 0.0f, gw + (size_t)r0 * dout, dout);
+				ready(arg, l, off + (size_t)r0 * dout, (size_t)(r1 - r0) * dout);
+			}
+		}
 		if (l > 0) {
 			/* d(in) = dz . W^T, then through the ReLU of layer l-1 */
 			float *dnext = dz == m->delta[0] ? m->delta[1] : m->delta[0];
@@ -150,8 +168,6 @@ static int mlp_forward_backward(void *state, const float *params, float *grads,
 			hora_nn_relu_backward(dnext, m->act[l - 1], (size_t)n * din);
 			dz = dnext;
 		}
-		if (ready)
-			ready(arg, l, m->layers[l].offset, m->layers[l].count);
 	}
 	return 0;
 }

@@ -1,0 +1,26 @@
+/* comm.h - internals of the public communicator shared inside core/
+ * (hora_init builds one from a cluster file; the distributed optimizer and
+ * the timeline read the times of its requests). */
+#ifndef HORA_CORE_COMM_H
+#define HORA_CORE_COMM_H
+
+#include "hora.h"
+#include "net/coll.h"
+
+/* Create from a full transport configuration (hora_comm_create builds one
+ * of these from its public config). nc->opts.secret must be set. */
+int hora_comm_create_net(const struct hora_net_comm_cfg *nc, enum hora_algo algo,
+			 struct hora_comm **out, char *err, size_t errlen);
+
+/* The communicator owns loop from now on (the membership loop of hora_init:
+ * it keeps gossiping while the job runs) and destroys it last. */
+void hora_comm_own_loop(struct hora_comm *c, struct hora_net_loop *loop);
+struct hora_net_loop *hora_comm_loop(const struct hora_comm *c);
+
+/* hora_wait that also returns when the request started and finished
+ * executing (CLOCK_MONOTONIC seconds). */
+int hora_wait_timed(struct hora_request *req, double *start, double *end);
+
+double hora_now(void); /* CLOCK_MONOTONIC seconds */
+
+#endif

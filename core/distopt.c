@@ -1,0 +1,297 @@
+/* distopt.c - the distributed optimizer: tensor fusion and gradient
+ * averaging overlapped with backward.
+ *
+ * Backward reports gradient ranges as they become final, output layer
+ * first (hora_grads_ready_fn). Consecutive ranges are adjacent in the flat
+ * gradient buffer (the layout tiles it in order), so a fusion buffer is
+ * simply a contiguous slice of the gradients, averaged in place: no packing
+ * copy. When a buffer closes, its allreduce is queued on the communicator's
+ * background thread and backward goes on; the step waits for all of them
+ * and then runs the wrapped optimizer on the average.
+ *
+ * All ranks must cut the same buffers, or their calls would not match. By
+ * default buffers are cut by size only, which every rank computes alike and
+ * which keeps runs reproducible (and --resume bitwise equal to an
+ * uninterrupted run: buffer boundaries decide each element's summation
+ * order). With a cycle time, the first step cuts by size while rank 0 times
+ * when each range became ready; it then plans buffers with both the byte
+ * threshold and the cycle time, broadcasts the plan once, and every rank
+ * follows it from the second step on.
+ */
+#include "comm.h"
+#include "distopt.h"
+#include "hora.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct bucket {
+	size_t off, cnt;
+	struct hora_request *req;
+	int events; /* ranges in it */
+};
+
+struct hora_dist_optim {
+	struct hora_comm *c;
+	struct hora_optim *inner;
+	size_t nparams;
+	struct hora_fusion_config fc;
+	float *grads;
+	double weight;
+	/* the plan: close the buffer after event k when close_after[k] */
+	int planned;
+	int32_t *close_after;
+	double *ev_time;       /* first step: when each range was ready */
+	size_t *ev_off, *ev_cnt; /* first step: the ranges */
+	int nev, capev;
+	/* the open buffer */
+	int open;
+	size_t cur_off, cur_cnt;
+	int cur_events;
+	struct bucket *b;
+	int nb, capb;
+	int err;
+	/* this step */
+	double t_begin, t_fb_end;
+	struct hora_dist_stats st;
+	struct hora_timeline *tl;
+};
+
+static size_t env_size(const char *name, size_t dflt)
+{
+	const char *v = getenv(name);
+	if (!v || !*v)
+		return dflt;
+	char *end;
+	double x = strtod(v, &end);
+	return *end || x < 0 ? dflt : (size_t)x;
+}
+
+int hora_dist_optim_create(struct hora_comm *c, struct hora_optim *inner, size_t nparams,
+			   const struct hora_fusion_config *fusion, struct hora_dist_optim **out)
+{
+	*out = NULL;
+	if (!c || !inner)
+		return -EINVAL;
+	struct hora_dist_optim *d = calloc(1, sizeof(*d));
+	if (!d)
+		return -ENOMEM;
+	d->c = c;
+	d->inner = inner;
+	d->nparams = nparams;
+	d->fc.threshold_bytes = fusion && fusion->threshold_bytes ? fusion->threshold_bytes : 64 << 10;
+	d->fc.cycle_time_ms = fusion && fusion->cycle_time_ms > 0 ? fusion->cycle_time_ms : 0.0;
+	d->fc.threshold_bytes = env_size("HORA_FUSION_THRESHOLD", d->fc.threshold_bytes);
+	const char *ct = getenv("HORA_CYCLE_TIME_MS");
+	if (ct && *ct && atof(ct) >= 0)
+		d->fc.cycle_time_ms = atof(ct);
+	d->weight = 1.0;
+	d->planned = d->fc.cycle_time_ms <= 0; /* sizes only: the same plan from the first step */
+	*out = d;
+	return 0;
+}
+
+void hora_dist_optim_destroy(struct hora_dist_optim *d)
+{
+	if (!d)
+		return;
+	for (int i = 0; i < d->nb; i++)
+		if (d->b[i].req)
+			hora_wait(d->b[i].req);
+	free(d->b);
+	free(d->close_after);
+	free(d->ev_time);
+	free(d->ev_off);
+	free(d->ev_cnt);
+	free(d);
+}
+
+void hora_dist_optim_set_timeline(struct hora_dist_optim *d, struct hora_timeline *tl)
+{
+	d->tl = tl;
+}
+
+const struct hora_fusion_config *hora_dist_optim_fusion(const struct hora_dist_optim *d)
+{
+	return &d->fc;
+}
+
+void hora_dist_optim_begin(struct hora_dist_optim *d, float *grads, double weight)
+{
+	d->grads = grads;
+	d->weight = weight;
+	d->nev = 0;
+	d->open = 0;
+	d->nb = 0;
+	d->t_begin = hora_now();
+}
+
+static void close_bucket(struct hora_dist_optim *d)
+{
+	if (!d->open)
+		return;
+	d->open = 0;
+	if (d->err)
+		return;
+	if (d->nb == d->capb) {
+		int cap = d->capb ? 2 * d->capb : 16;
+		struct bucket *nb = realloc(d->b, (size_t)cap * sizeof(*nb));
+		if (!nb) {
+			d->err = -ENOMEM;
+			return;
+		}
+		d->b = nb;
+		d->capb = cap;
+	}
+	float *g = d->grads + d->cur_off;
+	if (d->weight != 1.0) { /* this rank's share of an uneven global batch */
+		const float w = (float)d->weight;
+		for (size_t i = 0; i < d->cur_cnt; i++)
+			g[i] *= w;
+	}
+	struct bucket *b = &d->b[d->nb];
+	*b = (struct bucket){.off = d->cur_off, .cnt = d->cur_cnt, .events = d->cur_events};
+	int rc = hora_allreduce_async(d->c, g, g, d->cur_cnt, HORA_F32, HORA_AVG, &b->req);
+	if (rc)
+		d->err = rc;
+	else
+		d->nb++;
+}
+
+/* the first step records every range; later steps have exactly as many */
+static int grow_events(struct hora_dist_optim *d)
+{
+	if (d->planned && d->fc.cycle_time_ms > 0)
+		return -EPROTO; /* more ranges than in the planned step: the model changed */
+	int cap = d->capev ? 2 * d->capev : 64;
+	double *t = realloc(d->ev_time, (size_t)cap * sizeof(*t));
+	if (t)
+		d->ev_time = t;
+	size_t *o = realloc(d->ev_off, (size_t)cap * sizeof(*o));
+	if (o)
+		d->ev_off = o;
+	size_t *n = realloc(d->ev_cnt, (size_t)cap * sizeof(*n));
+	if (n)
+		d->ev_cnt = n;
+	int32_t *p = realloc(d->close_after, (size_t)cap * sizeof(*p));
+	if (p)
+		d->close_after = p;
+	if (!t || !o || !n || !p)
+		return -ENOMEM;
+	d->capev = cap;
+	return 0;
+}
+
+void hora_dist_optim_grads_ready(void *arg, int layer, size_t offset, size_t count)
+{
+	struct hora_dist_optim *d = arg;
+	(void)layer;
+	if (d->err)
+		return;
+	int rc;
+	if (d->nev >= d->capev && (rc = grow_events(d))) {
+		d->err = rc;
+		return;
+	}
+	const int k = d->nev++;
+	if (!d->planned || d->fc.cycle_time_ms <= 0) {
+		d->ev_time[k] = hora_now();
+		d->ev_off[k] = offset;
+		d->ev_cnt[k] = count;
+	}
+	/* a range that does not sit right below the open buffer starts a new one */
+	if (d->open && offset + count != d->cur_off)
+		close_bucket(d);
+	if (d->open) {
+		d->cur_off = offset;
+		d->cur_cnt += count;
+		d->cur_events++;
+	} else {
+		d->open = 1;
+		d->cur_off = offset;
+		d->cur_cnt = count;
+		d->cur_events = 1;
+	}
+	bool timed = d->fc.cycle_time_ms > 0 && d->planned;
+	bool close = timed ? d->close_after[k] != 0 : d->cur_cnt * sizeof(float) >= d->fc.threshold_bytes;
+	if (close)
+		close_bucket(d);
+}
+
+/* rank 0 cuts buffers by threshold and cycle time from the first step's
+ * timings; everyone gets the plan */
+static int make_plan(struct hora_dist_optim *d)
+{
+	const int n = d->nev;
+	if (hora_rank(d->c) == 0) {
+		size_t bytes = 0;
+		double t_first = 0;
+		for (int k = 0; k < n; k++) {
+			if (!bytes)
+				t_first = d->ev_time[k];
+			bytes += d->ev_cnt[k] * sizeof(float);
+			bool late = k + 1 < n && (d->ev_time[k + 1] - t_first) * 1e3 > d->fc.cycle_time_ms;
+			bool gap = k + 1 < n && d->ev_off[k + 1] + d->ev_cnt[k + 1] != d->ev_off[k];
+			d->close_after[k] = bytes >= d->fc.threshold_bytes || late || k == n - 1;
+			if (d->close_after[k] || gap)
+				bytes = 0;
+		}
+	}
+	int rc = hora_broadcast(d->c, d->close_after, (size_t)n, HORA_I32, 0);
+	if (!rc)
+		d->planned = 1;
+	return rc;
+}
+
+int hora_dist_optim_step(struct hora_dist_optim *d, float *params, double lr)
+{
+	d->t_fb_end = hora_now();
+	close_bucket(d);
+	int rc = d->err;
+	double t_wait0 = hora_now(), busy = 0, hidden = 0;
+	for (int i = 0; i < d->nb; i++) {
+		double s = 0, e = 0;
+		int r2 = hora_wait_timed(d->b[i].req, &s, &e);
+		d->b[i].req = NULL;
+		if (!rc)
+			rc = r2;
+		if (e > s) {
+			busy += e - s;
+			double hs = s > d->t_begin ? s : d->t_begin, he = e < d->t_fb_end ? e : d->t_fb_end;
+			if (he > hs)
+				hidden += he - hs;
+			if (d->tl)
+				hora_timeline_span(d->tl, 1, "allreduce", s, e, d->b[i].cnt * sizeof(float));
+		}
+	}
+	double t_wait1 = hora_now();
+	if (d->tl) {
+		hora_timeline_span(d->tl, 0, "forward_backward", d->t_begin, d->t_fb_end, 0);
+		if (t_wait1 > t_wait0)
+			hora_timeline_span(d->tl, 0, "wait", t_wait0, t_wait1, 0);
+	}
+	d->st.steps++;
+	d->st.allreduce_s += busy;
+	d->st.hidden_s += hidden;
+	d->st.wait_s += t_wait1 - t_wait0;
+	d->st.buffers += d->nb;
+	if (rc) {
+		d->err = rc;
+		return rc;
+	}
+	if (!d->planned && (rc = make_plan(d)))
+		return d->err = rc;
+	double t0 = hora_now();
+	hora_optim_step(d->inner, params, d->grads, lr);
+	if (d->tl)
+		hora_timeline_span(d->tl, 0, "optimizer_step", t0, hora_now(), 0);
+	d->nb = 0;
+	return 0;
+}
+
+void hora_dist_optim_stats(const struct hora_dist_optim *d, struct hora_dist_stats *st)
+{
+	*st = d->st;
+}
