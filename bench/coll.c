@@ -44,7 +44,7 @@ static const char *const coll_name[] = {"allreduce", "broadcast", "allgather", "
 
 struct opts {
 	enum coll coll;
-	int n, algo, crossover, bind;
+	int n, algo, crossover, bind, sockets;
 	size_t lo, hi, segment;
 	enum hora_dtype t;
 	enum hora_op op;
@@ -208,6 +208,7 @@ static int run_rank(const struct opts *o, int rank, const char *const *addrs, co
 	cfg.addrs = addrs;
 	cfg.segment_bytes = o->segment;
 	cfg.algorithm = (enum hora_algo)o->algo;
+	cfg.sockets_per_peer = o->sockets;
 	if (secret) {
 		cfg.secret = secret;
 		cfg.secret_len = slen;
@@ -440,6 +441,7 @@ static void usage(FILE *f)
 		   "         [--algo auto|ring|latency|direct] [--segment BYTES] [--setup lo|netns] [--rate 1gbit]\n"
 		   "         [--json F] [--plot F.png] [--anchors RUN.json] [--crossover] [--port BASE]\n"
 		   "         [--bind core|none]   (default: core when ranks <= CPUs, as mpirun)\n"
+		   "         [--sockets K]        (TCP streams per peer for the ring, default 1)\n"
 		   "       hora bench <coll> --rank R --addrs IP:PORT,IP:PORT,... [same options]\n");
 }
 
@@ -455,6 +457,7 @@ int hora_bench_coll(const char *what, int argc, char **argv)
 		{"plot", required_argument, 0, 'P'}, {"anchors", required_argument, 0, 'A'},
 		{"crossover", no_argument, 0, 'x'}, {"rank", required_argument, 0, 'r'},
 		{"addrs", required_argument, 0, 'd'}, {"bind", required_argument, 0, 'b'},
+		{"sockets", required_argument, 0, 'K'},
 		{"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
 	};
 	struct opts o = {.n = 2, .bind = -2, .lo = 8, .hi = 64 << 20, .t = HORA_F32, .op = HORA_SUM, .setup = "lo",
@@ -500,6 +503,7 @@ int hora_bench_coll(const char *what, int argc, char **argv)
 		case 'x': o.crossover = 1; break;
 		case 'r': rank = atoi(optarg); break;
 		case 'd': addrlist = optarg; break;
+		case 'K': o.sockets = atoi(optarg); break;
 		case 'b': o.bind = !strcmp(optarg, "core") ? 1 : !strcmp(optarg, "none") ? 0 : -1; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
@@ -507,7 +511,7 @@ int hora_bench_coll(const char *what, int argc, char **argv)
 	}
 	if (o.bind == -2) /* mpirun's default: bind to a core unless oversubscribed */
 		o.bind = o.n <= sysconf(_SC_NPROCESSORS_ONLN);
-	if (o.n < 1 || o.n > 64 || o.lo > o.hi || o.algo < 0 || o.bind < 0 || (int)o.t < 0 || (int)o.op < 0 ||
+	if (o.n < 1 || o.n > 64 || o.lo > o.hi || o.algo < 0 || o.bind < 0 || o.sockets < 0 || o.sockets > 64 || (int)o.t < 0 || (int)o.op < 0 ||
 	    (strcmp(o.setup, "lo") && strcmp(o.setup, "netns"))) {
 		usage(stderr);
 		fprintf(stderr, "hora bench %s: need 1 <= ranks <= 64, lo <= hi sizes, a known dtype, op, algo and setup\n",
