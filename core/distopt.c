@@ -45,7 +45,7 @@ struct hora_dist_optim {
 	int32_t *close_after;
 	double *ev_time;       /* first step: when each range was ready */
 	size_t *ev_off, *ev_cnt; /* first step: the ranges */
-	int nev, capev;
+	int nev, capev, last_nev; /* last_nev: ranges of the last complete step */
 	/* the open buffer */
 	int open;
 	size_t cur_off, cur_cnt;
@@ -272,6 +272,7 @@ int hora_dist_optim_step(struct hora_dist_optim *d, float *params, double lr)
 		if (t_wait1 > t_wait0)
 			hora_timeline_span(d->tl, 0, "wait", t_wait0, t_wait1, 0);
 	}
+	d->last_nev = d->nev;
 	d->st.steps++;
 	d->st.allreduce_s += busy;
 	d->st.hidden_s += hidden;
@@ -288,6 +289,17 @@ int hora_dist_optim_step(struct hora_dist_optim *d, float *params, double lr)
 	if (d->tl)
 		hora_timeline_span(d->tl, 0, "optimizer_step", t0, hora_now(), 0);
 	d->nb = 0;
+	return 0;
+}
+
+int hora_dist_optim_replay_zero(struct hora_dist_optim *d)
+{
+	if (!d->last_nev || d->fc.cycle_time_ms > 0)
+		return -ENOENT;
+	memset(d->grads, 0, d->nparams * sizeof(float));
+	const int n = d->last_nev;
+	for (int k = 0; k < n; k++) /* ev_off/ev_cnt hold every step's ranges in sizes-only mode */
+		hora_dist_optim_grads_ready(d, 0, d->ev_off[k], d->ev_cnt[k]);
 	return 0;
 }
 

@@ -30,6 +30,11 @@ struct hora_dist_stats {
 	double wait_s;      /* time the step waited for them */
 };
 void hora_dist_optim_stats(const struct hora_dist_optim *d, struct hora_dist_stats *st);
+/* A rank without samples in this step: after hora_dist_optim_begin, zero
+ * the gradients and report the previous step's ranges as ready, so that it
+ * takes part in the same averages with nothing. -ENOENT before the first
+ * step (the caller then runs one sample at weight 0). */
+int hora_dist_optim_replay_zero(struct hora_dist_optim *d);
 void hora_dist_optim_set_timeline(struct hora_dist_optim *d, struct hora_timeline *tl);
 const struct hora_fusion_config *hora_dist_optim_fusion(const struct hora_dist_optim *d);
 

@@ -323,9 +323,10 @@ int hora_train_run_comm(struct hora_comm *c, const struct hora_train_config *cfg
 				 * takes part, with one sample at weight 0 */
 				double w = n == global_bs / size && gn == global_bs ? 1.0 : (double)n * size / (double)gn;
 				hora_dist_optim_begin(dopt, tr.grads, w);
-				rc = hora_trainer_forward_backward(&tr, &train, order + (n ? mine : lo), n ? n : 1,
-								   n ? &st : &junk, hora_dist_optim_grads_ready,
-								   dopt);
+				if (n || hora_dist_optim_replay_zero(dopt))
+					rc = hora_trainer_forward_backward(&tr, &train, order + (n ? mine : lo),
+									   n ? n : 1, n ? &st : &junk,
+									   hora_dist_optim_grads_ready, dopt);
 				if (!rc && (rc = hora_dist_optim_step(dopt, tr.params, lr))) {
 					snprintf(err, errlen, "step %lld: averaging gradients: %s", (long long)step,
 						 hora_comm_last_error(c));

@@ -100,12 +100,29 @@ static void xent(struct tiny *t, const uint8_t *y, int n, struct hora_model_stat
 	st->n += n;
 }
 
+#ifdef TINY_RECORD
+/* Test hook: every training sample's id (pixels 0 and 1 hold its low and
+ * high byte) is appended here, from every thread that trains. */
+#include <pthread.h>
+__attribute__((visibility("default"))) int tiny_seen[1 << 16];
+__attribute__((visibility("default"))) int tiny_nseen;
+static pthread_mutex_t tiny_mu = PTHREAD_MUTEX_INITIALIZER;
+#endif
+
 __attribute__((unused)) static int tiny_fb(void *state, const float *p, float *g, const struct hora_batch *b,
 		   struct hora_model_stats *st, hora_grads_ready_fn ready, void *arg)
 {
 	struct tiny *t = state;
 	if (b->n <= 0 || b->n > t->max_batch)
 		return -EINVAL;
+#ifdef TINY_RECORD
+	pthread_mutex_lock(&tiny_mu);
+	for (int s = 0; s < b->n && tiny_nseen < (1 << 16); s++) {
+		const float *x = b->x + (size_t)s * t->in;
+		tiny_seen[tiny_nseen++] = (int)lrintf(x[0] * 255.0f) + 256 * (int)lrintf(x[1] * 255.0f);
+	}
+	pthread_mutex_unlock(&tiny_mu);
+#endif
 	logits(t, p, b->x, b->n);
 	xent(t, b->y, b->n, st, 1);
 	memset(g, 0, ((size_t)t->in * t->out + t->out) * sizeof(float));

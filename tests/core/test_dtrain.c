@@ -1,0 +1,302 @@
+/* test_dtrain.c - distributed training (hora_train_run_comm) with ranks as
+ * threads of this process, each with its own communicator over loopback:
+ * replicas stay bitwise identical; N workers equal one worker with the
+ * global batch and the scaled learning rate; every sample is seen exactly
+ * once per epoch across ranks (a recording plugin model); --resume equals
+ * an uninterrupted run bit for bit; a corrupt checkpoint is refused and the
+ * previous one kept. */
+#include "hora.h"
+#include "../helpers.h"
+
+#include <criterion/criterion.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAXR 4
+#define SECRET "test-cluster-secret-0123456789"
+
+static char *dir;
+
+static void setup(void)
+{
+	dir = th_tmpdir();
+	th_make_dataset(dir, 600, 200, 8, 4, 11, 0);
+}
+static void teardown(void)
+{
+	th_rmrf(dir);
+	free(dir);
+}
+
+struct rank {
+	int r, n, rc;
+	const struct hora_train_config *cfg;
+	struct hora_train_result res;
+	char err[1024];
+};
+
+static char addr[MAXR][32];
+static const char *addrs[MAXR];
+
+static void *run(void *p)
+{
+	struct rank *x = p;
+	struct hora_comm_config cc;
+	hora_comm_config_defaults(&cc);
+	cc.rank = x->r;
+	cc.size = x->n;
+	cc.addrs = addrs;
+	cc.secret = SECRET;
+	cc.secret_len = strlen(SECRET);
+	cc.connect_timeout_ms = 10000;
+	cc.io_timeout_ms = 20000;
+	struct hora_comm *c;
+	if ((x->rc = hora_comm_create(&cc, &c, x->err, sizeof(x->err))))
+		return NULL;
+	x->rc = hora_train_run_comm(c, x->cfg, &x->res, x->err, sizeof(x->err));
+	hora_comm_destroy(c);
+	return NULL;
+}
+
+/* n ranks train cfg; results in rk[] */
+static void train_ranks(int n, const struct hora_train_config *cfg, struct rank *rk)
+{
+	static int round;
+	int base = 10000 + (int)((getpid() * 43 + time(NULL) + 131 * round++) % 20000);
+	for (int i = 0; i < n; i++) {
+		snprintf(addr[i], sizeof(addr[i]), "127.0.0.1:%d", base + i);
+		addrs[i] = addr[i];
+	}
+	pthread_t th[MAXR];
+	for (int i = 0; i < n; i++) {
+		rk[i] = (struct rank){.r = i, .n = n, .cfg = cfg};
+		pthread_create(&th[i], NULL, run, &rk[i]);
+	}
+	for (int i = 0; i < n; i++)
+		pthread_join(th[i], NULL);
+}
+
+static void base_cfg(struct hora_train_config *cfg)
+{
+	hora_train_config_defaults(cfg);
+	snprintf(cfg->data, sizeof(cfg->data), "%s", dir);
+	cfg->hidden[0] = 16;
+	cfg->epochs = 3;
+	cfg->batch_size = 10;
+	cfg->quiet = 1;
+}
+
+Test(dtrain, replicas_stay_bitwise_identical, .init = setup, .fini = teardown, .timeout = 120)
+{
+	struct hora_train_config cfg;
+	base_cfg(&cfg);
+	cfg.optim.momentum = 0.9;
+	cfg.optim.warmup_epochs = 1;
+	struct rank rk[MAXR];
+	train_ranks(3, &cfg, rk);
+	for (int i = 0; i < 3; i++)
+		cr_assert_eq(rk[i].rc, 0, "rank %d: %s", i, rk[i].err);
+	for (int i = 1; i < 3; i++)
+		cr_assert_eq(memcmp(rk[i].res.params, rk[0].res.params, rk[0].res.nparams * sizeof(float)), 0,
+			     "rank %d's parameters differ from rank 0's", i);
+	cr_assert_eq(rk[0].res.last.workers, 3);
+	cr_assert_gt(rk[0].res.last.val_acc, 0.8, "val_acc %.3f", rk[0].res.last.val_acc);
+	for (int i = 0; i < 3; i++)
+		hora_train_result_deinit(&rk[i].res);
+}
+
+Test(dtrain, two_workers_equal_one_worker_with_the_global_batch, .init = setup, .fini = teardown,
+     .timeout = 120)
+{
+	/* 2 x batch 10 at lr 0.05 x 2 averages the same 20 samples per step as
+	 * one worker with batch 20 at lr 0.1: the same math, summed in a
+	 * different order, so close but not bitwise */
+	struct hora_train_config two, one;
+	base_cfg(&two);
+	two.optim.lr = 0.05;
+	two.optim.schedule = HORA_LR_CONSTANT;
+	one = two;
+	one.batch_size = 20;
+	one.optim.lr = 0.1;
+	struct rank rk[MAXR];
+	train_ranks(2, &two, rk);
+	cr_assert_eq(rk[0].rc, 0, "%s", rk[0].err);
+	cr_assert_eq(rk[1].rc, 0, "%s", rk[1].err);
+	struct hora_train_result r1;
+	char err[1024];
+	cr_assert_eq(hora_train_run(&one, &r1, err, sizeof(err)), 0, "%s", err);
+	double worst = 0;
+	for (size_t i = 0; i < r1.nparams; i++) {
+		double d = fabs((double)rk[0].res.params[i] - r1.params[i]) / (fabs(r1.params[i]) + 1e-2);
+		worst = d > worst ? d : worst;
+	}
+	cr_assert_lt(worst, 1e-3, "largest relative difference %.2e", worst);
+	cr_assert_eq(rk[0].res.steps, r1.steps, "steps %lld vs %lld", (long long)rk[0].res.steps,
+		     (long long)r1.steps);
+	hora_train_result_deinit(&r1);
+	hora_train_result_deinit(&rk[0].res);
+	hora_train_result_deinit(&rk[1].res);
+}
+
+/* samples whose pixels 0 and 1 spell their index */
+static void make_id_dataset(const char *d, int n)
+{
+	const int side = 4;
+	uint8_t *px = calloc((size_t)n * side * side, 1), *y = malloc((size_t)n);
+	for (int i = 0; i < n; i++) {
+		px[(size_t)i * side * side] = (uint8_t)(i & 255);
+		px[(size_t)i * side * side + 1] = (uint8_t)(i >> 8);
+		y[i] = (uint8_t)(i % 3);
+	}
+	char *p = th_path(d, "train-images-idx3-ubyte");
+	th_write_images(p, px, (uint32_t)n, side, side, 0);
+	free(p);
+	p = th_path(d, "train-labels-idx1-ubyte");
+	th_write_labels(p, y, (uint32_t)n, 0);
+	free(p);
+	p = th_path(d, "t10k-images-idx3-ubyte");
+	th_write_images(p, px, 16, side, side, 0);
+	free(p);
+	p = th_path(d, "t10k-labels-idx1-ubyte");
+	th_write_labels(p, y, 16, 0);
+	free(p);
+	free(px);
+	free(y);
+}
+
+static void check_each_once(int n_ranks, int n_samples, int bs)
+{
+	char *d = th_tmpdir();
+	make_id_dataset(d, n_samples);
+	void *h = dlopen(PLUGIN_RECORD, RTLD_NOW); /* keeps it loaded across the trainers */
+	cr_assert_not_null(h, "%s", dlerror());
+	int *seen = dlsym(h, "tiny_seen"), *nseen = dlsym(h, "tiny_nseen");
+	cr_assert(seen && nseen);
+	*nseen = 0;
+	struct hora_train_config cfg;
+	base_cfg(&cfg);
+	snprintf(cfg.data, sizeof(cfg.data), "%s", d);
+	snprintf(cfg.model, sizeof(cfg.model), "%s", PLUGIN_RECORD);
+	cfg.epochs = 1;
+	cfg.batch_size = bs;
+	struct rank rk[MAXR];
+	train_ranks(n_ranks, &cfg, rk);
+	for (int i = 0; i < n_ranks; i++) {
+		cr_assert_eq(rk[i].rc, 0, "rank %d: %s", i, rk[i].err);
+		hora_train_result_deinit(&rk[i].res);
+	}
+	int *count = calloc((size_t)n_samples, sizeof(int));
+	for (int i = 0; i < *nseen; i++) {
+		cr_assert(seen[i] >= 0 && seen[i] < n_samples, "sample id %d", seen[i]);
+		count[seen[i]]++;
+	}
+	for (int i = 0; i < n_samples; i++)
+		cr_assert_eq(count[i], 1, "%d ranks, %d samples, batch %d: sample %d trained on %d times",
+			     n_ranks, n_samples, bs, i, count[i]);
+	cr_assert_eq(*nseen, n_samples);
+	free(count);
+	dlclose(h);
+	th_rmrf(d);
+	free(d);
+}
+
+Test(dtrain, every_sample_once_per_epoch_across_ranks, .timeout = 120)
+{
+	check_each_once(3, 1003, 8); /* last global batch: 19 samples, shares 7/6/6 */
+	check_each_once(3, 97, 8);   /* last global batch: 1 sample, two ranks with none */
+	check_each_once(2, 64, 8);   /* exact */
+}
+
+static void ckpt_cfg(struct hora_train_config *cfg, const char *ck)
+{
+	base_cfg(cfg);
+	cfg->epochs = 4;
+	cfg->optim.momentum = 0.9;
+	snprintf(cfg->checkpoint_dir, sizeof(cfg->checkpoint_dir), "%s", ck);
+	cfg->checkpoint_every = 2;
+}
+
+Test(dtrain, resume_equals_uninterrupted, .init = setup, .fini = teardown, .timeout = 120)
+{
+	char *ck = th_path(dir, "ck");
+	struct hora_train_config cfg;
+	ckpt_cfg(&cfg, ck);
+	struct rank a[MAXR], b[MAXR];
+	train_ranks(3, &cfg, a); /* checkpoints after epochs 2 (-> .prev) and 4 */
+	cr_assert_eq(a[0].rc, 0, "%s", a[0].err);
+	/* as if the job had died after epoch 2: resume from that checkpoint */
+	char cur[1200], prev[1200];
+	snprintf(cur, sizeof(cur), "%s/checkpoint.hora", ck);
+	snprintf(prev, sizeof(prev), "%s/checkpoint.prev.hora", ck);
+	cr_assert_eq(rename(prev, cur), 0, "%s", strerror(errno));
+	cfg.resume = 1;
+	cfg.checkpoint_every = 0;
+	train_ranks(3, &cfg, b);
+	for (int i = 0; i < 3; i++) {
+		cr_assert_eq(b[i].rc, 0, "rank %d: %s", i, b[i].err);
+		cr_assert_eq(b[i].res.steps, a[i].res.steps);
+		cr_assert_eq(memcmp(b[i].res.params, a[i].res.params, a[i].res.nparams * sizeof(float)), 0,
+			     "rank %d: resumed parameters differ from the uninterrupted run", i);
+		hora_train_result_deinit(&a[i].res);
+		hora_train_result_deinit(&b[i].res);
+	}
+	free(ck);
+}
+
+static void flip(const char *path, long at)
+{
+	FILE *f = fopen(path, "r+b");
+	cr_assert_not_null(f);
+	fseek(f, at, SEEK_SET);
+	int c = fgetc(f);
+	fseek(f, at, SEEK_SET);
+	fputc(c ^ 0x10, f);
+	fclose(f);
+}
+
+Test(dtrain, corrupt_checkpoint_is_refused_and_the_previous_kept, .init = setup, .fini = teardown,
+     .timeout = 120)
+{
+	char *ck = th_path(dir, "ck");
+	struct hora_train_config cfg;
+	ckpt_cfg(&cfg, ck);
+	struct rank a[MAXR];
+	train_ranks(2, &cfg, a);
+	cr_assert_eq(a[0].rc, 0, "%s", a[0].err);
+	hora_train_result_deinit(&a[0].res);
+	hora_train_result_deinit(&a[1].res);
+	char cur[1200], prev[1200];
+	snprintf(cur, sizeof(cur), "%s/checkpoint.hora", ck);
+	snprintf(prev, sizeof(prev), "%s/checkpoint.prev.hora", ck);
+	flip(cur, 1000); /* a parameter byte */
+	cfg.resume = 1;
+	train_ranks(2, &cfg, a);
+	cr_assert_eq(a[0].rc, HORA_ERR_DATA, "rc %d: %s", a[0].rc, a[0].err);
+	cr_assert(strstr(a[0].err, "checksum mismatch") && strstr(a[0].err, "checkpoint.prev.hora"),
+		  "%s", a[0].err);
+	cr_assert_neq(a[1].rc, 0, "rank 1 must not train from nothing");
+	cr_assert(strstr(a[1].err, "rank 0 could not resume"), "%s", a[1].err);
+	cr_assert_eq(access(prev, R_OK), 0, "the previous checkpoint is gone");
+	/* the previous one is intact: resuming from it works */
+	cr_assert_eq(rename(prev, cur), 0);
+	train_ranks(2, &cfg, a);
+	cr_assert_eq(a[0].rc, 0, "%s", a[0].err);
+	cr_assert_eq(a[1].rc, 0, "%s", a[1].err);
+	hora_train_result_deinit(&a[0].res);
+	hora_train_result_deinit(&a[1].res);
+	/* truncated */
+	FILE *f = fopen(cur, "r+b");
+	cr_assert_not_null(f);
+	cr_assert_eq(ftruncate(fileno(f), 300), 0);
+	fclose(f);
+	train_ranks(2, &cfg, a);
+	cr_assert(strstr(a[0].err, "truncated"), "%s", a[0].err);
+	free(ck);
+}
