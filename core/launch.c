@@ -38,6 +38,7 @@ struct child {
 	int ntail;
 	int status;
 	bool done;
+	bool bar; /* a progress bar line (\r updates) is open on the terminal */
 };
 
 static volatile sig_atomic_t g_fwd;
@@ -95,11 +96,14 @@ static void emit(struct child *c, const char *line)
 	c->ntail++;
 }
 
+/* Lines go out prefixed; a progress bar (segments ending in \r) is redrawn
+ * in place, prefixed too. */
 static void drain(struct child *c, bool eof)
 {
 	for (;;) {
-		char *nl = memchr(c->buf, '\n', c->have);
-		if (!nl) {
+		char *nl = memchr(c->buf, '\n', c->have), *cr = memchr(c->buf, '\r', c->have);
+		char *end = nl && cr ? (nl < cr ? nl : cr) : nl ? nl : cr;
+		if (!end) {
 			if ((eof && c->have) || c->have == sizeof(c->buf)) {
 				c->buf[c->have == sizeof(c->buf) ? c->have - 1 : c->have] = 0;
 				emit(c, c->buf);
@@ -107,10 +111,22 @@ static void drain(struct child *c, bool eof)
 			}
 			break;
 		}
-		*nl = 0;
-		emit(c, c->buf);
-		size_t used = (size_t)(nl - c->buf) + 1;
-		memmove(c->buf, nl + 1, c->have - used);
+		const bool is_cr = *end == '\r';
+		*end = 0;
+		if (is_cr) {
+			if (c->buf[0]) {
+				printf("\r[%d %s] %s", c->g, c->host, c->buf);
+				c->bar = true;
+			}
+		} else if (c->bar) {
+			printf("\r");
+			emit(c, c->buf);
+			c->bar = false;
+		} else {
+			emit(c, c->buf);
+		}
+		size_t used = (size_t)(end - c->buf) + 1;
+		memmove(c->buf, end + 1, c->have - used);
 		c->have -= used;
 	}
 	fflush(stdout);
@@ -246,6 +262,8 @@ int hora_cmd_launch(int argc, char **argv)
 		}
 		pid_t pid = fork();
 		if (pid == 0) {
+			if (isatty(STDOUT_FILENO)) /* rank 0 draws its bar through us */
+				setenv("HORA_PROGRESS", "bar", 1);
 			dup2(pfd[1], STDOUT_FILENO);
 			dup2(pfd[1], STDERR_FILENO);
 			if (!local && !netns)

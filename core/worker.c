@@ -258,6 +258,11 @@ static int run_training(struct node_opts *o, const char *prog)
 		snprintf(tc.timeline, sizeof(tc.timeline), "%s", getenv("HORA_TIMELINE"));
 	if (o->resume)
 		tc.resume = 1;
+	const char *pg = getenv("HORA_PROGRESS"); /* hora launch on a terminal: bar */
+	if (pg && !strcmp(pg, "bar"))
+		tc.progress = 1;
+	else if (pg && !strcmp(pg, "lines"))
+		tc.progress = 0;
 	char gs[16];
 	snprintf(gs, sizeof(gs), "%d", o->proc);
 	setenv("HORA_PROC", gs, 1);
