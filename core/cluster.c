@@ -139,6 +139,12 @@ static int set_at(struct hora_cluster_config *c, const char *key, const char *v,
 	}
 	if (!strcmp(key, "cluster.launcher"))
 		return copy(c->launcher, sizeof(c->launcher), key, v, err, errlen);
+	if (!strcmp(key, "cluster.bind")) {
+		if (strcmp(v, "none") && strcmp(v, "core"))
+			return hora_cfg_bad(err, errlen, "%s must be none or core (got '%s')", key, v);
+		c->bind = !strcmp(v, "core");
+		return 0;
+	}
 	if (!strcmp(key, "cluster.ssh_command"))
 		return copy(c->ssh_command, sizeof(c->ssh_command), key, v, err, errlen);
 	if (!strcmp(key, "cluster.port_base")) {

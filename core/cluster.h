@@ -33,6 +33,7 @@ struct hora_cluster_config {
 	char launcher[512];    /* local | ssh | netns | a command template with {host} and {cmd} */
 	char ssh_command[512]; /* template for launcher ssh */
 	int port_base;         /* worker i of the cluster listens on UDP port_base + 1 + i */
+	int bind;              /* 1: worker with local index l runs on CPU l mod ncpu */
 	struct hora_cluster_node nodes[HORA_CLUSTER_MAX_NODES];
 	int nnodes;
 	struct hora_net_opts transport; /* secret not set here */

@@ -15,6 +15,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,6 +54,7 @@ struct node_opts {
 	int nsets;
 	const char *metrics, *timeline;
 	bool resume;
+	int cpu; /* >= 0: pin this process to that CPU (cluster.bind: core) */
 };
 
 static int parse_common(int c, const char *arg, struct node_opts *o, const char *prog)
@@ -346,6 +348,10 @@ static int apply_cluster(struct node_opts *o, const struct hora_cluster_config *
 		return 2;
 	}
 	o->swim.uid = hora_cluster_uid(o->proc);
+	if (cc->bind) {
+		long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+		o->cpu = (int)(local % (ncpu > 0 ? ncpu : 1));
+	}
 	snprintf(o->listen_buf, sizeof(o->listen_buf), "%s:%d", cc->nodes[node].host,
 		 cc->port_base + 1 + o->proc);
 	o->listen = o->listen_buf;
@@ -357,7 +363,7 @@ static int cmd_node(int argc, char **argv, enum hora_swim_role role)
 	const char *what = role == HORA_SWIM_SEED ? "seed" : "worker";
 	char prog[32];
 	snprintf(prog, sizeof(prog), "hora %s", what);
-	struct node_opts o = {.join_timeout_ms = 10000, .proc = -1, .train = -1};
+	struct node_opts o = {.join_timeout_ms = 10000, .proc = -1, .train = -1, .cpu = -1};
 	hora_swim_cfg_default(&o.swim);
 	int c;
 	/* pass 1: --config and --proc, so that flags (pass 2) override the file */
@@ -432,6 +438,13 @@ static int cmd_node(int argc, char **argv, enum hora_swim_role role)
 	}
 	if (!o.config || o.swim.ping_timeout_ms >= o.swim.probe_interval_ms)
 		o.swim.ping_timeout_ms = o.swim.probe_interval_ms * 2 / 5;
+	if (o.cpu >= 0) { /* cluster.bind: core, as mpirun --bind-to core */
+		cpu_set_t set;
+		CPU_ZERO(&set);
+		CPU_SET(o.cpu, &set);
+		if (sched_setaffinity(0, sizeof(set), &set))
+			fprintf(stderr, "%s: cannot bind to CPU %d: %s\n", prog, o.cpu, strerror(errno));
+	}
 	if (role == HORA_SWIM_WORKER && o.config && !o.until_full && o.train != 0)
 		return run_training(&o, prog);
 	return run_node(&o, role, prog);

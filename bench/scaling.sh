@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# scaling.sh [--batch 32] [--epochs 6] [--reps 3] [--skip-netns] - training
+# throughput of the distributed job (hora launch, the MNIST MLP on data/mnist):
+#   lo:    1 worker vs 2 workers, each bound to its own core (cluster.bind:
+#          core), the same per-worker batch:
+#          efficiency = samples/s(2) / (2 x samples/s(1))
+#   netns: 4 workers on 4 namespace hosts shaped to 1 Gbit/s
+#          (deploy/netns-cluster.sh), gradient averaging on vs off
+#          (train.communication: false), the same 4 workers otherwise:
+#          efficiency = samples/s(on) / samples/s(off)
+# samples/s per run = median over epochs 2..E of the job's samples_per_s (all
+# workers); each figure is the median of --reps runs, interleaved. Needs
+# data/mnist (deploy/get-data.sh) and root for netns.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BATCH=32 EPOCHS=6 REPS=3 NETNS=1
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --batch) BATCH="$2"; shift 2 ;;
+    --epochs) EPOCHS="$2"; shift 2 ;;
+    --reps) REPS="$2"; shift 2 ;;
+    --skip-netns) NETNS=0; shift ;;
+    *) echo "unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+HORA="$ROOT/build/hora"
+[[ -x $HORA ]] || { echo "build hora first" >&2; exit 1; }
+[[ -d $ROOT/data/mnist ]] || { echo "no data/mnist (deploy/get-data.sh)" >&2; exit 1; }
+TMP="$(mktemp -d)" TAG="hsc$$"
+export HORA_SECRET="scaling-$(od -An -tx8 -N8 /dev/urandom | tr -d ' ')"
+cleanup() {
+  [[ $NETNS == 1 ]] && bash "$ROOT/deploy/netns-cluster.sh" down --tag "$TAG" >/dev/null 2>&1 || true
+  rm -rf "$TMP"
+}
+trap cleanup EXIT INT TERM
+cd "$ROOT"
+
+train_section() {
+  cat <<EOF
+train:
+  model: mnist_mlp
+  data: data/mnist
+  epochs: $EPOCHS
+  batch_size: $BATCH
+  optimizer: {name: sgd, lr: 0.1, warmup_epochs: 1}
+EOF
+}
+local_file() { # $1 workers
+  cat >"$TMP/lo$1.yaml" <<EOF
+cluster:
+  name: scaling-lo-$1
+  launcher: local
+  bind: core
+  port_base: $((30500 + 10 * $1))
+  seeds: ["127.0.0.1:$((30500 + 10 * $1 + 1))"]
+  nodes:
+    - {host: 127.0.0.1, workers: $1}
+$(train_section)
+EOF
+}
+netns_file() {
+  {
+    cat <<EOF
+cluster:
+  name: scaling-netns
+  launcher: netns
+  port_base: 30600
+  seeds: ["10.213.8.1:30601"]
+  nodes:
+EOF
+    for i in 1 2 3 4; do echo "    - {host: 10.213.8.$i, netns: $TAG-$i, workers: 1}"; done
+    train_section
+  } >"$TMP/ns.yaml"
+}
+# samples/s of one launch: median over epochs 2..E
+run() { # file extra-args...
+  local f="$1"; shift
+  "$HORA" launch "$f" --set "train.metrics=$TMP/m.jsonl" "$@" >"$TMP/out" 2>&1 ||
+    { cat "$TMP/out" >&2; return 1; }
+  python3 -c "
+import json, statistics as st
+r = [json.loads(l) for l in open('$TMP/m.jsonl')]
+print(st.median(x['samples_per_s'] for x in r[1:] or r))"
+}
+med() { python3 -c "import statistics, sys; print(statistics.median(float(x) for x in sys.argv[1:]))" "$@"; }
+
+local_file 1; local_file 2
+one=() two=()
+for r in $(seq "$REPS"); do
+  one+=("$(run "$TMP/lo1.yaml")"); two+=("$(run "$TMP/lo2.yaml")")
+done
+m1=$(med "${one[@]}") m2=$(med "${two[@]}")
+echo "# lo, batch $BATCH per worker, $EPOCHS epochs, $REPS interleaved reps, median samples/s"
+echo "1 worker (CPU 0): $m1   runs: ${one[*]}"
+echo "2 workers (CPU 0, 1): $m2   runs: ${two[*]}"
+python3 -c "print(f'efficiency 2 workers: {$m2 / (2 * $m1):.3f}')"
+
+if [[ $NETNS == 1 ]]; then
+  bash deploy/netns-cluster.sh up 4 --rate 1gbit --tag "$TAG" >/dev/null
+  netns_file
+  on=() off=()
+  for r in $(seq "$REPS"); do
+    on+=("$(run "$TMP/ns.yaml")"); off+=("$(run "$TMP/ns.yaml" --set train.communication=false)")
+  done
+  mo=$(med "${on[@]}") mf=$(med "${off[@]}")
+  echo "# netns, 4 hosts, tbf 1gbit, batch $BATCH per worker, $EPOCHS epochs, $REPS reps"
+  echo "4 workers, gradients averaged: $mo   runs: ${on[*]}"
+  echo "4 workers, no communication:   $mf   runs: ${off[*]}"
+  python3 -c "print(f'efficiency 4 workers vs no communication: {$mo / $mf:.3f}')"
+fi
