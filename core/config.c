@@ -46,7 +46,7 @@ void hora_train_config_defaults(struct hora_train_config *c)
 	};
 	c->blas_threads = 1;
 	c->progress = -1;
-	c->fusion = (struct hora_fusion_config){.threshold_bytes = 64 << 10, .cycle_time_ms = 0};
+	c->fusion = (struct hora_fusion_config){.threshold_bytes = 1 << 20, .cycle_time_ms = 0};
 	c->stall_warning_s = 60;
 	c->communication = 1;
 }

@@ -81,7 +81,7 @@ int hora_dist_optim_create(struct hora_comm *c, struct hora_optim *inner, size_t
 	d->c = c;
 	d->inner = inner;
 	d->nparams = nparams;
-	d->fc.threshold_bytes = fusion && fusion->threshold_bytes ? fusion->threshold_bytes : 64 << 10;
+	d->fc.threshold_bytes = fusion && fusion->threshold_bytes ? fusion->threshold_bytes : 1 << 20;
 	d->fc.cycle_time_ms = fusion && fusion->cycle_time_ms > 0 ? fusion->cycle_time_ms : 0.0;
 	d->fc.threshold_bytes = env_size("HORA_FUSION_THRESHOLD", d->fc.threshold_bytes);
 	const char *ct = getenv("HORA_CYCLE_TIME_MS");

@@ -90,7 +90,7 @@ HORA_API double hora_lr_at(const struct hora_optim_config *cfg, int64_t step,
  * cycle_time_ms > 0 a buffer is also closed when that long passed since its
  * first gradient was ready: rank 0 times the first step and every rank
  * follows its plan (runs are then reproducible only for 2 workers, as the
- * buffer boundaries decide the summation order). Defaults: 64 KiB, 0 (off);
+ * buffer boundaries decide the summation order). Defaults: 1 MiB, 0 (off);
  * env HORA_FUSION_THRESHOLD (bytes) and HORA_CYCLE_TIME_MS win over the
  * config. */
 struct hora_fusion_config {
