@@ -8,6 +8,7 @@
  * order of calls on a rank is always the order of execution.
  */
 #include "comm.h"
+#include "log.h"
 
 #include "net/handshake.h"
 
@@ -18,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 enum kind { K_ALLREDUCE, K_BROADCAST, K_ALLGATHER, K_REDUCE_SCATTER, K_BARRIER };
 
@@ -46,6 +48,11 @@ struct hora_comm {
 	pthread_t thread;
 	int local_rank, local_size; /* ranks on this rank's host (same address) */
 	struct hora_net_loop *owned_loop;
+	/* stall inspector (needs the membership loop) */
+	double stall_warn_s, stall_abort_s;
+	pthread_t monitor;
+	bool monitor_started, monitor_stop;
+	pthread_cond_t monitor_cv;
 };
 
 double hora_now(void)
@@ -149,13 +156,123 @@ int hora_comm_create_net(const struct hora_net_comm_cfg *nc, enum hora_algo algo
 	}
 	pthread_mutex_init(&c->mu, NULL);
 	pthread_cond_init(&c->cv, NULL);
+	pthread_cond_init(&c->monitor_cv, NULL);
 	*out = c;
 	return 0;
+}
+
+/* STATUS answers for the other members: what our collectives are doing */
+static void status_get(void *arg, struct hora_swim_status *st)
+{
+	struct hora_comm *c = arg;
+	uint64_t seq;
+	uint32_t kind;
+	int inside;
+	int64_t since;
+	hora_net_comm_progress(c->net, &seq, &kind, &inside, &since);
+	st->seq = seq;
+	st->kind = kind;
+	st->waiting = (uint32_t)inside;
+	int64_t w = inside ? (int64_t)(hora_now() * 1e3) - since : 0;
+	st->waited_ms = w < 0 ? 0 : w > UINT32_MAX ? UINT32_MAX : (uint32_t)w;
 }
 
 void hora_comm_own_loop(struct hora_comm *c, struct hora_net_loop *loop)
 {
 	c->owned_loop = loop;
+	if (loop)
+		hora_net_membership_status_source(loop, status_get, c);
+}
+
+/* The stall inspector: when this rank has been inside one collective for
+ * stall_warn_s, ask every member (membership STATUS) where it is and log
+ * the ranks that have not reached it; after stall_abort_s, stop the job. */
+static void *monitor_main(void *arg)
+{
+	struct hora_comm *c = arg;
+	uint64_t warned_seq = 0;
+	double next_warn = 0;
+	pthread_mutex_lock(&c->mu);
+	while (!c->monitor_stop) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 250000000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&c->monitor_cv, &c->mu, &ts);
+		if (c->monitor_stop)
+			break;
+		uint64_t seq;
+		uint32_t kind;
+		int inside;
+		int64_t since;
+		hora_net_comm_progress(c->net, &seq, &kind, &inside, &since);
+		const double waited = hora_now() - (double)since / 1e3, now = hora_now();
+		const bool abort_now = c->stall_abort_s > 0 && waited >= c->stall_abort_s;
+		if (!inside || waited < c->stall_warn_s || (seq == warned_seq && now < next_warn && !abort_now))
+			continue;
+		pthread_mutex_unlock(&c->mu);
+		/* ask, give the answers a moment, read them */
+		int64_t sent;
+		char missing[1024] = "";
+		size_t k = 0;
+		const int n = hora_net_comm_size(c->net), me = hora_net_comm_rank(c->net);
+		if (!hora_net_membership_status_query(c->owned_loop, &sent)) {
+			usleep(300000);
+			for (int r = 0; r < n && k + 96 < sizeof(missing); r++) {
+				struct hora_swim_status st;
+				if (r == me)
+					continue;
+				if (hora_net_membership_status(c->owned_loop, r, sent, &st)) {
+					k += (size_t)snprintf(missing + k, sizeof(missing) - k, "%srank %d (no answer)",
+							      k ? ", " : "", r);
+				} else if (st.kind == UINT32_MAX) {
+					k += (size_t)snprintf(missing + k, sizeof(missing) - k,
+							      "%srank %d (no communicator)", k ? ", " : "", r);
+				} else if (st.seq < seq && !st.seq) {
+					k += (size_t)snprintf(missing + k, sizeof(missing) - k,
+							      "%srank %d (no collective yet)", k ? ", " : "", r);
+				} else if (st.seq < seq) {
+					k += (size_t)snprintf(missing + k, sizeof(missing) - k,
+							      "%srank %d (at %s #%llu, %s)", k ? ", " : "", r,
+							      hora_net_coll_name(st.kind), (unsigned long long)st.seq,
+							      st.waiting ? "waiting in it" : "finished it");
+				}
+			}
+		}
+		const char *what = hora_net_coll_name(kind);
+		if (abort_now) {
+			HORA_LOGE("stall: rank %d waited %.0f s in %s #%llu (stall_abort_s %.0f); ranks that have "
+				  "not reached it: %s. Stopping this worker.",
+				  me, waited, what, (unsigned long long)seq, c->stall_abort_s,
+				  k ? missing : "none known");
+			fflush(stdout);
+			fflush(stderr);
+			_exit(3);
+		}
+		HORA_LOGW("stall: rank %d has waited %.0f s in %s #%llu; ranks that have not reached it: %s",
+			  me, waited, what, (unsigned long long)seq, k ? missing : "none (all are in it: slow link?)");
+		pthread_mutex_lock(&c->mu);
+		warned_seq = seq;
+		next_warn = hora_now() + c->stall_warn_s; /* repeat while it lasts */
+	}
+	pthread_mutex_unlock(&c->mu);
+	return NULL;
+}
+
+void hora_comm_set_stall(struct hora_comm *c, double warn_s, double abort_s)
+{
+	if (!c)
+		return;
+	pthread_mutex_lock(&c->mu);
+	c->stall_warn_s = warn_s > 0 ? warn_s : 60;
+	c->stall_abort_s = abort_s > 0 ? abort_s : 0;
+	bool start = c->owned_loop && !c->monitor_started && hora_net_comm_size(c->net) > 1;
+	if (start && !pthread_create(&c->monitor, NULL, monitor_main, c))
+		c->monitor_started = true;
+	pthread_mutex_unlock(&c->mu);
 }
 
 struct hora_net_loop *hora_comm_loop(const struct hora_comm *c)
@@ -320,10 +437,19 @@ void hora_comm_destroy(struct hora_comm *c)
 	pthread_mutex_unlock(&c->mu);
 	if (c->started)
 		pthread_join(c->thread, NULL);
+	pthread_mutex_lock(&c->mu);
+	c->monitor_stop = true;
+	pthread_cond_broadcast(&c->monitor_cv);
+	pthread_mutex_unlock(&c->mu);
+	if (c->monitor_started)
+		pthread_join(c->monitor, NULL);
+	if (c->owned_loop)
+		hora_net_membership_status_source(c->owned_loop, NULL, NULL);
 	hora_net_comm_destroy(c->net);
 	hora_net_loop_destroy(c->owned_loop);
 	pthread_mutex_destroy(&c->mu);
 	pthread_cond_destroy(&c->cv);
+	pthread_cond_destroy(&c->monitor_cv);
 	free(c);
 }
 

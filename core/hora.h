@@ -296,6 +296,12 @@ HORA_API int hora_rank(const struct hora_comm *c);       /* 0..size-1 (NULL: 0) 
 HORA_API int hora_size(const struct hora_comm *c);       /* workers in the job (NULL: 1) */
 HORA_API int hora_local_rank(const struct hora_comm *c); /* among the workers on this host */
 HORA_API int hora_local_size(const struct hora_comm *c);
+/* Stall inspection (communicators from hora_init): when this rank has
+ * waited in one collective for warn_s (default 60), it asks every worker
+ * where it is and logs the ranks that have not reached it and which
+ * collective, again every warn_s while it lasts; after abort_s (0 = never)
+ * it logs that and exits (status 3), which fails the others' calls. */
+HORA_API void hora_comm_set_stall(struct hora_comm *c, double warn_s, double abort_s);
 /* Rank root's parameters to every rank (call once after initialising). */
 HORA_API int hora_broadcast_parameters(struct hora_comm *c, float *params, size_t n, int root);
 

@@ -262,6 +262,7 @@ int hora_train_run_comm(struct hora_comm *c, const struct hora_train_config *cfg
 			goto out;
 		}
 	}
+	hora_comm_set_stall(c, cfg->stall_warning_s, cfg->stall_abort_s);
 	if (dist && (rc = hora_dist_optim_create(c, tr.optim, tr.nparams, &cfg->fusion, &dopt))) {
 		snprintf(err, errlen, "distributed optimizer: %s", hora_strerror(rc));
 		goto out;

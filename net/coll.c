@@ -27,7 +27,9 @@
 #include "fast.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdarg.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +57,11 @@ struct hora_net_comm {
 	uint8_t *pool;  /* depth segments */
 	uint8_t *scratch; /* out-of-place reduce-scatter's partial sums */
 	size_t scratch_bytes;
+	/* progress, read by other threads (stall inspection) */
+	_Atomic uint64_t p_seq;
+	_Atomic uint32_t p_kind;
+	_Atomic int p_inside;
+	_Atomic int64_t p_since_ms;
 	uint8_t *small; /* small_cap: the other rank's data in recursive doubling */
 };
 
@@ -842,6 +849,12 @@ static int begin(struct hora_net_comm *c, enum kind kind, size_t count, enum hor
 	}
 	c->seq++;
 	c->kind = kind;
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	atomic_store(&c->p_since_ms, (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000);
+	atomic_store(&c->p_kind, (uint32_t)kind);
+	atomic_store(&c->p_seq, c->seq);
+	atomic_store(&c->p_inside, 1);
 	*f = (struct fp){.seq = c->seq, .count = count, .kind = kind, .root = (uint32_t)root,
 			 .dtype = (uint8_t)t, .op = (uint8_t)op, .nranks = (uint16_t)c->n};
 	return 0;
@@ -862,7 +875,7 @@ static bool use_direct(const struct hora_net_comm *c, size_t bytes)
 	return c->algo == 3 || (c->algo == 0 && bytes <= c->cfg.medium_bytes);
 }
 
-int hora_net_allreduce(struct hora_net_comm *c, const void *send, void *recv, size_t count,
+static int hora_net_allreduce_impl(struct hora_net_comm *c, const void *send, void *recv, size_t count,
 		       enum hora_net_dtype t, enum hora_net_op op)
 {
 	struct fp f;
@@ -885,7 +898,7 @@ int hora_net_allreduce(struct hora_net_comm *c, const void *send, void *recv, si
 	return ring(c, RING_ALLREDUCE, send, recv, recv, count, t, op, &f);
 }
 
-int hora_net_reduce_scatter(struct hora_net_comm *c, const void *send, void *recv, size_t recvcount,
+static int hora_net_reduce_scatter_impl(struct hora_net_comm *c, const void *send, void *recv, size_t recvcount,
 			    enum hora_net_dtype t, enum hora_net_op op)
 {
 	struct fp f;
@@ -913,7 +926,7 @@ int hora_net_reduce_scatter(struct hora_net_comm *c, const void *send, void *rec
 	return ring(c, RING_REDUCE_SCATTER, send, work, recv, recvcount, t, op, &f);
 }
 
-int hora_net_allgather(struct hora_net_comm *c, const void *send, void *recv, size_t count,
+static int hora_net_allgather_impl(struct hora_net_comm *c, const void *send, void *recv, size_t count,
 		       enum hora_net_dtype t)
 {
 	struct fp f;
@@ -929,7 +942,7 @@ int hora_net_allgather(struct hora_net_comm *c, const void *send, void *recv, si
 	return ring(c, RING_ALLGATHER, send, recv, recv, count, t, HORA_NET_SUM, &f);
 }
 
-int hora_net_broadcast(struct hora_net_comm *c, void *buf, size_t count, enum hora_net_dtype t, int root)
+static int hora_net_broadcast_impl(struct hora_net_comm *c, void *buf, size_t count, enum hora_net_dtype t, int root)
 {
 	struct fp f;
 	int rc = begin(c, K_BROADCAST, count, t, HORA_NET_SUM, root, &f);
@@ -941,7 +954,7 @@ int hora_net_broadcast(struct hora_net_comm *c, void *buf, size_t count, enum ho
 	return chain_bcast(c, buf, bytes, root, &f);
 }
 
-int hora_net_barrier(struct hora_net_comm *c)
+static int hora_net_barrier_impl(struct hora_net_comm *c)
 {
 	struct fp f;
 	int rc = begin(c, K_BARRIER, 0, HORA_NET_I32, HORA_NET_SUM, 0, &f);
@@ -949,4 +962,50 @@ int hora_net_barrier(struct hora_net_comm *c)
 		return rc;
 	int dummy = 0;
 	return rec_doubling(c, &dummy, 0, HORA_NET_I32, HORA_NET_SUM, &f);
+}
+
+/* ---- entry points: progress bookkeeping around the implementations -------------- */
+
+static int left_call(struct hora_net_comm *c, int rc)
+{
+	atomic_store(&c->p_inside, 0);
+	return rc;
+}
+
+int hora_net_allreduce(struct hora_net_comm *c, const void *send, void *recv, size_t count,
+		       enum hora_net_dtype t, enum hora_net_op op)
+{
+	return left_call(c, hora_net_allreduce_impl(c, send, recv, count, t, op));
+}
+int hora_net_reduce_scatter(struct hora_net_comm *c, const void *send, void *recv, size_t recvcount,
+			    enum hora_net_dtype t, enum hora_net_op op)
+{
+	return left_call(c, hora_net_reduce_scatter_impl(c, send, recv, recvcount, t, op));
+}
+int hora_net_allgather(struct hora_net_comm *c, const void *send, void *recv, size_t count,
+		       enum hora_net_dtype t)
+{
+	return left_call(c, hora_net_allgather_impl(c, send, recv, count, t));
+}
+int hora_net_broadcast(struct hora_net_comm *c, void *buf, size_t count, enum hora_net_dtype t, int root)
+{
+	return left_call(c, hora_net_broadcast_impl(c, buf, count, t, root));
+}
+int hora_net_barrier(struct hora_net_comm *c)
+{
+	return left_call(c, hora_net_barrier_impl(c));
+}
+
+void hora_net_comm_progress(struct hora_net_comm *c, uint64_t *seq, uint32_t *kind, int *inside,
+			    int64_t *since_ms)
+{
+	*seq = atomic_load(&c->p_seq);
+	*kind = atomic_load(&c->p_kind);
+	*inside = atomic_load(&c->p_inside);
+	*since_ms = atomic_load(&c->p_since_ms);
+}
+
+const char *hora_net_coll_name(uint32_t kind)
+{
+	return kind < K_KINDS ? kind_name[kind] : "?";
 }

@@ -75,6 +75,13 @@ size_t hora_net_comm_small_bytes(const struct hora_net_comm *c);
 void hora_net_comm_set_medium_bytes(struct hora_net_comm *c, size_t bytes);
 size_t hora_net_comm_medium_bytes(const struct hora_net_comm *c);
 
+/* What the communicator is doing, for other threads: the sequence number
+ * and kind of the last collective entered, whether it is still inside it,
+ * and since when (CLOCK_MONOTONIC ms). */
+void hora_net_comm_progress(struct hora_net_comm *c, uint64_t *seq, uint32_t *kind, int *inside,
+			    int64_t *since_ms);
+const char *hora_net_coll_name(uint32_t kind); /* "allreduce", ... */
+
 const char *hora_net_comm_error(const struct hora_net_comm *c);
 int hora_net_comm_rank(const struct hora_net_comm *c);
 int hora_net_comm_size(const struct hora_net_comm *c);

@@ -117,6 +117,16 @@ bool hora_net_membership_joined(struct hora_net_loop *loop);
 /* Announce a graceful leave to every member; returns once sent. */
 void hora_net_membership_leave(struct hora_net_loop *loop);
 void hora_net_membership_stats(struct hora_net_loop *loop, struct hora_swim_stats *st);
+/* Stall inspection: where this member's STATUS answers come from (get runs
+ * on the comm thread and must only read atomics); ask every live member for
+ * theirs (*sent_ms: when, on the clock of the answers); read the answer of
+ * the member with this rank in the installed view if it came at or after
+ * since_ms (0, or -ENOENT). */
+int hora_net_membership_status_source(struct hora_net_loop *loop,
+				      void (*get)(void *arg, struct hora_swim_status *st), void *arg);
+int hora_net_membership_status_query(struct hora_net_loop *loop, int64_t *sent_ms);
+int hora_net_membership_status(struct hora_net_loop *loop, int rank, int64_t since_ms,
+			       struct hora_swim_status *st);
 /* Parse "a.b.c.d:port" into a SWIM address. 0 or -EINVAL. */
 int hora_net_swim_addr(const char *hostport, struct hora_swim_addr *a);
 

@@ -147,7 +147,7 @@ struct hora_net_peer {
 };
 
 enum cmd_kind { CMD_LISTEN, CMD_CONNECT, CMD_SEND, CMD_RECV, CMD_CLOSE, CMD_STOP, CMD_MEMBERSHIP,
-		CMD_LEAVE };
+		CMD_LEAVE, CMD_STATUS };
 
 struct cmd {
 	struct cmd *next;
@@ -213,6 +213,12 @@ struct hora_net_loop {
 	int malive; /* members this one believes alive, itself included */
 	char mwhy[128];
 	struct hora_swim_stats mstats;
+	struct { /* [q] STATUS answers of the view's members */
+		uint64_t uid;
+		struct hora_swim_status st;
+		int64_t at; /* ms, hora_net_now_ns() clock; 0 = none */
+	} mstatus[HORA_SWIM_MAX_VIEW];
+	int nmstatus;
 };
 
 /* loop.c */
@@ -229,6 +235,7 @@ bool hora_net_on_loop(struct hora_net_loop *loop);
 /* membership.c */
 void hora_net_membership_run(struct hora_net_loop *loop, struct cmd *c);
 void hora_net_membership_do_leave(struct hora_net_loop *loop, struct hora_net_req *r);
+void hora_net_membership_do_status(struct hora_net_loop *loop, struct cmd *c);
 
 /* conn.c */
 struct conn *hora_net_conn_new(struct hora_net_loop *loop, int fd, bool server,

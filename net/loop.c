@@ -162,6 +162,9 @@ static void run_cmd(struct hora_net_loop *loop, struct cmd *c)
 	case CMD_LEAVE:
 		hora_net_membership_do_leave(loop, c->req);
 		break;
+	case CMD_STATUS:
+		hora_net_membership_do_status(loop, c);
+		break;
 	}
 	free(c);
 }

@@ -61,6 +61,12 @@ static void flush(struct hora_net_loop *loop)
 	loop->mjoined = hora_swim_joined(loop->swim);
 	snprintf(loop->mwhy, sizeof(loop->mwhy), "%s", why);
 	hora_swim_stats_get(loop->swim, &loop->mstats);
+	loop->nmstatus = v.n;
+	for (int i = 0; i < v.n; i++) {
+		loop->mstatus[i].uid = v.uids[i];
+		if (hora_swim_status_of(loop->swim, v.uids[i], &loop->mstatus[i].st, &loop->mstatus[i].at))
+			loop->mstatus[i].at = 0;
+	}
 	if (changed)
 		pthread_cond_broadcast(&loop->qcond);
 	pthread_mutex_unlock(&loop->qlock);
@@ -297,6 +303,76 @@ int hora_net_membership_wait(struct hora_net_loop *loop, uint64_t known, bool kn
 	}
 	if (!rc && loop->dead)
 		rc = -ESHUTDOWN;
+	pthread_mutex_unlock(&loop->qlock);
+	return rc;
+}
+
+/* ---- application status (stall inspector) ------------------------------------ */
+
+struct status_cmd {
+	int op; /* 0 set the source, 1 query */
+	void (*get)(void *arg, struct hora_swim_status *st);
+	void *arg;
+	int64_t at; /* query: when it was sent */
+};
+
+void hora_net_membership_do_status(struct hora_net_loop *loop, struct cmd *c)
+{
+	struct status_cmd *sc = c->arg;
+	if (!loop->swim) {
+		hora_net_req_finish(c->req, -ENOTCONN, "membership is not running");
+		return;
+	}
+	if (sc->op == 0) {
+		hora_swim_status_source(loop->swim, sc->get, sc->arg);
+	} else {
+		sc->at = now_ms();
+		hora_swim_status_query(loop->swim, sc->at);
+		flush(loop);
+	}
+	hora_net_req_finish(c->req, 0, NULL);
+}
+
+static int status_cmd(struct hora_net_loop *loop, struct status_cmd *sc)
+{
+	struct cmd *c = calloc(1, sizeof(*c));
+	struct hora_net_req *r = hora_net_sync_req();
+	char err[128];
+	if (!c || !r) {
+		free(c);
+		free(r);
+		return -ENOMEM;
+	}
+	c->kind = CMD_STATUS;
+	c->arg = sc;
+	return hora_net_sync_wait(loop, c, r, err, sizeof(err));
+}
+
+int hora_net_membership_status_source(struct hora_net_loop *loop,
+				      void (*get)(void *arg, struct hora_swim_status *st), void *arg)
+{
+	struct status_cmd sc = {.op = 0, .get = get, .arg = arg};
+	return status_cmd(loop, &sc);
+}
+
+int hora_net_membership_status_query(struct hora_net_loop *loop, int64_t *sent_ms)
+{
+	struct status_cmd sc = {.op = 1};
+	int rc = status_cmd(loop, &sc);
+	*sent_ms = sc.at;
+	return rc;
+}
+
+int hora_net_membership_status(struct hora_net_loop *loop, int rank, int64_t since_ms,
+			       struct hora_swim_status *st)
+{
+	pthread_mutex_lock(&loop->qlock);
+	int rc = -ENOENT;
+	if (rank >= 0 && rank < loop->nmstatus && loop->mstatus[rank].at &&
+	    loop->mstatus[rank].at >= since_ms) {
+		*st = loop->mstatus[rank].st;
+		rc = 0;
+	}
 	pthread_mutex_unlock(&loop->qlock);
 	return rc;
 }

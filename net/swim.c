@@ -29,12 +29,15 @@
 #define UPD 24
 
 enum { T_PING = 1, T_ACK, T_PING_REQ, T_JOIN, T_JOIN_REPLY, T_LEAVE, T_PROPOSE, T_VACK, T_COMMIT, T_CACK,
-       T_VNACK, T_SYNC, T_NEWS };
+       T_VNACK, T_SYNC, T_NEWS, T_STATUS_Q, T_STATUS_R };
+#define STATUS_BODY 24
 
 struct mem {
 	struct hora_swim_member m;
 	int tx_left; /* piggyback transmissions still due */
 	bool vack, cack;
+	struct hora_swim_status status; /* its last STATUS_R */
+	int64_t status_at;              /* when it came, 0 = never */
 };
 
 struct hora_swim {
@@ -71,6 +74,9 @@ struct hora_swim {
 		struct hora_swim_addr requester;
 		int64_t until;
 	} fwd[32];
+	/* status answers (stall inspector) */
+	void (*status_get)(void *arg, struct hora_swim_status *st);
+	void *status_arg;
 	/* outbox */
 	struct hora_swim_out *out;
 	int out_head, out_n;
@@ -756,6 +762,30 @@ void hora_swim_input(struct hora_swim *s, int64_t now, struct hora_swim_addr fro
 		s->joined = true; /* any authenticated message from a member */
 
 	switch (type) {
+	case T_STATUS_Q: {
+		struct hora_swim_status st = {0};
+		if (s->status_get)
+			s->status_get(s->status_arg, &st);
+		else
+			st.kind = UINT32_MAX; /* no communicator here */
+		uint8_t sb[STATUS_BODY] = {0};
+		hora_put64(sb, st.seq);
+		hora_put32(sb + 8, st.kind);
+		hora_put32(sb + 12, st.waiting);
+		hora_put32(sb + 16, st.waited_ms);
+		send_simple(s, T_STATUS_R, 0, 0, sb, sizeof(sb), from, false);
+		break;
+	}
+	case T_STATUS_R:
+		if (blen != STATUS_BODY || !snd) {
+			s->st.malformed++;
+			break;
+		}
+		snd->status = (struct hora_swim_status){.seq = hora_get64(body), .kind = hora_get32(body + 8),
+							.waiting = hora_get32(body + 12),
+							.waited_ms = hora_get32(body + 16)};
+		snd->status_at = now;
+		break;
 	case T_PING:
 		send_simple(s, T_ACK, aux32, s->cfg.uid, NULL, 0, from, true);
 		break;
@@ -906,4 +936,31 @@ void hora_swim_stats_get(const struct hora_swim *s, struct hora_swim_stats *st)
 bool hora_swim_joined(const struct hora_swim *s)
 {
 	return s->joined;
+}
+
+void hora_swim_status_source(struct hora_swim *s, void (*get)(void *arg, struct hora_swim_status *st),
+			     void *arg)
+{
+	s->status_get = get;
+	s->status_arg = arg;
+}
+
+void hora_swim_status_query(struct hora_swim *s, int64_t now_ms)
+{
+	(void)now_ms;
+	for (int i = 1; i < s->n; i++)
+		if (live(&s->mem[i]))
+			send_simple(s, T_STATUS_Q, 0, 0, NULL, 0, s->mem[i].m.addr, false);
+}
+
+int hora_swim_status_of(const struct hora_swim *s, uint64_t uid, struct hora_swim_status *st,
+			int64_t *at_ms)
+{
+	for (int i = 1; i < s->n; i++)
+		if (s->mem[i].m.uid == uid && s->mem[i].status_at) {
+			*st = s->mem[i].status;
+			*at_ms = s->mem[i].status_at;
+			return 0;
+		}
+	return -1;
 }

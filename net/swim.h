@@ -106,4 +106,24 @@ int hora_swim_members(const struct hora_swim *s, struct hora_swim_member *out, i
 void hora_swim_stats_get(const struct hora_swim *s, struct hora_swim_stats *st);
 bool hora_swim_joined(const struct hora_swim *s);
 
+/* Application status, for the stall inspector: the collective a member's
+ * communicator is in (or last finished). */
+struct hora_swim_status {
+	uint64_t seq;       /* collective sequence number (0: none yet) */
+	uint32_t kind;      /* collective kind (0 allreduce, 1 broadcast, ...) */
+	uint32_t waiting;   /* 1: inside seq now, 0: between collectives */
+	uint32_t waited_ms; /* how long it has been inside */
+	uint32_t pad;
+};
+/* Where STATUS answers come from: get() is called on the thread that runs
+ * swim (it must only read atomics). NULL: answer "no job". */
+void hora_swim_status_source(struct hora_swim *s, void (*get)(void *arg, struct hora_swim_status *st),
+			     void *arg);
+/* Ask every live member (STATUS_Q); their STATUS_R answers are kept. */
+void hora_swim_status_query(struct hora_swim *s, int64_t now_ms);
+/* Member uid's last answer and when it came (now_ms clock): 0, or -1 if
+ * none yet. */
+int hora_swim_status_of(const struct hora_swim *s, uint64_t uid, struct hora_swim_status *st,
+			int64_t *at_ms);
+
 #endif
