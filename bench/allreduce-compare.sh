@@ -8,7 +8,9 @@
 #          build the same recipe: bridge, veth, tbf rate/burst/latency.
 # Prints medians of busbw (GB/s) and time (us) per size for hora and for each
 # anchor variant, hora / best anchor, and on netns hora / iperf3. Raw JSON in
-# bench/results/allreduce-<setup>-n<N>/. Needs root for netns. hora runs
+# bench/results/allreduce-<setup>-n<N>/, with the medians in hora-median.json
+# and anchors-median.json, plotted to bench/results/allreduce-<setup>-n<N>.png.
+# SUMMARY_ONLY=1 re-reads an earlier run's raw files without measuring. Needs root for netns. hora runs
 # unbound like the anchors (run.sh: mpirun --bind-to none); BIND=core binds.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -22,6 +24,7 @@ NET=(--setup "$SETUP")
 HNET=(--bind "${BIND:-none}")
 [[ $SETUP == netns ]] && NET+=(--rate "$RATE")
 for r in $(seq 1 "$REPS"); do
+  [[ -n ${SUMMARY_ONLY:-} ]] && break # re-read the raw files of an earlier run
   "$ROOT/build/hora" bench allreduce --ranks "$N" "${NET[@]}" "${HNET[@]}" --json "$OUT/hora-$r.json" >/dev/null
   only=gloo,openmpi,openmpi_ring
   [[ $SETUP == netns ]] && only+=,iperf3
@@ -41,6 +44,14 @@ for r in range(1, reps + 1):
         for row in rows:
             anch.setdefault(k, {}).setdefault(row["size_bytes"], []).append((row["busbw_gbps"], row["time_us"]))
 ip = st.median(iperf) if iperf else None
+# medians as JSON: ours in hora's row format, the anchors' in run.sh's, for --plot
+json.dump([{"size_bytes": z, "time_us": st.median(x[1] for x in hora[z]),
+            "busbw_gbps": st.median(x[0] for x in hora[z])} for z in sorted(hora)],
+          open(f"{out}/hora-median.json", "w"), indent=1)
+json.dump({"results": {k: [{"size_bytes": z, "time_us": st.median(x[1] for x in v[z]),
+                            "busbw_gbps": st.median(x[0] for x in v[z])} for z in sorted(v)]
+                       for k, v in anch.items()}, "iperf3_gbps": ip},
+          open(f"{out}/anchors-median.json", "w"), indent=1)
 print(f"# N={n}, {setup}, {reps} interleaved reps, medians; busbw GB/s (time us)"
       + (f"; iperf3 {ip:.4f} GB/s" if ip else ""))
 print(f"{'size':>10} {'hora':>18} " + " ".join(f"{k:>22}" for k in anch) + f" {'hora/best':>10} {'best time':>10}"
@@ -58,3 +69,5 @@ for size in sorted(hora):
     print(f"{size:>10} {hb:>8.4f} ({ht:>7.1f}) " + " ".join(cols) + f" {ratio:>10.2f} {best_t:>10.1f}"
           + (f" {hb / ip:>11.3f}" if ip else ""))
 PY
+"$ROOT/build/hora" bench allreduce --ranks "$N" "${NET[@]}" --plot "$OUT.png" \
+  --from "$OUT/hora-median.json" --anchors "$OUT/anchors-median.json" >/dev/null

@@ -387,9 +387,10 @@ static int plot(const struct opts *o, const char *hora_json)
 	fclose(f);
 	char cmd[4 * PATH_MAX];
 	int k = snprintf(cmd, sizeof(cmd),
-			 "gnuplot -e \"set terminal pngcairo size 900,540 font ',10'; set output '%s'; "
-			 "set logscale x 2; set format x '%%.0s%%cB'; set xlabel 'size'; "
-			 "set ylabel 'busbw (GB/s)'; set key left top; set grid; "
+			 "gnuplot -e \"set terminal pngcairo size 900,540 font ',10' noenhanced; set output '%s'; "
+			 "set logscale x 2; set xtics ('8B' 8, '256B' 256, '4KiB' 4096, '64KiB' 65536, "
+			 "'1MiB' 1048576, '16MiB' 16777216, '64MiB' 67108864); set xlabel 'size'; "
+			 "set ylabel 'busbw (GB/s = 1e9 B/s)'; set key left top; set grid; "
 			 "set title '%s, %d ranks (%s), %s'; plot ",
 			 o->plot, coll_name[o->coll], o->n, o->setup,
 			 hora_net_dtype_name((enum hora_net_dtype)o->t));
@@ -442,6 +443,7 @@ static void usage(FILE *f)
 		   "         [--json F] [--plot F.png] [--anchors RUN.json] [--crossover] [--port BASE]\n"
 		   "         [--bind core|none]   (default: core when ranks <= CPUs, as mpirun)\n"
 		   "         [--sockets K]        (TCP streams per peer for the ring, default 1)\n"
+		   "         [--plot F.png --from ROWS.json [--anchors RUN.json]]  (plot only, no run)\n"
 		   "       hora bench <coll> --rank R --addrs IP:PORT,IP:PORT,... [same options]\n");
 }
 
@@ -457,12 +459,13 @@ int hora_bench_coll(const char *what, int argc, char **argv)
 		{"plot", required_argument, 0, 'P'}, {"anchors", required_argument, 0, 'A'},
 		{"crossover", no_argument, 0, 'x'}, {"rank", required_argument, 0, 'r'},
 		{"addrs", required_argument, 0, 'd'}, {"bind", required_argument, 0, 'b'},
-		{"sockets", required_argument, 0, 'K'},
+		{"sockets", required_argument, 0, 'K'}, {"from", required_argument, 0, 'F'},
 		{"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
 	};
 	struct opts o = {.n = 2, .bind = -2, .lo = 8, .hi = 64 << 20, .t = HORA_F32, .op = HORA_SUM, .setup = "lo",
 			 .rate = "1gbit"};
 	int port = 0, c, rank = -1;
+	const char *from = NULL;
 	char *addrlist = NULL;
 	for (int i = 0; i < 4; i++)
 		if (!strcmp(what, coll_name[i]))
@@ -504,6 +507,7 @@ int hora_bench_coll(const char *what, int argc, char **argv)
 		case 'r': rank = atoi(optarg); break;
 		case 'd': addrlist = optarg; break;
 		case 'K': o.sockets = atoi(optarg); break;
+		case 'F': from = optarg; break;
 		case 'b': o.bind = !strcmp(optarg, "core") ? 1 : !strcmp(optarg, "none") ? 0 : -1; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
@@ -520,6 +524,10 @@ int hora_bench_coll(const char *what, int argc, char **argv)
 	}
 	if (o.plot && !o.json)
 		o.json = "bench-coll.json"; /* the plot reads the rows back */
+	if (o.plot && from) { /* plot rows measured before (e.g. by allreduce-compare.sh) */
+		o.json = from;
+		return plot(&o, from);
+	}
 	if (addrlist) { /* one rank of a cluster started elsewhere (secret: HORA_SECRET) */
 		const char *a[64];
 		int k = 0;
