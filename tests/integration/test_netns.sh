@@ -31,8 +31,19 @@ rc=$?
 [[ $rc == 0 && $(grep -c "rank [0-9] of 4 in view" "$T/job.log") == 4 ]]
 check "hora launch netns.yaml: 4 workers, full view, exit 0 (rc=$rc)" $?
 
-# 2. partition and heal
-"$HORA" launch "$T/netns.yaml" >"$T/run.log" 2>&1 & LPID=$!
+# 2. the training job of the same file, 1 epoch, on the four hosts
+if [[ -d $ROOT/data/mnist ]]; then
+  (cd "$ROOT" && timeout 120 "$HORA" launch "$T/netns.yaml" --set train.epochs=1 \
+     --set "train.metrics=$T/m.jsonl") >"$T/train.log" 2>&1; rc=$?
+  [[ $rc == 0 ]] && grep -q '^\[0 10.213.8.1\] epoch 1/1 .* val_acc 0\.[89]' "$T/train.log" \
+    && grep -q '"workers":4' "$T/m.jsonl"
+  check "hora launch netns.yaml trains 1 epoch on 4 namespace hosts (rc=$rc)" $? || tail -20 "$T/train.log"
+else
+  echo "skip training on the namespace hosts: no data/mnist (deploy/get-data.sh)"
+fi
+
+# 3. partition and heal (membership only)
+"$HORA" launch "$T/netns.yaml" -- --no-train >"$T/run.log" 2>&1 & LPID=$!
 last() { grep "^\[$1 " "$T/run.log" | grep -o 'view [0-9]*: [0-9]* members.*' | tail -1; }
 wait_all() { # pattern, seconds
   local t=0
