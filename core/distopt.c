@@ -29,8 +29,9 @@
 
 struct bucket {
 	size_t off, cnt;
-	struct hora_request *req;
-	int events; /* ranges in it */
+	struct hora_request *req; /* NULL: ran inline, times in s, e */
+	int events;               /* ranges in it */
+	double s, e;
 };
 
 struct hora_dist_optim {
@@ -128,7 +129,10 @@ void hora_dist_optim_begin(struct hora_dist_optim *d, float *grads, double weigh
 	d->t_begin = hora_now();
 }
 
-static void close_bucket(struct hora_dist_optim *d)
+/* Queue the open buffer's average on the background thread, or (inline,
+ * for the last one at step time) run it here: with nothing queued ahead it
+ * then costs no thread hand-off at all. */
+static void close_bucket(struct hora_dist_optim *d, bool inline_now)
 {
 	if (!d->open)
 		return;
@@ -153,7 +157,14 @@ static void close_bucket(struct hora_dist_optim *d)
 	}
 	struct bucket *b = &d->b[d->nb];
 	*b = (struct bucket){.off = d->cur_off, .cnt = d->cur_cnt, .events = d->cur_events};
-	int rc = hora_allreduce_async(d->c, g, g, d->cur_cnt, HORA_F32, HORA_AVG, &b->req);
+	int rc;
+	if (inline_now) {
+		b->s = hora_now();
+		rc = hora_allreduce(d->c, g, g, d->cur_cnt, HORA_F32, HORA_AVG);
+		b->e = hora_now();
+	} else {
+		rc = hora_allreduce_async(d->c, g, g, d->cur_cnt, HORA_F32, HORA_AVG, &b->req);
+	}
 	if (rc)
 		d->err = rc;
 	else
@@ -203,7 +214,7 @@ void hora_dist_optim_grads_ready(void *arg, int layer, size_t offset, size_t cou
 	}
 	/* a range that does not sit right below the open buffer starts a new one */
 	if (d->open && offset + count != d->cur_off)
-		close_bucket(d);
+		close_bucket(d, false);
 	if (d->open) {
 		d->cur_off = offset;
 		d->cur_cnt += count;
@@ -217,7 +228,7 @@ void hora_dist_optim_grads_ready(void *arg, int layer, size_t offset, size_t cou
 	bool timed = d->fc.cycle_time_ms > 0 && d->planned;
 	bool close = timed ? d->close_after[k] != 0 : d->cur_cnt * sizeof(float) >= d->fc.threshold_bytes;
 	if (close)
-		close_bucket(d);
+		close_bucket(d, false);
 }
 
 /* rank 0 cuts buffers by threshold and cycle time from the first step's
@@ -248,15 +259,17 @@ static int make_plan(struct hora_dist_optim *d)
 int hora_dist_optim_step(struct hora_dist_optim *d, float *params, double lr)
 {
 	d->t_fb_end = hora_now();
-	close_bucket(d);
-	int rc = d->err;
 	double t_wait0 = hora_now(), busy = 0, hidden = 0;
+	close_bucket(d, true); /* the last buffer: here, behind the queued ones */
+	int rc = d->err;
 	for (int i = 0; i < d->nb; i++) {
-		double s = 0, e = 0;
-		int r2 = hora_wait_timed(d->b[i].req, &s, &e);
-		d->b[i].req = NULL;
-		if (!rc)
-			rc = r2;
+		double s = d->b[i].s, e = d->b[i].e;
+		if (d->b[i].req) {
+			int r2 = hora_wait_timed(d->b[i].req, &s, &e);
+			d->b[i].req = NULL;
+			if (!rc)
+				rc = r2;
+		}
 		if (e > s) {
 			busy += e - s;
 			double hs = s > d->t_begin ? s : d->t_begin, he = e < d->t_fb_end ? e : d->t_fb_end;
