@@ -155,6 +155,7 @@ static inline uint16_t f2bf(float f)
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
 /* f16 with the F16C conversions (round to nearest even, as the software
  * path; only NaN payloads may differ), picked at run time */
@@ -213,19 +214,35 @@ __attribute__((target("avx2"))) static size_t reduce_bf16_avx2(uint16_t *d, cons
 	}
 	return i;
 }
-static int have_avx2(void)
+/* CPU features from cpuid (gcc's and clang's __builtin_cpu_supports do not
+ * agree on names): bit 0 = AVX usable (OS saves YMM), 1 = F16C, 2 = AVX2 */
+static int cpu_features(void)
 {
 	static int v = -1;
-	if (v < 0)
-		v = __builtin_cpu_supports("avx2");
-	return v;
+	if (v >= 0)
+		return v;
+	unsigned a, b, c, d;
+	int f = 0;
+	if (__get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 27)) && (c & (1u << 28))) {
+		unsigned lo, hi;
+		__asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+		if ((lo & 6) == 6) { /* XMM and YMM state enabled */
+			f |= 1;
+			if (c & (1u << 29))
+				f |= 2;
+			if (__get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & (1u << 5)))
+				f |= 4;
+		}
+	}
+	return v = f;
+}
+static int have_avx2(void)
+{
+	return (cpu_features() & 5) == 5;
 }
 static int have_f16c(void)
 {
-	static int v = -1;
-	if (v < 0)
-		v = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
-	return v;
+	return (cpu_features() & 3) == 3;
 }
 #else
 static size_t reduce_f16c(uint16_t *d, const uint16_t *x, const uint16_t *y, size_t n, enum hora_net_op op)
