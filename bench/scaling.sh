@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scaling.sh [--batch 32] [--epochs 6] [--reps 3] [--skip-netns] - training
+# scaling.sh [--batch 32] [--epochs 6] [--reps 3] [--skip-netns] [--set K=V]... - training
 # throughput of the distributed job (hora launch, the MNIST MLP on data/mnist):
 #   lo:    1 worker vs 2 workers, each bound to its own core (cluster.bind:
 #          core), the same per-worker batch:
@@ -13,13 +13,14 @@
 # data/mnist (deploy/get-data.sh) and root for netns.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-BATCH=32 EPOCHS=6 REPS=3 NETNS=1
+BATCH=32 EPOCHS=6 REPS=3 NETNS=1 SETS=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --batch) BATCH="$2"; shift 2 ;;
     --epochs) EPOCHS="$2"; shift 2 ;;
     --reps) REPS="$2"; shift 2 ;;
     --skip-netns) NETNS=0; shift ;;
+    --set) SETS+=(--set "$2"); shift 2 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -75,7 +76,7 @@ EOF
 # samples/s of one launch: median over epochs 2..E
 run() { # file extra-args...
   local f="$1"; shift
-  "$HORA" launch "$f" --set "train.metrics=$TMP/m.jsonl" "$@" >"$TMP/out" 2>&1 ||
+  "$HORA" launch "$f" --set "train.metrics=$TMP/m.jsonl" "${SETS[@]}" "$@" >"$TMP/out" 2>&1 ||
     { cat "$TMP/out" >&2; return 1; }
   python3 -c "
 import json, statistics as st

@@ -195,6 +195,13 @@ int hora_config_set(struct hora_train_config *c, const char *key, const char *v,
 		c->fusion.threshold_bytes = (size_t)(x * mul);
 		return 0;
 	}
+	if (!strcmp(key, "train.fusion.compression")) {
+		if (!strcmp(v, "none") || !strcmp(v, "fp16") || !strcmp(v, "bf16")) {
+			c->fusion.compression = v[0] == 'n' ? 0 : v[0] == 'f' ? 1 : 2;
+			return 0;
+		}
+		return hora_cfg_bad(err, errlen, "%s must be none, fp16 or bf16 (got '%s')", key, v);
+	}
 	REAL_KEY("train.fusion.cycle_time_ms", d >= 0, c->fusion.cycle_time_ms, "a non-negative number (0 = off)")
 	if (!strcmp(key, "train.timeline"))
 		return *v ? set_string(c->timeline, sizeof(c->timeline), key, v, err, errlen)

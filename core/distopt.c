@@ -20,6 +20,7 @@
  */
 #include "comm.h"
 #include "distopt.h"
+#include "net/reduce.h"
 #include "hora.h"
 
 #include <errno.h>
@@ -41,6 +42,7 @@ struct hora_dist_optim {
 	struct hora_fusion_config fc;
 	float *grads;
 	double weight;
+	uint16_t *comp; /* fusion.compression: the gradients in 16 bits, same offsets */
 	/* the plan: close the buffer after event k when close_after[k] */
 	int planned;
 	int32_t *close_after;
@@ -88,6 +90,15 @@ int hora_dist_optim_create(struct hora_comm *c, struct hora_optim *inner, size_t
 	const char *ct = getenv("HORA_CYCLE_TIME_MS");
 	if (ct && *ct && atof(ct) >= 0)
 		d->fc.cycle_time_ms = atof(ct);
+	d->fc.compression = fusion ? fusion->compression : 0;
+	if (d->fc.compression < 0 || d->fc.compression > 2) {
+		free(d);
+		return -EINVAL;
+	}
+	if (d->fc.compression && !(d->comp = malloc((nparams ? nparams : 1) * sizeof(uint16_t)))) {
+		free(d);
+		return -ENOMEM;
+	}
 	d->weight = 1.0;
 	d->planned = d->fc.cycle_time_ms <= 0; /* sizes only: the same plan from the first step */
 	*out = d;
@@ -106,6 +117,7 @@ void hora_dist_optim_destroy(struct hora_dist_optim *d)
 	free(d->ev_time);
 	free(d->ev_off);
 	free(d->ev_cnt);
+	free(d->comp);
 	free(d);
 }
 
@@ -157,13 +169,20 @@ static void close_bucket(struct hora_dist_optim *d, bool inline_now)
 	}
 	struct bucket *b = &d->b[d->nb];
 	*b = (struct bucket){.off = d->cur_off, .cnt = d->cur_cnt, .events = d->cur_events};
+	void *buf = g;
+	enum hora_dtype t = HORA_F32;
+	if (d->fc.compression) { /* 16 bits on the wire and in the sums */
+		hora_net_f32_to_half_n(g, d->comp + d->cur_off, d->cur_cnt, d->fc.compression == 2);
+		buf = d->comp + d->cur_off;
+		t = d->fc.compression == 2 ? HORA_BF16 : HORA_F16;
+	}
 	int rc;
 	if (inline_now) {
 		b->s = hora_now();
-		rc = hora_allreduce(d->c, g, g, d->cur_cnt, HORA_F32, HORA_AVG);
+		rc = hora_allreduce(d->c, buf, buf, d->cur_cnt, t, HORA_AVG);
 		b->e = hora_now();
 	} else {
-		rc = hora_allreduce_async(d->c, g, g, d->cur_cnt, HORA_F32, HORA_AVG, &b->req);
+		rc = hora_allreduce_async(d->c, buf, buf, d->cur_cnt, t, HORA_AVG, &b->req);
 	}
 	if (rc)
 		d->err = rc;
@@ -291,6 +310,10 @@ int hora_dist_optim_step(struct hora_dist_optim *d, float *params, double lr)
 	d->st.hidden_s += hidden;
 	d->st.wait_s += t_wait1 - t_wait0;
 	d->st.buffers += d->nb;
+	if (!rc && d->fc.compression)
+		for (int i = 0; i < d->nb; i++)
+			hora_net_half_to_f32_n(d->comp + d->b[i].off, d->grads + d->b[i].off, d->b[i].cnt,
+					       d->fc.compression == 2);
 	if (rc) {
 		d->err = rc;
 		return rc;

@@ -96,6 +96,8 @@ HORA_API double hora_lr_at(const struct hora_optim_config *cfg, int64_t step,
 struct hora_fusion_config {
 	size_t threshold_bytes;
 	double cycle_time_ms;
+	int compression; /* 0 none; 1 fp16, 2 bf16: gradients travel and are averaged in 16
+			    bits, half the bytes (Horovod's Compression.fp16) */
 };
 
 

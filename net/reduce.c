@@ -180,6 +180,20 @@ __attribute__((target("avx,f16c"))) static size_t reduce_f16c(uint16_t *d, const
 	}
 	return i; /* elements done; the caller finishes the tail */
 }
+__attribute__((target("avx,f16c"))) static size_t cvt_f16c(const float *in, uint16_t *out,
+							     const uint16_t *hin, float *fout, size_t n)
+{
+	size_t i = 0;
+	if (in)
+		for (; i + 8 <= n; i += 8)
+			_mm_storeu_si128((__m128i *)(out + i),
+					 _mm256_cvtps_ph(_mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT));
+	else
+		for (; i + 8 <= n; i += 8)
+			_mm256_storeu_ps(fout + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(hin + i))));
+	return i;
+}
+
 /* bf16 with AVX2 integer shifts: the same bits as f2bf (RNE, quiet NaN) */
 #define BF_LOOP(OP)                                                                              \
 	for (; i + 8 <= n; i += 8) {                                                               \
@@ -254,6 +268,11 @@ static int have_f16c(void)
 {
 	return 0;
 }
+static size_t cvt_f16c(const float *in, uint16_t *out, const uint16_t *hin, float *fout, size_t n)
+{
+	(void)in, (void)out, (void)hin, (void)fout, (void)n;
+	return 0;
+}
 static size_t reduce_bf16_avx2(uint16_t *d, const uint16_t *x, const uint16_t *y, size_t n, enum hora_net_op op)
 {
 	(void)d, (void)x, (void)y, (void)n, (void)op;
@@ -297,6 +316,34 @@ static void reduce_half(void *dst, const void *a, const void *b, size_t n, bool 
 	}
 }
 
+void hora_net_f32_to_half_n(const float *in, uint16_t *out, size_t n, int bf)
+{
+	size_t i = 0;
+	if (bf) {
+		for (; i < n; i++) /* branch-free: gcc vectorises it */
+			out[i] = f2bf(in[i]);
+		return;
+	}
+	if (have_f16c())
+		i = cvt_f16c(in, out, NULL, NULL, n);
+	for (; i < n; i++)
+		out[i] = hora_net_f32_to_f16(in[i]);
+}
+
+void hora_net_half_to_f32_n(const uint16_t *in, float *out, size_t n, int bf)
+{
+	size_t i = 0;
+	if (bf) {
+		for (; i < n; i++)
+			out[i] = bf2f(in[i]);
+		return;
+	}
+	if (have_f16c())
+		i = cvt_f16c(NULL, NULL, in, out, n);
+	for (; i < n; i++)
+		out[i] = hora_net_f16_to_f32(in[i]);
+}
+
 void hora_net_reduce(void *dst, const void *a, const void *b, size_t n, enum hora_net_dtype t,
 		     enum hora_net_op op)
 {
@@ -335,12 +382,16 @@ void hora_net_scale(void *p, size_t n, enum hora_net_dtype t, int div)
 		break;
 	}
 	case HORA_NET_F16:
-	case HORA_NET_BF16: {
+	case HORA_NET_BF16: { /* in blocks through f32, with the vector conversions */
 		uint16_t *x = p;
-		bool bf = t == HORA_NET_BF16;
-		for (size_t i = 0; i < n; i++) {
-			float f = (bf ? hora_net_bf16_to_f32(x[i]) : hora_net_f16_to_f32(x[i])) / (float)div;
-			x[i] = bf ? hora_net_f32_to_bf16(f) : hora_net_f32_to_f16(f);
+		const int bf = t == HORA_NET_BF16;
+		float f[256];
+		for (size_t i = 0; i < n; i += 256) {
+			size_t k = n - i < 256 ? n - i : 256;
+			hora_net_half_to_f32_n(x + i, f, k, bf);
+			for (size_t j = 0; j < k; j++)
+				f[j] /= (float)div;
+			hora_net_f32_to_half_n(f, x + i, k, bf);
 		}
 		break;
 	}

@@ -22,6 +22,12 @@ void hora_net_reduce(void *dst, const void *a, const void *b, size_t count, enum
 /* x[i] /= n (AVG's final step; integers truncate toward zero). */
 void hora_net_scale(void *x, size_t count, enum hora_net_dtype t, int n);
 
+/* n floats to f16 (bf = 0) or bf16 (bf = 1) and back, round to nearest
+ * even; the same bits as the scalar conversions below (F16C / AVX2 when the
+ * CPU has them). */
+void hora_net_f32_to_half_n(const float *in, uint16_t *out, size_t n, int bf);
+void hora_net_half_to_f32_n(const uint16_t *in, float *out, size_t n, int bf);
+
 /* f16/bf16 <-> f32 (round to nearest even), exposed for tests. */
 float hora_net_f16_to_f32(uint16_t h);
 uint16_t hora_net_f32_to_f16(float f);

@@ -112,6 +112,28 @@ Test(dtrain, replicas_stay_bitwise_identical, .init = setup, .fini = teardown, .
 		hora_train_result_deinit(&rk[i].res);
 }
 
+Test(dtrain, compressed_gradients_keep_replicas_identical_and_learn, .init = setup, .fini = teardown,
+     .timeout = 120)
+{
+	for (int comp = 1; comp <= 2; comp++) { /* fp16, bf16 */
+		struct hora_train_config cfg;
+		base_cfg(&cfg);
+		cfg.fusion.compression = comp;
+		cfg.fusion.threshold_bytes = 1024; /* several buffers a step */
+		struct rank rk[MAXR];
+		train_ranks(3, &cfg, rk);
+		for (int i = 0; i < 3; i++)
+			cr_assert_eq(rk[i].rc, 0, "rank %d: %s", i, rk[i].err);
+		for (int i = 1; i < 3; i++)
+			cr_assert_eq(memcmp(rk[i].res.params, rk[0].res.params, rk[0].res.nparams * sizeof(float)),
+				     0, "compression %d: rank %d differs", comp, i);
+		cr_assert_gt(rk[0].res.last.val_acc, 0.8, "compression %d: val_acc %.3f", comp,
+			     rk[0].res.last.val_acc);
+		for (int i = 0; i < 3; i++)
+			hora_train_result_deinit(&rk[i].res);
+	}
+}
+
 Test(dtrain, two_workers_equal_one_worker_with_the_global_batch, .init = setup, .fini = teardown,
      .timeout = 120)
 {

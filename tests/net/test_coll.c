@@ -381,3 +381,33 @@ Test(net_reduce, half_precision_vector_paths_match_the_scalar_reference)
 			}
 		}
 }
+
+Test(net_reduce, bulk_half_conversions_match_the_scalar_ones)
+{
+	enum { N = 1027 };
+	static float f[N], back[N];
+	static uint16_t h[N];
+	uint64_t s = 42;
+	for (int i = 0; i < N; i++) {
+		s = s * 6364136223846793005ull + 1442695040888963407ull;
+		uint32_t u = (uint32_t)(s >> 32);
+		if (i % 7 == 0)
+			u &= 0x807fffffu; /* subnormal floats */
+		if (i % 11 == 0)
+			u = (u & 0x80000000u) | 0x47800000u | (u & 0x7fffff); /* near f16 overflow */
+		memcpy(&f[i], &u, 4);
+		if (isnan(f[i]))
+			f[i] = 1.5f;
+	}
+	for (int bf = 0; bf < 2; bf++) {
+		hora_net_f32_to_half_n(f, h, N, bf);
+		for (int i = 0; i < N; i++)
+			cr_assert_eq(h[i], bf ? hora_net_f32_to_bf16(f[i]) : hora_net_f32_to_f16(f[i]),
+				     "%s [%d] %a", bf ? "bf16" : "f16", i, (double)f[i]);
+		hora_net_half_to_f32_n(h, back, N, bf);
+		for (int i = 0; i < N; i++) {
+			float want = bf ? hora_net_bf16_to_f32(h[i]) : hora_net_f16_to_f32(h[i]);
+			cr_assert(memcmp(&back[i], &want, 4) == 0, "%s back [%d]", bf ? "bf16" : "f16", i);
+		}
+	}
+}
