@@ -4,8 +4,11 @@
  * steps; each step moves one of N chunks to the right neighbour, cut into
  * segments so that sending, receiving and reducing overlap: the send of step
  * t+1 of a segment leaves as soon as step t of it was received and reduced,
- * while `depth` receives stay posted ahead into a pool of 2 x depth segment
+ * while `depth` receives stay posted ahead into a pool of depth segment
  * buffers (extra memory O(segment x depth), never a copy of the buffer).
+ * The whole pipeline runs in completion callbacks on the comm thread (each
+ * receive completion reduces and posts the next send and receive inline);
+ * the calling thread sleeps until it is done.
  * Partial sums live in the pool slot they arrived in and leave from there;
  * the final sum of a chunk is written to the output, and the allgather
  * receives straight into place, so out-of-place calls need no copy either.
@@ -27,6 +30,7 @@
 #include "fast.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdarg.h>
 #include <time.h>
@@ -385,7 +389,9 @@ struct fp_ctx {
 	int from;
 };
 
-static int fp_check(struct hora_net_comm *c, const uint8_t *b, const struct fp *mine, int from)
+/* 0, or -EBADE with the reason in msg (no side effect: callbacks use it) */
+static int fp_compare(const struct hora_net_comm *c, const uint8_t *b, const struct fp *mine, int from,
+		      char *msg, size_t len)
 {
 	struct fp o;
 	memcpy(&o.seq, b, 8);
@@ -395,17 +401,27 @@ static int fp_check(struct hora_net_comm *c, const uint8_t *b, const struct fp *
 	o.op = b[21];
 	memcpy(&o.nranks, b + 22, 2);
 	memcpy(&o.root, b + 24, 4);
-	if (o.kind == K_ABORT)
-		return fail(c, -EBADE, "rank %d stopped: it saw mismatched collectives (its error names both calls)",
-			    (int)o.root);
+	if (o.kind == K_ABORT) {
+		snprintf(msg, len, "rank %d stopped: it saw mismatched collectives (its error names both calls)",
+			 (int)o.root);
+		return -EBADE;
+	}
 	if (o.seq == mine->seq && o.count == mine->count && o.kind == mine->kind &&
 	    o.dtype == mine->dtype && o.op == mine->op && o.nranks == mine->nranks && o.root == mine->root)
 		return 0;
 	char a[160], b2[160];
 	describe(a, sizeof(a), mine);
 	describe(b2, sizeof(b2), &o);
-	return fail(c, -EBADE, "mismatched collectives: rank %d called %s but rank %d called %s", c->rank,
-		    a, from, b2);
+	snprintf(msg, len, "mismatched collectives: rank %d called %s but rank %d called %s", c->rank, a,
+		 from, b2);
+	return -EBADE;
+}
+
+static int fp_check(struct hora_net_comm *c, const uint8_t *b, const struct fp *mine, int from)
+{
+	char msg[400];
+	int rc = fp_compare(c, b, mine, from, msg, sizeof(msg));
+	return rc ? fail(c, rc, "%s", msg) : 0;
 }
 
 static int fp_check_cb(void *arg, const void *h)
@@ -602,150 +618,280 @@ static int exchange_fp(struct hora_net_comm *c, int left, int right, const struc
 	return rc ? rc : r2;
 }
 
+/* ---- the ring driven by completions on the comm thread ------------------------------
+ *
+ * The same schedule, buffers and reduction order as ring() (so the same
+ * bits), but every receive completion runs on the comm thread: it reduces
+ * the segment, posts the next receive and the segment's next send inline,
+ * with no hand-off to the calling thread, which sleeps until the whole
+ * collective is done. One runnable thread per rank instead of two.
+ */
+struct cbslot {
+	struct cbring *r;
+	size_t i; /* receive index, or (size_t)-1 for a send */
+};
+
+struct cbring {
+	struct hora_net_comm *c;
+	enum ring_mode mode;
+	const uint8_t *src;
+	uint8_t *work, *dst;
+	struct ring g;
+	enum hora_net_dtype t;
+	enum hora_net_op op;
+	int n, t0, t1, left, right;
+	struct slot *slots;
+	struct cbslot *ctx; /* one per receive, plus one shared by the sends */
+	size_t ns, depth, posted, processed;
+	size_t sends_posted, sends_done;
+	int outstanding; /* requests whose callback has not run */
+	int err, err_peer;
+	const char *err_dir;
+	char errmsg[400];
+	bool done;
+	const struct fp *f;
+	uint8_t fp_out[FP_BYTES], fp_in[FP_BYTES];
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+};
+
+static void cb_recv(void *arg, int status, const char *err);
+static void cb_send(void *arg, int status, const char *err);
+
+/* with r->mu held */
+static void cb_error(struct cbring *r, int rc, const char *dir, int peer, const char *msg)
+{
+	if (!r->err) {
+		r->err = rc;
+		r->err_dir = dir;
+		r->err_peer = peer;
+		snprintf(r->errmsg, sizeof(r->errmsg), "%s", msg ? msg : strerror(-rc));
+		if (rc == -EBADE) /* a fingerprint mismatch: the message says it all */
+			r->err_dir = NULL;
+	}
+	r->done = true;
+	pthread_cond_broadcast(&r->cv);
+}
+
+static void cb_check_done(struct cbring *r)
+{
+	if (r->processed == r->ns && r->sends_done == r->sends_posted) {
+		r->done = true;
+		pthread_cond_broadcast(&r->cv);
+	}
+}
+
+static void cb_post_recv(struct cbring *r)
+{
+	const size_t i = r->posted;
+	size_t off, len;
+	chunk_of(&r->g, recv_chunk(&r->g, r->slots[i].t), &off, &len);
+	size_t so = r->slots[i].k * r->g.seg, sl = seg_len(&r->g, len, r->slots[i].k);
+	uint8_t *d = r->slots[i].t < r->n - 1 ? r->c->pool + (i % r->depth) * r->c->cfg.segment_bytes
+					      : r->dst + (off + so) * r->g.esz;
+	r->ctx[i] = (struct cbslot){r, i};
+	if (hora_net_irecv(r->c->peer[r->left], d, sl * r->g.esz, cb_recv, &r->ctx[i], NULL))
+		cb_error(r, -EIO, "receive from", r->left, "cannot post a receive");
+	else
+		r->outstanding++, r->posted++;
+}
+
+static void cb_post_send(struct cbring *r, const uint8_t *p, size_t bytes)
+{
+	if (hora_net_isend(r->c->peer[r->right], p, bytes, cb_send, &r->ctx[r->ns], NULL))
+		cb_error(r, -EIO, "send to", r->right, "cannot post a send");
+	else
+		r->outstanding++, r->sends_posted++;
+}
+
+static void cb_recv(void *arg, int status, const char *err)
+{
+	struct cbslot *x = arg;
+	struct cbring *r = x->r;
+	pthread_mutex_lock(&r->mu);
+	r->outstanding--;
+	if (status)
+		cb_error(r, status, "receive from", r->left, err);
+	if (r->err) {
+		pthread_cond_broadcast(&r->cv);
+		pthread_mutex_unlock(&r->mu);
+		return;
+	}
+	const size_t i = x->i;
+	const int tt = r->slots[i].t, n = r->n;
+	const size_t k = r->slots[i].k;
+	size_t off, len;
+	chunk_of(&r->g, recv_chunk(&r->g, tt), &off, &len);
+	const size_t so = k * r->g.seg, sl = seg_len(&r->g, len, k), esz = r->g.esz;
+	const uint8_t *next;
+	uint8_t *slot = r->c->pool + (i % r->depth) * r->c->cfg.segment_bytes;
+	if (tt < n - 2) {
+		uint8_t *p = r->work + (off + so) * esz;
+		hora_net_reduce(p, slot, r->src + (off + so) * esz, sl, r->t, r->op);
+		next = p;
+	} else if (tt == n - 2) {
+		uint8_t *d = r->mode == RING_REDUCE_SCATTER ? r->dst + so * esz : r->dst + (off + so) * esz;
+		hora_net_reduce(d, slot, r->src + (off + so) * esz, sl, r->t, r->op);
+		if (r->op == HORA_NET_AVG)
+			hora_net_scale(d, sl, r->t, n);
+		next = d;
+	} else {
+		next = r->dst + (off + so) * esz;
+	}
+	r->processed++;
+	/* the send first: posting the receive may complete a parked message
+	 * inline, whose callback then sends too, and sends must leave in
+	 * schedule order */
+	if (tt + 1 < r->t1 && !r->err)
+		cb_post_send(r, next, sl * esz);
+	if (r->posted < r->ns && !r->err)
+		cb_post_recv(r); /* into the slot just freed */
+	cb_check_done(r);
+	pthread_mutex_unlock(&r->mu);
+}
+
+static void cb_send(void *arg, int status, const char *err)
+{
+	struct cbring *r = ((struct cbslot *)arg)->r;
+	pthread_mutex_lock(&r->mu);
+	r->outstanding--;
+	r->sends_done++;
+	if (status)
+		cb_error(r, status, "send to", r->right, err);
+	else
+		cb_check_done(r);
+	pthread_cond_broadcast(&r->cv);
+	pthread_mutex_unlock(&r->mu);
+}
+
+static void cb_fp_sent(void *arg, int status, const char *err)
+{
+	struct cbring *r = arg;
+	pthread_mutex_lock(&r->mu);
+	r->outstanding--;
+	if (status)
+		cb_error(r, status, "send to", r->right, err);
+	pthread_cond_broadcast(&r->cv);
+	pthread_mutex_unlock(&r->mu);
+}
+
+/* the left neighbour's fingerprint is in: check it, then post everything
+ * from here, on the comm thread, so that every send and receive is issued
+ * in schedule order */
+static void cb_start(void *arg, int status, const char *err)
+{
+	struct cbring *r = arg;
+	pthread_mutex_lock(&r->mu);
+	r->outstanding--;
+	char msg[400];
+	int rc;
+	if (status) {
+		cb_error(r, status, "receive from", r->left, err);
+	} else if ((rc = fp_compare(r->c, r->fp_in, r->f, r->left, msg, sizeof(msg)))) {
+		cb_error(r, rc, NULL, r->left, msg);
+	} else {
+		/* the first step's sends before any receive: a receive can complete
+		 * inline (data already parked) and its callback sends the next step */
+		size_t off, len;
+		chunk_of(&r->g, send_chunk(&r->g, r->t0), &off, &len);
+		const uint8_t *base = r->mode == RING_ALLGATHER ? r->dst + off * r->g.esz : r->src + off * r->g.esz;
+		for (size_t k = 0; k < nsegs(&r->g, len) && !r->err; k++)
+			cb_post_send(r, base + k * r->g.seg * r->g.esz, seg_len(&r->g, len, k) * r->g.esz);
+		while (r->posted < r->ns && r->posted < r->depth && !r->err)
+			cb_post_recv(r);
+		cb_check_done(r);
+	}
+	pthread_cond_broadcast(&r->cv);
+	pthread_mutex_unlock(&r->mu);
+}
+
 /* src: this rank's input (whole buffer for allreduce and reduce-scatter,
  * one chunk for allgather); dst: the output (whole buffer, or one chunk for
  * reduce-scatter); work: a whole buffer that holds partial sums until they
  * leave (dst for allreduce). They may be the same memory in the layouts
  * coll.h names. A partial sum of chunk c leaves from work before anything
  * can be gathered into c again: that data needs our partial first. */
-static int ring(struct hora_net_comm *c, enum ring_mode mode, const uint8_t *src, uint8_t *work,
-		uint8_t *dst, size_t count, enum hora_net_dtype t, enum hora_net_op op, const struct fp *f)
+static int ring_cb(struct hora_net_comm *c, enum ring_mode mode, const uint8_t *src, uint8_t *work,
+		   uint8_t *dst, size_t count, enum hora_net_dtype t, enum hora_net_op op, const struct fp *f)
 {
-	const int n = c->n, r = c->rank, left = (r - 1 + n) % n, right = (r + 1) % n;
-	struct ring g = {count, hora_net_dtype_size(t), c->cfg.segment_bytes / hora_net_dtype_size(t), n,
-			 r, mode != RING_ALLREDUCE};
-	if (!g.seg)
-		g.seg = 1;
-	const int t0 = mode == RING_ALLGATHER ? n - 1 : 0;
-	const int t1 = mode == RING_REDUCE_SCATTER ? n - 1 : 2 * (n - 1); /* steps [t0, t1) */
-	struct hora_net_peer *pl = c->peer[left], *pr = c->peer[right];
-	struct fpx fx_;
-	int rc = fp_post(c, &fx_, left, right, f);
-	if (rc) {
-		fp_finish(c, &fx_, f);
-		return rc;
-	}
-	size_t total = 0, maxs = 0;
-	for (int tt = t0; tt < t1; tt++) {
+	const int n = c->n, rk = c->rank;
+	struct cbring *r = calloc(1, sizeof(*r));
+	if (!r)
+		return fail(c, -ENOMEM, "out of memory for the ring");
+	*r = (struct cbring){.c = c, .mode = mode, .src = src, .work = work, .dst = dst, .t = t, .op = op,
+			     .n = n, .left = (rk - 1 + n) % n, .right = (rk + 1) % n,
+			     .depth = (size_t)c->cfg.depth};
+	r->g = (struct ring){count, hora_net_dtype_size(t), c->cfg.segment_bytes / hora_net_dtype_size(t), n,
+			     rk, mode != RING_ALLREDUCE};
+	if (!r->g.seg)
+		r->g.seg = 1;
+	r->t0 = mode == RING_ALLGATHER ? n - 1 : 0;
+	r->t1 = mode == RING_REDUCE_SCATTER ? n - 1 : 2 * (n - 1);
+	r->f = f;
+	int rc;
+	for (int tt = r->t0; tt < r->t1; tt++) {
 		size_t off, len;
-		chunk_of(&g, recv_chunk(&g, tt), &off, &len);
-		total += nsegs(&g, len);
-		chunk_of(&g, send_chunk(&g, tt), &off, &len);
-		maxs += nsegs(&g, len);
+		chunk_of(&r->g, recv_chunk(&r->g, tt), &off, &len);
+		r->ns += nsegs(&r->g, len);
 	}
-	struct slot *slots = malloc(sizeof(*slots) * (total ? total : 1));
-	struct hora_net_req **rq = calloc(total ? total : 1, sizeof(*rq));
-	struct hora_net_req **sq = calloc(maxs ? maxs : 1, sizeof(*sq));
-	if (!slots || !rq || !sq) {
-		free(slots);
-		free(rq);
-		free(sq);
-		rc = fail(c, -ENOMEM, "out of memory for %zu pipeline slots", total);
-		fp_finish(c, &fx_, f);
-		return rc;
+	r->slots = malloc(sizeof(*r->slots) * (r->ns ? r->ns : 1));
+	r->ctx = malloc(sizeof(*r->ctx) * (r->ns + 1));
+	if (!r->slots || !r->ctx) {
+		size_t ns = r->ns;
+		free(r->slots);
+		free(r->ctx);
+		free(r);
+		return fail(c, -ENOMEM, "out of memory for %zu pipeline slots", ns);
 	}
-	size_t ns = 0, s_posted = 0, s_waited = 0;
-	for (int tt = t0; tt < t1; tt++) {
+	size_t q = 0;
+	for (int tt = r->t0; tt < r->t1; tt++) {
 		size_t off, len;
-		chunk_of(&g, recv_chunk(&g, tt), &off, &len);
-		for (size_t k = 0; k < nsegs(&g, len); k++)
-			slots[ns++] = (struct slot){tt, k};
+		chunk_of(&r->g, recv_chunk(&r->g, tt), &off, &len);
+		for (size_t k = 0; k < nsegs(&r->g, len); k++)
+			r->slots[q++] = (struct slot){tt, k};
 	}
-	const size_t depth = (size_t)c->cfg.depth;
-	size_t posted = 0;
+	r->ctx[r->ns] = (struct cbslot){r, (size_t)-1};
 	if (mode == RING_ALLGATHER) { /* our own chunk into place first */
 		size_t off, len;
-		chunk_of(&g, r, &off, &len);
-		if (dst + off * g.esz != src && len)
-			memmove(dst + off * g.esz, src, len * g.esz);
+		chunk_of(&r->g, rk, &off, &len);
+		if (dst + off * r->g.esz != src && len)
+			memmove(dst + off * r->g.esz, src, len * r->g.esz);
 	}
-
-	/* a reduce-phase receive lands in a pool slot, a gather one in place */
-#define SLOT(i) (c->pool + ((i) % depth) * c->cfg.segment_bytes)
-#define POST_RECV(i)                                                                               \
-	do {                                                                                       \
-		size_t off_, len_;                                                                 \
-		chunk_of(&g, recv_chunk(&g, slots[i].t), &off_, &len_);                            \
-		size_t so_ = slots[i].k * g.seg, sl_ = seg_len(&g, len_, slots[i].k);              \
-		uint8_t *d_ = slots[i].t < n - 1 ? SLOT(i) : dst + (off_ + so_) * g.esz;           \
-		if (hora_net_irecv(pl, d_, sl_ * g.esz, NULL, NULL, &rq[i]))                       \
-			rc = fail(c, -EIO, "cannot post a receive from rank %d", left);            \
-	} while (0)
-#define POST_SEND(ptr, bytes)                                                                      \
-	do {                                                                                       \
-		if (hora_net_isend(pr, (ptr), (bytes), NULL, NULL, &sq[s_posted]))                 \
-			rc = fail(c, -EIO, "cannot post a send to rank %d", right);                \
-		else                                                                               \
-			s_posted++;                                                                \
-	} while (0)
-
-	for (; posted < ns && posted < depth && !rc; posted++)
-		POST_RECV(posted);
-	{ /* first step: every segment of the first chunk goes right away */
-		size_t off, len;
-		int ch = send_chunk(&g, t0);
-		chunk_of(&g, ch, &off, &len);
-		const uint8_t *base = mode == RING_ALLREDUCE || mode == RING_REDUCE_SCATTER
-					      ? src + off * g.esz
-					      : dst + off * g.esz;
-		for (size_t k = 0; k < nsegs(&g, len) && !rc; k++)
-			POST_SEND(base + k * g.seg * g.esz, seg_len(&g, len, k) * g.esz);
-	}
-	{ /* the neighbours' fingerprints came first on their streams */
-		int r2 = fp_finish(c, &fx_, f);
-		rc = rc ? rc : r2;
-	}
-	for (size_t i = 0; i < ns && !rc; i++) {
-		rc = xwait(c, rq[i], left, "receive from");
-		rq[i] = NULL;
-		if (rc)
-			break;
-		const int tt = slots[i].t;
-		const size_t k = slots[i].k;
-		size_t off, len;
-		chunk_of(&g, recv_chunk(&g, tt), &off, &len);
-		const size_t so = k * g.seg, sl = seg_len(&g, len, k);
-		const uint8_t *next = NULL; /* what leaves at step tt + 1 */
-		if (tt < n - 2) { /* partial sum: further-travelled data first, ours second */
-			uint8_t *p = work + (off + so) * g.esz;
-			hora_net_reduce(p, SLOT(i), src + (off + so) * g.esz, sl, t, op);
-			next = p;
-		} else if (tt == n - 2) { /* final: into the output */
-			uint8_t *d = mode == RING_REDUCE_SCATTER ? dst + so * g.esz : dst + (off + so) * g.esz;
-			hora_net_reduce(d, SLOT(i), src + (off + so) * g.esz, sl, t, op);
-			if (op == HORA_NET_AVG)
-				hora_net_scale(d, sl, t, n);
-			next = d;
-		} else { /* gathered in place */
-			next = dst + (off + so) * g.esz;
-		}
-		if (posted < ns) {
-			POST_RECV(posted);
-			posted++;
-		}
-		if (tt + 1 < t1 && !rc)
-			POST_SEND(next, sl * g.esz);
-		/* reap finished sends now and then, so their memory stays bounded */
-		while (!rc && s_waited < s_posted && hora_net_test(sq[s_waited])) {
-			rc = xwait(c, sq[s_waited], right, "send to"); /* always: it frees */
-			sq[s_waited++] = NULL;
-		}
-	}
-	for (; s_waited < s_posted; s_waited++) {
-		int r2 = c->broken ? (hora_net_wait(sq[s_waited], NULL, 0), c->broken)
-				   : xwait(c, sq[s_waited], right, "send to");
-		if (!rc)
-			rc = r2;
-	}
-	for (size_t i = 0; i < ns; i++) /* receives left after an error: the peer is closed, they finish */
-		if (rq[i])
-			hora_net_wait(rq[i], NULL, 0);
-#undef POST_RECV
-#undef POST_SEND
-#undef SLOT
-	free(slots);
-	free(rq);
-	free(sq);
+	/* recursive: a send posted from a callback can complete inline, and its
+	 * callback then runs inside the first one on the comm thread */
+	pthread_mutexattr_t ma;
+	pthread_mutexattr_init(&ma);
+	pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
+	pthread_mutex_init(&r->mu, &ma);
+	pthread_mutexattr_destroy(&ma);
+	pthread_cond_init(&r->cv, NULL);
+	pthread_mutex_lock(&r->mu); /* callbacks wait until both are posted */
+	fp_put(r->fp_out, f);
+	if (hora_net_isend(c->peer[r->right], r->fp_out, FP_BYTES, cb_fp_sent, r, NULL))
+		cb_error(r, -EIO, "send to", r->right, "cannot post a send");
+	else
+		r->outstanding++;
+	if (!r->err && hora_net_irecv(c->peer[r->left], r->fp_in, FP_BYTES, cb_start, r, NULL))
+		cb_error(r, -EIO, "receive from", r->left, "cannot post a receive");
+	else if (!r->err)
+		r->outstanding++;
+	while (!r->done)
+		pthread_cond_wait(&r->cv, &r->mu);
+	rc = r->err;
+	pthread_mutex_unlock(&r->mu);
+	if (rc && !r->err_dir) /* closing the peers finishes every request still out */
+		rc = fail(c, rc, "%s", r->errmsg);
+	else if (rc)
+		rc = fail(c, rc, "%s rank %d: %s", r->err_dir, r->err_peer, r->errmsg);
+	pthread_mutex_lock(&r->mu);
+	while (r->outstanding > 0)
+		pthread_cond_wait(&r->cv, &r->mu);
+	pthread_mutex_unlock(&r->mu);
+	pthread_mutex_destroy(&r->mu);
+	pthread_cond_destroy(&r->cv);
+	free(r->slots);
+	free(r->ctx);
+	free(r);
 	return rc;
 }
 
@@ -895,7 +1041,7 @@ static int hora_net_allreduce_impl(struct hora_net_comm *c, const void *send, vo
 	}
 	if (use_direct(c, bytes))
 		return direct_ring(c, send, recv, count, t, op, &f);
-	return ring(c, RING_ALLREDUCE, send, recv, recv, count, t, op, &f);
+	return ring_cb(c, RING_ALLREDUCE, send, recv, recv, count, t, op, &f);
 }
 
 static int hora_net_reduce_scatter_impl(struct hora_net_comm *c, const void *send, void *recv, size_t recvcount,
@@ -923,7 +1069,7 @@ static int hora_net_reduce_scatter_impl(struct hora_net_comm *c, const void *sen
 		}
 		work = c->scratch;
 	}
-	return ring(c, RING_REDUCE_SCATTER, send, work, recv, recvcount, t, op, &f);
+	return ring_cb(c, RING_REDUCE_SCATTER, send, work, recv, recvcount, t, op, &f);
 }
 
 static int hora_net_allgather_impl(struct hora_net_comm *c, const void *send, void *recv, size_t count,
@@ -939,7 +1085,7 @@ static int hora_net_allgather_impl(struct hora_net_comm *c, const void *send, vo
 			memmove(recv, send, bytes);
 		return 0;
 	}
-	return ring(c, RING_ALLGATHER, send, recv, recv, count, t, HORA_NET_SUM, &f);
+	return ring_cb(c, RING_ALLGATHER, send, recv, recv, count, t, HORA_NET_SUM, &f);
 }
 
 static int hora_net_broadcast_impl(struct hora_net_comm *c, void *buf, size_t count, enum hora_net_dtype t, int root)
