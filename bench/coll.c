@@ -51,19 +51,6 @@ struct opts {
 	const char *json, *plot, *anchors, *setup, *rate;
 };
 
-static size_t parse_size(const char *s)
-{
-	char *e;
-	double v = strtod(s, &e);
-	if (*e == 'k' || *e == 'K')
-		v *= 1024;
-	else if (*e == 'm' || *e == 'M')
-		v *= 1 << 20;
-	else if (*e == 'g' || *e == 'G')
-		v *= 1 << 30;
-	return (size_t)v;
-}
-
 static size_t esz(enum hora_dtype t)
 {
 	return hora_net_dtype_size((enum hora_net_dtype)t);
@@ -341,23 +328,13 @@ static int plot(const struct opts *o, const char *hora_json)
 {
 	const char *td = getenv("TMPDIR");
 	char path[PATH_MAX];
+	/* mkstemp template: the six X become a unique suffix */
 	snprintf(path, sizeof(path), "%s/hora-plot-XXXXXX", td && *td ? td : "/tmp");
 	int fd = mkstemp(path);
 	if (fd < 0)
 		return fprintf(stderr, "hora bench: --plot: %s: %s\n", path, strerror(errno)), 1;
 	FILE *f = fdopen(fd, "w");
-	FILE *h = fopen(hora_json, "r");
-	char *js = NULL;
-	size_t jl = 0;
-	if (h) {
-		FILE *m = open_memstream(&js, &jl);
-		char buf[4096];
-		size_t k;
-		while ((k = fread(buf, 1, sizeof(buf), h)))
-			fwrite(buf, 1, k, m);
-		fclose(m);
-		fclose(h);
-	}
+	char *js = hora_bench_slurp(hora_json);
 	/* our own rows have the same keys: reuse the scanner with a fake name */
 	char *wrapped = NULL;
 	if (js && asprintf(&wrapped, "{\"hora\": %s}", js) < 0)
@@ -368,18 +345,10 @@ static int plot(const struct opts *o, const char *hora_json)
 	present[0] = wrapped ? anchor_rows(wrapped, "hora", f) : 0;
 	char *as = NULL;
 	if (o->anchors) {
-		FILE *a = fopen(o->anchors, "r");
-		if (!a) {
+		as = hora_bench_slurp(o->anchors);
+		if (!as) {
 			fprintf(stderr, "hora bench: --anchors %s: %s\n", o->anchors, strerror(errno));
 		} else {
-			size_t al = 0;
-			FILE *m = open_memstream(&as, &al);
-			char buf[4096];
-			size_t k;
-			while ((k = fread(buf, 1, sizeof(buf), a)))
-				fwrite(buf, 1, k, m);
-			fclose(m);
-			fclose(a);
 			for (int i = 1; i < 6; i++)
 				present[i] = anchor_rows(as, names[i], f);
 		}
@@ -476,8 +445,8 @@ int hora_bench_coll(const char *what, int argc, char **argv)
 		case 'n': o.n = atoi(optarg); break;
 		case 's': {
 			const char *colon = strchr(optarg, ':');
-			o.lo = parse_size(optarg);
-			o.hi = colon ? parse_size(colon + 1) : o.lo;
+			o.lo = hora_bench_size(optarg);
+			o.hi = colon ? hora_bench_size(colon + 1) : o.lo;
 			break;
 		}
 		case 'j': o.json = optarg; break;
@@ -486,7 +455,7 @@ int hora_bench_coll(const char *what, int argc, char **argv)
 				 : !strcmp(optarg, "direct") ? 3 : !strcmp(optarg, "auto") ? 0 : -1;
 			break;
 		case 'p': port = atoi(optarg); break;
-		case 'g': o.segment = parse_size(optarg); break;
+		case 'g': o.segment = hora_bench_size(optarg); break;
 		case 't':
 			o.t = (enum hora_dtype)-1;
 			for (int i = 0; i < HORA_NET_DTYPES; i++)

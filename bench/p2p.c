@@ -180,18 +180,6 @@ static int serve(struct hora_net_peer *p)
 
 /* ---- client ---------------------------------------------------------------------- */
 
-static size_t parse_size(const char *s)
-{
-	char *e;
-	double v = strtod(s, &e);
-	switch (*e) {
-	case 'k': case 'K': v *= 1024; break;
-	case 'm': case 'M': v *= 1 << 20; break;
-	case 'g': case 'G': v *= 1 << 30; break;
-	}
-	return (size_t)v;
-}
-
 static int run_client(struct hora_net_peer *p, int lat, size_t lo, size_t hi, int reps,
 		      FILE *json, const char *setup, int sockets)
 {
@@ -321,15 +309,15 @@ int hora_bench_p2p(int argc, char **argv)
 		case 'm': lat = !strcmp(optarg, "latency") ? 1 : !strcmp(optarg, "bandwidth") ? 0 : -2; break;
 		case 's': {
 			const char *colon = strchr(optarg, ':');
-			lo = parse_size(optarg);
-			hi = colon ? parse_size(colon + 1) : lo;
+			lo = hora_bench_size(optarg);
+			hi = colon ? hora_bench_size(colon + 1) : lo;
 			break;
 		}
 		case 'k': sockets = atoi(optarg); break;
 		case 'r': reps = atoi(optarg); break;
 		case 'j': json = optarg; break;
 		case 'z': zc = 1; break;
-		case 'c': chunk = parse_size(optarg); break;
+		case 'c': chunk = hora_bench_size(optarg); break;
 		case 'R': role = optarg; break;
 		case 'l': listen_at = optarg; break;
 		case 'C': connect_to = optarg; break;

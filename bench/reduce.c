@@ -19,17 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static size_t parse_size(const char *s)
-{
-	char *e;
-	double v = strtod(s, &e);
-	if (*e == 'k' || *e == 'K')
-		v *= 1024;
-	else if (*e == 'm' || *e == 'M')
-		v *= 1 << 20;
-	return (size_t)v;
-}
-
 int hora_bench_reduce(int argc, char **argv);
 int hora_bench_reduce(int argc, char **argv)
 {
@@ -42,7 +31,7 @@ int hora_bench_reduce(int argc, char **argv)
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "", lopts, NULL)) != -1) {
 		switch (c) {
-		case 'b': bytes = parse_size(optarg); break;
+		case 'b': bytes = hora_bench_size(optarg); break;
 		case 'r': reps = atoi(optarg); break;
 		case 'h': printf("usage: hora bench reduce [--bytes 4M] [--reps 7]\n"); return 0;
 		default: return 2;

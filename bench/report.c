@@ -2,6 +2,7 @@
 #include "report.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -52,4 +53,34 @@ void hora_bench_json_close(FILE *f)
 		fclose(f);
 	else if (f)
 		fflush(f);
+}
+
+size_t hora_bench_size(const char *s)
+{
+	char *e;
+	double v = strtod(s, &e);
+	switch (*e) {
+	case 'k': case 'K': v *= 1024; break;
+	case 'm': case 'M': v *= 1 << 20; break;
+	case 'g': case 'G': v *= 1 << 30; break;
+	}
+	return (size_t)v;
+}
+
+char *hora_bench_slurp(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return NULL;
+	char *s = NULL;
+	size_t n = 0;
+	FILE *m = open_memstream(&s, &n);
+	char buf[4096];
+	size_t k;
+	while (m && (k = fread(buf, 1, sizeof(buf), f)))
+		fwrite(buf, 1, k, m);
+	if (m)
+		fclose(m);
+	fclose(f);
+	return s;
 }
