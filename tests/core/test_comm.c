@@ -5,6 +5,7 @@
  * process; inputs are small integers, so results are exact in every dtype
  * and compared bit for bit. Allreduce itself is covered in tests/net. */
 #include "hora.h"
+#include "comm_helpers.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -15,8 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MAXR 6
-#define SECRET "test-cluster-secret-0123456789"
+#define MAXR TC_MAXR
 
 struct rank_ctx {
 	int rank, n;
@@ -28,21 +28,11 @@ struct rank_ctx {
 	int ok; /* set by fn */
 };
 
-static char addr[MAXR][32];
-static const char *addrs[MAXR];
-
 static void *create(void *p)
 {
 	struct rank_ctx *x = p;
 	struct hora_comm_config cfg;
-	hora_comm_config_defaults(&cfg);
-	cfg.rank = x->rank;
-	cfg.size = x->n;
-	cfg.addrs = addrs;
-	cfg.secret = SECRET;
-	cfg.secret_len = strlen(SECRET);
-	cfg.connect_timeout_ms = 10000;
-	cfg.io_timeout_ms = 10000;
+	tc_config(&cfg, x->rank, x->n);
 	cfg.segment_bytes = 16 << 10; /* several ring segments even for small test buffers */
 	x->rc = hora_comm_create(&cfg, &x->c, x->err, sizeof(x->err));
 	if (!x->rc && x->fn)
@@ -53,20 +43,10 @@ static void *create(void *p)
 /* n ranks as threads, each runs fn; returns after every rank destroyed its comm */
 static void run_ranks(int n, void (*fn)(struct rank_ctx *), const void *arg, struct rank_ctx *out)
 {
-	static int round;
-	/* below the ephemeral range (32768+), so no outgoing socket holds one */
-	int base = 10000 + (int)((getpid() * 41 + time(NULL) + 97 * round++) % 20000);
-	for (int i = 0; i < n; i++) {
-		snprintf(addr[i], sizeof(addr[i]), "127.0.0.1:%d", base + i);
-		addrs[i] = addr[i];
-	}
-	pthread_t th[MAXR];
-	for (int i = 0; i < n; i++) {
-		out[i] = (struct rank_ctx){.rank = i, .n = n, .fn = fn, .arg = arg};
-		pthread_create(&th[i], NULL, create, &out[i]);
-	}
+	tc_pick_addrs(n);
 	for (int i = 0; i < n; i++)
-		pthread_join(th[i], NULL);
+		out[i] = (struct rank_ctx){.rank = i, .n = n, .fn = fn, .arg = arg};
+	tc_threads(n, create, out, sizeof(*out));
 	char all[4096] = "";
 	int bad = 0;
 	for (int i = 0; i < n; i++) {
@@ -77,7 +57,7 @@ static void run_ranks(int n, void (*fn)(struct rank_ctx *), const void *arg, str
 		}
 		hora_comm_destroy(out[i].c);
 	}
-	cr_assert_not(bad, "forming the communicator (ports %d..):%s", base, all);
+	cr_assert_not(bad, "forming the communicator (%s ...):%s", tc_addrs[0], all);
 }
 
 static size_t dsize(enum hora_dtype t)

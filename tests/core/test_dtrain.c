@@ -6,6 +6,7 @@
  * an uninterrupted run bit for bit; a corrupt checkpoint is refused and the
  * previous one kept. */
 #include "hora.h"
+#include "comm_helpers.h"
 #include "../helpers.h"
 
 #include <criterion/criterion.h>
@@ -20,7 +21,6 @@
 #include <unistd.h>
 
 #define MAXR 4
-#define SECRET "test-cluster-secret-0123456789"
 
 static char *dir;
 
@@ -42,21 +42,11 @@ struct rank {
 	char err[1024];
 };
 
-static char addr[MAXR][32];
-static const char *addrs[MAXR];
-
 static void *run(void *p)
 {
 	struct rank *x = p;
 	struct hora_comm_config cc;
-	hora_comm_config_defaults(&cc);
-	cc.rank = x->r;
-	cc.size = x->n;
-	cc.addrs = addrs;
-	cc.secret = SECRET;
-	cc.secret_len = strlen(SECRET);
-	cc.connect_timeout_ms = 10000;
-	cc.io_timeout_ms = 20000;
+	tc_config(&cc, x->r, x->n);
 	struct hora_comm *c;
 	if ((x->rc = hora_comm_create(&cc, &c, x->err, sizeof(x->err))))
 		return NULL;
@@ -68,19 +58,10 @@ static void *run(void *p)
 /* n ranks train cfg; results in rk[] */
 static void train_ranks(int n, const struct hora_train_config *cfg, struct rank *rk)
 {
-	static int round;
-	int base = 10000 + (int)((getpid() * 43 + time(NULL) + 131 * round++) % 20000);
-	for (int i = 0; i < n; i++) {
-		snprintf(addr[i], sizeof(addr[i]), "127.0.0.1:%d", base + i);
-		addrs[i] = addr[i];
-	}
-	pthread_t th[MAXR];
-	for (int i = 0; i < n; i++) {
-		rk[i] = (struct rank){.r = i, .n = n, .cfg = cfg};
-		pthread_create(&th[i], NULL, run, &rk[i]);
-	}
+	tc_pick_addrs(n);
 	for (int i = 0; i < n; i++)
-		pthread_join(th[i], NULL);
+		rk[i] = (struct rank){.r = i, .n = n, .cfg = cfg};
+	tc_threads(n, run, rk, sizeof(*rk));
 }
 
 static void base_cfg(struct hora_train_config *cfg)
