@@ -569,53 +569,29 @@ static size_t seg_len(const struct ring *g, size_t len, size_t k)
 	return len - so < g->seg ? len - so : g->seg;
 }
 
-/* Post the fingerprint exchange with both neighbours (left/right -1: none);
- * fp_finish checks it. Data may be posted in between: the fingerprint is
- * first on each stream, so a mismatch is still named before any data is
- * used. */
-struct fpx {
-	uint8_t out[FP_BYTES], in[FP_BYTES];
-	struct hora_net_req *r, *s;
-	int left, right;
-};
-
-static int fp_post(struct hora_net_comm *c, struct fpx *x, int left, int right, const struct fp *f)
-{
-	fp_put(x->out, f);
-	x->r = x->s = NULL;
-	x->left = left;
-	x->right = right;
-	if (left >= 0 && hora_net_irecv(c->peer[left], x->in, FP_BYTES, NULL, NULL, &x->r))
-		return fail(c, -EIO, "cannot post a receive from rank %d", left);
-	if (right >= 0 && hora_net_isend(c->peer[right], x->out, FP_BYTES, NULL, NULL, &x->s))
-		return fail(c, -EIO, "cannot post a send to rank %d", right);
-	return 0;
-}
-
-static int fp_finish(struct hora_net_comm *c, struct fpx *x, const struct fp *f)
-{
-	int rc = 0;
-	if (x->r) {
-		rc = c->broken ? (hora_net_wait(x->r, NULL, 0), c->broken)
-			       : xwait(c, x->r, x->left, "receive from");
-		if (!rc)
-			rc = fp_check(c, x->in, f, x->left);
-	}
-	if (x->s) {
-		int r2 = c->broken ? (hora_net_wait(x->s, NULL, 0), c->broken)
-				   : xwait(c, x->s, x->right, "send to");
-		rc = rc ? rc : r2;
-	}
-	x->r = x->s = NULL;
-	return rc;
-}
-
+/* Fingerprints with both neighbours (left/right -1: none), before the
+ * chain broadcast's data: a mismatch is named before any data is used. */
 static int exchange_fp(struct hora_net_comm *c, int left, int right, const struct fp *f)
 {
-	struct fpx x;
-	int rc = fp_post(c, &x, left, right, f);
-	int r2 = fp_finish(c, &x, f);
-	return rc ? rc : r2;
+	uint8_t out[FP_BYTES], in[FP_BYTES];
+	struct hora_net_req *r = NULL, *sreq = NULL;
+	fp_put(out, f);
+	int rc = 0;
+	if (left >= 0 && hora_net_irecv(c->peer[left], in, FP_BYTES, NULL, NULL, &r))
+		rc = fail(c, -EIO, "cannot post a receive from rank %d", left);
+	if (!rc && right >= 0 && hora_net_isend(c->peer[right], out, FP_BYTES, NULL, NULL, &sreq))
+		rc = fail(c, -EIO, "cannot post a send to rank %d", right);
+	if (r) { /* after a failure the peers are closed: the wait only frees */
+		int r2 = c->broken ? (hora_net_wait(r, NULL, 0), c->broken) : xwait(c, r, left, "receive from");
+		if (!r2)
+			r2 = fp_check(c, in, f, left);
+		rc = rc ? rc : r2;
+	}
+	if (sreq) {
+		int r2 = c->broken ? (hora_net_wait(sreq, NULL, 0), c->broken) : xwait(c, sreq, right, "send to");
+		rc = rc ? rc : r2;
+	}
+	return rc;
 }
 
 /* ---- the ring driven by completions on the comm thread ------------------------------
