@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# scaling.sh [--batch 32] [--epochs 6] [--reps 3] [--skip-netns] [--set K=V]... - training
-# throughput of the distributed job (hora launch, the MNIST MLP on data/mnist):
+# scaling.sh [--batch 32] [--epochs 6] [--reps 3] [--data data/mnist] [--skip-lo]
+#            [--skip-netns] [--set K=V]... - training throughput of the
+# distributed job (hora launch, the MNIST MLP on --data):
 #   lo:    1 worker vs 2 workers, each bound to its own core (cluster.bind:
 #          core), the same per-worker batch:
 #          efficiency = samples/s(2) / (2 x samples/s(1))
@@ -10,15 +11,19 @@
 #          efficiency = samples/s(on) / samples/s(off)
 # samples/s per run = median over epochs 2..E of the job's samples_per_s (all
 # workers); each figure is the median of --reps runs, interleaved. Needs
-# data/mnist (deploy/get-data.sh) and root for netns.
+# the data (deploy/get-data.sh) and root for netns. data/mnist has 8,000
+# training images: at batch 1024 an epoch is 4 steps of 2 workers, so per
+# epoch costs weigh in; data/fashion-mnist (60,000) measures the steady state.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-BATCH=32 EPOCHS=6 REPS=3 NETNS=1 SETS=()
+BATCH=32 EPOCHS=6 REPS=3 NETNS=1 LO=1 DATA=data/mnist SETS=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --batch) BATCH="$2"; shift 2 ;;
     --epochs) EPOCHS="$2"; shift 2 ;;
     --reps) REPS="$2"; shift 2 ;;
+    --data) DATA="$2"; shift 2 ;;
+    --skip-lo) LO=0; shift ;;
     --skip-netns) NETNS=0; shift ;;
     --set) SETS+=(--set "$2"); shift 2 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
@@ -26,7 +31,7 @@ while [[ $# -gt 0 ]]; do
 done
 HORA="$ROOT/build/hora"
 [[ -x $HORA ]] || { echo "build hora first" >&2; exit 1; }
-[[ -d $ROOT/data/mnist ]] || { echo "no data/mnist (deploy/get-data.sh)" >&2; exit 1; }
+[[ -d $ROOT/$DATA ]] || { echo "no $DATA (deploy/get-data.sh)" >&2; exit 1; }
 TMP="$(mktemp -d)" TAG="hsc$$"
 export HORA_SECRET="scaling-$(od -An -tx8 -N8 /dev/urandom | tr -d ' ')"
 cleanup() {
@@ -40,7 +45,7 @@ train_section() {
   cat <<EOF
 train:
   model: mnist_mlp
-  data: data/mnist
+  data: $DATA
   epochs: $EPOCHS
   batch_size: $BATCH
   optimizer: {name: sgd, lr: 0.1, warmup_epochs: 1}
@@ -85,16 +90,18 @@ print(st.median(x['samples_per_s'] for x in r[1:] or r))"
 }
 med() { python3 -c "import statistics, sys; print(statistics.median(float(x) for x in sys.argv[1:]))" "$@"; }
 
-local_file 1; local_file 2
-one=() two=()
-for r in $(seq "$REPS"); do
-  one+=("$(run "$TMP/lo1.yaml")"); two+=("$(run "$TMP/lo2.yaml")")
-done
-m1=$(med "${one[@]}") m2=$(med "${two[@]}")
-echo "# lo, batch $BATCH per worker, $EPOCHS epochs, $REPS interleaved reps, median samples/s"
-echo "1 worker (CPU 0): $m1   runs: ${one[*]}"
-echo "2 workers (CPU 0, 1): $m2   runs: ${two[*]}"
-python3 -c "print(f'efficiency 2 workers: {$m2 / (2 * $m1):.3f}')"
+if [[ $LO == 1 ]]; then
+  local_file 1; local_file 2
+  one=() two=()
+  for r in $(seq "$REPS"); do
+    one+=("$(run "$TMP/lo1.yaml")"); two+=("$(run "$TMP/lo2.yaml")")
+  done
+  m1=$(med "${one[@]}") m2=$(med "${two[@]}")
+  echo "# lo, $DATA, batch $BATCH per worker, $EPOCHS epochs, $REPS interleaved reps, median samples/s ${SETS[*]}"
+  echo "1 worker (CPU 0): $m1   runs: ${one[*]}"
+  echo "2 workers (CPU 0, 1): $m2   runs: ${two[*]}"
+  python3 -c "print(f'efficiency 2 workers: {$m2 / (2 * $m1):.3f}')"
+fi
 
 if [[ $NETNS == 1 ]]; then
   bash deploy/netns-cluster.sh up 4 --rate 1gbit --tag "$TAG" >/dev/null
@@ -104,7 +111,7 @@ if [[ $NETNS == 1 ]]; then
     on+=("$(run "$TMP/ns.yaml")"); off+=("$(run "$TMP/ns.yaml" --set train.communication=false)")
   done
   mo=$(med "${on[@]}") mf=$(med "${off[@]}")
-  echo "# netns, 4 hosts, tbf 1gbit, batch $BATCH per worker, $EPOCHS epochs, $REPS reps"
+  echo "# netns, 4 hosts, tbf 1gbit, $DATA, batch $BATCH per worker, $EPOCHS epochs, $REPS reps ${SETS[*]}"
   echo "4 workers, gradients averaged: $mo   runs: ${on[*]}"
   echo "4 workers, no communication:   $mf   runs: ${off[*]}"
   python3 -c "print(f'efficiency 4 workers vs no communication: {$mo / $mf:.3f}')"
