@@ -2,7 +2,7 @@
  * nccl-tests-style tables for the public collectives (core/hora.h).
  *
  *   hora bench allreduce [--ranks N] [--sizes 8:64M] [--dtype f32] [--op sum]
- *        [--algo auto|ring|latency] [--segment B] [--setup lo|netns --rate 1gbit]
+ *        [--algo auto|ring|latency] [--segment B] [--slice B] [--setup lo|netns --rate 1gbit]
  *        [--json F] [--plot F.png [--anchors A.json]] [--crossover]
  *   hora bench allreduce --rank R --addrs ip:port,ip:port,...   (one rank of a
  *        cluster started elsewhere; rank 0 prints)
@@ -45,7 +45,7 @@ static const char *const coll_name[] = {"allreduce", "broadcast", "allgather", "
 struct opts {
 	enum coll coll;
 	int n, algo, crossover, bind, sockets;
-	size_t lo, hi, segment;
+	size_t lo, hi, segment, slice;
 	enum hora_dtype t;
 	enum hora_op op;
 	const char *json, *plot, *anchors, *setup, *rate;
@@ -194,6 +194,7 @@ static int run_rank(const struct opts *o, int rank, const char *const *addrs, co
 	cfg.size = o->n;
 	cfg.addrs = addrs;
 	cfg.segment_bytes = o->segment;
+	cfg.slice_bytes = o->slice;
 	cfg.algorithm = (enum hora_algo)o->algo;
 	cfg.sockets_per_peer = o->sockets;
 	if (secret) {
@@ -408,7 +409,8 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: hora bench allreduce|broadcast|allgather|reduce_scatter [--ranks N] [--sizes 8:64M]\n"
 		   "         [--dtype f32|f64|f16|bf16|i32|i64] [--op sum|avg|min|max|prod]\n"
-		   "         [--algo auto|ring|latency|direct] [--segment BYTES] [--setup lo|netns] [--rate 1gbit]\n"
+		   "         [--algo auto|ring|latency|direct] [--segment BYTES] [--slice BYTES]\n"
+		   "         [--setup lo|netns] [--rate 1gbit]\n"
 		   "         [--json F] [--plot F.png] [--anchors RUN.json] [--crossover] [--port BASE]\n"
 		   "         [--bind core|none]   (default: core when ranks <= CPUs, as mpirun)\n"
 		   "         [--sockets K]        (TCP streams per peer for the ring, default 1)\n"
@@ -423,6 +425,7 @@ int hora_bench_coll(const char *what, int argc, char **argv)
 		{"ranks", required_argument, 0, 'n'}, {"sizes", required_argument, 0, 's'},
 		{"json", required_argument, 0, 'j'}, {"algo", required_argument, 0, 'a'},
 		{"port", required_argument, 0, 'p'}, {"segment", required_argument, 0, 'g'},
+		{"slice", required_argument, 0, 'l'},
 		{"dtype", required_argument, 0, 't'}, {"op", required_argument, 0, 'o'},
 		{"setup", required_argument, 0, 'S'}, {"rate", required_argument, 0, 'R'},
 		{"plot", required_argument, 0, 'P'}, {"anchors", required_argument, 0, 'A'},
@@ -456,6 +459,7 @@ int hora_bench_coll(const char *what, int argc, char **argv)
 			break;
 		case 'p': port = atoi(optarg); break;
 		case 'g': o.segment = hora_bench_size(optarg); break;
+		case 'l': o.slice = hora_bench_size(optarg); break;
 		case 't':
 			o.t = (enum hora_dtype)-1;
 			for (int i = 0; i < HORA_NET_DTYPES; i++)

@@ -39,7 +39,7 @@ struct hora_cluster_config {
 	struct hora_net_opts transport; /* secret not set here */
 	struct hora_swim_cfg membership; /* uid/self/secret not set here */
 	struct {                         /* collectives section: 0 = the library default */
-		size_t small_bytes, medium_bytes, segment_bytes;
+		size_t small_bytes, medium_bytes, segment_bytes, slice_bytes;
 		int algorithm; /* enum hora_algo */
 		int spin_us;
 	} coll;

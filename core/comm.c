@@ -111,7 +111,8 @@ int hora_comm_create(const struct hora_comm_config *cfg, struct hora_comm **out,
 	struct hora_net_comm_cfg nc = {.rank = cfg->rank, .nranks = cfg->size, .addrs = cfg->addrs,
 				       .connect_timeout_ms = cfg->connect_timeout_ms,
 				       .small_bytes = cfg->small_bytes, .medium_bytes = cfg->medium_bytes,
-				       .segment_bytes = cfg->segment_bytes, .spin_us = cfg->spin_us};
+				       .segment_bytes = cfg->segment_bytes,
+				       .slice_bytes = cfg->slice_bytes, .spin_us = cfg->spin_us};
 	hora_net_opts_default(&nc.opts);
 	nc.opts.secret = key;
 	nc.opts.secret_len = klen;

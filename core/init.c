@@ -122,7 +122,8 @@ int hora_init(const char *file, struct hora_comm **out, char *err, size_t errlen
 	struct hora_net_comm_cfg nc = {.rank = rank, .nranks = v.n, .addrs = addrs,
 				       .connect_timeout_ms = cc->join_timeout_ms > 0 ? cc->join_timeout_ms * 3 : 30000,
 				       .small_bytes = cc->coll.small_bytes, .medium_bytes = cc->coll.medium_bytes,
-				       .segment_bytes = cc->coll.segment_bytes, .spin_us = cc->coll.spin_us};
+				       .segment_bytes = cc->coll.segment_bytes,
+				       .slice_bytes = cc->coll.slice_bytes, .spin_us = cc->coll.spin_us};
 	nc.opts = no;
 	nc.opts.view = (uint32_t)v.id;
 	rc = hora_comm_create_net(&nc, (enum hora_algo)cc->coll.algorithm, out, err, errlen);

@@ -211,6 +211,8 @@ int hora_net_comm_create(const struct hora_net_comm_cfg *cfg, struct hora_net_co
 		c->cfg.small_cap = c->cfg.small_bytes;
 	if (!c->cfg.segment_bytes)
 		c->cfg.segment_bytes = 1 << 20;
+	if (!c->cfg.slice_bytes)
+		c->cfg.slice_bytes = HORA_NET_SLICE_DEFAULT;
 	if (c->cfg.depth < 1)
 		c->cfg.depth = 4;
 	c->io_timeout_ms = cfg->opts.io_timeout_ms;
@@ -1017,6 +1019,19 @@ static int hora_net_allreduce_impl(struct hora_net_comm *c, const void *send, vo
 	}
 	if (use_direct(c, bytes))
 		return direct_ring(c, send, recv, count, t, op, &f);
+	/* Large buffers go round the ring one slice after the other: a slice's
+	 * partial sums are still in cache when they are sent on and gathered,
+	 * where one pass over the whole buffer streams it through memory twice.
+	 * Every slice checks the call's fingerprint again (32 bytes a slice). */
+	const size_t esz = hora_net_dtype_size(t), slice = c->cfg.slice_bytes / esz;
+	for (size_t o = 0; slice && count > slice && o < count; o += slice) {
+		const size_t k = count - o < slice ? count - o : slice;
+		uint8_t *out = (uint8_t *)recv + o * esz;
+		if ((rc = ring_cb(c, RING_ALLREDUCE, (const uint8_t *)send + o * esz, out, out, k, t, op, &f)))
+			return rc;
+		if (o + k == count)
+			return 0;
+	}
 	return ring_cb(c, RING_ALLREDUCE, send, recv, recv, count, t, op, &f);
 }
 

@@ -43,6 +43,8 @@ expect "unknown collective algorithm" $'cluster:\n  nodes:\n    - {host: 127.0.0
   "c.yaml:5:14: collectives.algorithm must be auto, ring, latency or direct (got 'fancy')"
 expect "bad collective size" $'cluster:\n  nodes:\n    - {host: 127.0.0.1, workers: 1}\ncollectives:\n  segment_size: 1KiB\n' \
   "c.yaml:5:17: collectives.segment_size must be a size in 4KiB..64MiB"
+expect "bad slice size" $'cluster:\n  nodes:\n    - {host: 127.0.0.1, workers: 1}\ncollectives:\n  slice_size: 2GiB\n' \
+  "c.yaml:5:15: collectives.slice_size must be a size in 64KiB..1GiB"
 expect "malformed YAML" $'cluster:\n  nodes: [\n' "c.yaml:3:1: invalid YAML"
 ( unset HORA_SECRET; printf 'cluster:\n  nodes:\n    - {host: 127.0.0.1, workers: 1}\n' >"$T/c.yaml"
   "$HORA" launch "$T/c.yaml" >"$T/out" 2>&1; rc=$?
