@@ -215,7 +215,7 @@ static int set_at(struct hora_cluster_config *c, const char *key, const char *v,
 	if (!strcmp(key, "collectives.slice_size")) {
 		if (bytes_of(v, &b) || b < (64u << 10) || b > (1u << 30))
 			return hora_cfg_bad(err, errlen,
-					    "%s must be a size in 64KiB..1GiB, e.g. 2MiB (got '%s')", key, v);
+					    "%s must be a size in 64KiB..1GiB, e.g. 1MiB (got '%s')", key, v);
 		c->coll.slice_bytes = b;
 		return 0;
 	}

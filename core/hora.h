@@ -203,8 +203,8 @@ struct hora_comm_config {
 	size_t small_bytes;        /* latency algorithm up to this size (0: the measured default) */
 	size_t medium_bytes;       /* allreduce: direct ring up to this size (0: the default) */
 	size_t segment_bytes;      /* ring pipeline segment (0: 1 MiB) */
-	size_t slice_bytes;        /* allreduce above medium size: the ring runs slice by slice
-				      of this size (0: 2 MiB) */
+	size_t slice_bytes;        /* allreduce above medium size: the ring runs slice by slice,
+				      N x this each (0: 1 MiB, so a step moves 1 MiB) */
 	enum hora_algo algorithm;  /* default AUTO */
 	int spin_us;               /* small messages poll this long before sleeping (0: default
 				      200; -1: never) */

@@ -1019,11 +1019,12 @@ static int hora_net_allreduce_impl(struct hora_net_comm *c, const void *send, vo
 	}
 	if (use_direct(c, bytes))
 		return direct_ring(c, send, recv, count, t, op, &f);
-	/* Large buffers go round the ring one slice after the other: a slice's
+	/* Large buffers go round the ring one slice (N x slice_bytes) after the
+	 * other, so each step moves slice_bytes: a slice's
 	 * partial sums are still in cache when they are sent on and gathered,
 	 * where one pass over the whole buffer streams it through memory twice.
 	 * Every slice checks the call's fingerprint again (32 bytes a slice). */
-	const size_t esz = hora_net_dtype_size(t), slice = c->cfg.slice_bytes / esz;
+	const size_t esz = hora_net_dtype_size(t), slice = (size_t)c->n * (c->cfg.slice_bytes / esz);
 	for (size_t o = 0; slice && count > slice && o < count; o += slice) {
 		const size_t k = count - o < slice ? count - o : slice;
 		uint8_t *out = (uint8_t *)recv + o * esz;

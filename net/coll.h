@@ -19,7 +19,7 @@
  * up to 128 KiB-2 MiB; on loopback it ties with the pipelined ring at 1-4 MiB. */
 #define HORA_NET_SMALL_DEFAULT (16 << 10)
 #define HORA_NET_MEDIUM_DEFAULT (1 << 20)
-#define HORA_NET_SLICE_DEFAULT (2 << 20)
+#define HORA_NET_SLICE_DEFAULT (1 << 20)
 #define HORA_NET_SPIN_DEFAULT 200
 
 struct hora_net_comm_cfg {
@@ -34,7 +34,7 @@ struct hora_net_comm_cfg {
 	size_t small_cap;          /* largest small_bytes settable later, and 1/N of the largest
 				      direct-ring message (default 1 MiB) */
 	size_t segment_bytes;      /* ring pipeline segment (default 1 MiB) */
-	size_t slice_bytes;        /* allreduce on the pipelined ring: one slice of this size
+	size_t slice_bytes;        /* allreduce on the pipelined ring: one slice of N x this
 				      round the ring after the other (default
 				      HORA_NET_SLICE_DEFAULT) */
 	int depth;                 /* ring receives in flight (default 4) */

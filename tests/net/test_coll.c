@@ -48,7 +48,7 @@ static void *create_rank(void *p)
 	cfg.opts.secret_len = strlen(TEST_SECRET);
 	cfg.opts.io_timeout_ms = 10000;
 	cfg.segment_bytes = 64 << 10; /* several segments per chunk even in tests */
-	cfg.slice_bytes = 96 << 10;   /* and several slices for 40009 elements and up */
+	cfg.slice_bytes = 24 << 10;   /* and several slices (N x 24 KiB) for 40009 elements */
 	a->rc = hora_net_comm_create(&cfg, &a->comm, a->err, sizeof(a->err));
 	return NULL;
 }
