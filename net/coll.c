@@ -1023,17 +1023,19 @@ static int hora_net_allreduce_impl(struct hora_net_comm *c, const void *send, vo
 	 * other, so each step moves slice_bytes: a slice's
 	 * partial sums are still in cache when they are sent on and gathered,
 	 * where one pass over the whole buffer streams it through memory twice.
-	 * Every slice checks the call's fingerprint again (32 bytes a slice). */
+	 * Every slice checks the call's fingerprint again (32 bytes a slice).
+	 * Slices are cut evenly, so none is much shorter than the others (and
+	 * none has fewer elements than ranks). */
 	const size_t esz = hora_net_dtype_size(t), slice = (size_t)c->n * (c->cfg.slice_bytes / esz);
-	for (size_t o = 0; slice && count > slice && o < count; o += slice) {
-		const size_t k = count - o < slice ? count - o : slice;
+	const size_t ns = slice && count > slice ? (count + slice - 1) / slice : 1;
+	for (size_t i = 0, o = 0; i < ns; i++) {
+		const size_t k = count / ns + (i < count % ns ? 1 : 0);
 		uint8_t *out = (uint8_t *)recv + o * esz;
 		if ((rc = ring_cb(c, RING_ALLREDUCE, (const uint8_t *)send + o * esz, out, out, k, t, op, &f)))
 			return rc;
-		if (o + k == count)
-			return 0;
+		o += k;
 	}
-	return ring_cb(c, RING_ALLREDUCE, send, recv, recv, count, t, op, &f);
+	return 0;
 }
 
 static int hora_net_reduce_scatter_impl(struct hora_net_comm *c, const void *send, void *recv, size_t recvcount,
