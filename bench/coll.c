@@ -44,7 +44,7 @@ static const char *const coll_name[] = {"allreduce", "broadcast", "allgather", "
 
 struct opts {
 	enum coll coll;
-	int n, algo, crossover, bind, sockets;
+	int n, algo, crossover, bind, sockets, iters;
 	size_t lo, hi, segment, slice;
 	enum hora_dtype t;
 	enum hora_op op;
@@ -159,7 +159,7 @@ static double time_calls(struct hora_comm *c, const struct opts *o, uint8_t *sen
 			 size_t count, size_t bytes, double *t, int *rc)
 {
 	int iters = (int)(2e8 / (double)(bytes > 1024 ? bytes : 1024) / 2);
-	iters = iters < 5 ? 5 : iters > 1000 ? 1000 : iters;
+	iters = o->iters > 0 ? o->iters : iters < 5 ? 5 : iters > 1000 ? 1000 : iters;
 	for (int w = 0; w < 3 && !*rc; w++)
 		*rc = call(c, o, send, recv, count);
 	for (int i = 0; i < iters && !*rc; i++) {
@@ -409,7 +409,7 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: hora bench allreduce|broadcast|allgather|reduce_scatter [--ranks N] [--sizes 8:64M]\n"
 		   "         [--dtype f32|f64|f16|bf16|i32|i64] [--op sum|avg|min|max|prod]\n"
-		   "         [--algo auto|ring|latency|direct] [--segment BYTES] [--slice BYTES]\n"
+		   "         [--algo auto|ring|latency|direct] [--segment BYTES] [--slice BYTES] [--iters K]\n"
 		   "         [--setup lo|netns] [--rate 1gbit]\n"
 		   "         [--json F] [--plot F.png] [--anchors RUN.json] [--crossover] [--port BASE]\n"
 		   "         [--bind core|none]   (default: core when ranks <= CPUs, as mpirun)\n"
@@ -425,7 +425,7 @@ int hora_bench_coll(const char *what, int argc, char **argv)
 		{"ranks", required_argument, 0, 'n'}, {"sizes", required_argument, 0, 's'},
 		{"json", required_argument, 0, 'j'}, {"algo", required_argument, 0, 'a'},
 		{"port", required_argument, 0, 'p'}, {"segment", required_argument, 0, 'g'},
-		{"slice", required_argument, 0, 'l'},
+		{"slice", required_argument, 0, 'l'}, {"iters", required_argument, 0, 'I'},
 		{"dtype", required_argument, 0, 't'}, {"op", required_argument, 0, 'o'},
 		{"setup", required_argument, 0, 'S'}, {"rate", required_argument, 0, 'R'},
 		{"plot", required_argument, 0, 'P'}, {"anchors", required_argument, 0, 'A'},
@@ -460,6 +460,7 @@ int hora_bench_coll(const char *what, int argc, char **argv)
 		case 'p': port = atoi(optarg); break;
 		case 'g': o.segment = hora_bench_size(optarg); break;
 		case 'l': o.slice = hora_bench_size(optarg); break;
+		case 'I': o.iters = atoi(optarg); break;
 		case 't':
 			o.t = (enum hora_dtype)-1;
 			for (int i = 0; i < HORA_NET_DTYPES; i++)
@@ -488,7 +489,7 @@ int hora_bench_coll(const char *what, int argc, char **argv)
 	}
 	if (o.bind == -2) /* mpirun's default: bind to a core unless oversubscribed */
 		o.bind = o.n <= sysconf(_SC_NPROCESSORS_ONLN);
-	if (o.n < 1 || o.n > 64 || o.lo > o.hi || o.algo < 0 || o.bind < 0 || o.sockets < 0 || o.sockets > 64 || (int)o.t < 0 || (int)o.op < 0 ||
+	if (o.n < 1 || o.n > 64 || o.lo > o.hi || o.iters < 0 || o.iters > 1000 || o.algo < 0 || o.bind < 0 || o.sockets < 0 || o.sockets > 64 || (int)o.t < 0 || (int)o.op < 0 ||
 	    (strcmp(o.setup, "lo") && strcmp(o.setup, "netns"))) {
 		usage(stderr);
 		fprintf(stderr, "hora bench %s: need 1 <= ranks <= 64, lo <= hi sizes, a known dtype, op, algo and setup\n",
