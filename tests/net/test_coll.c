@@ -277,6 +277,30 @@ Test(net_coll, mismatched_op_on_the_ring_is_named_in_full, .timeout = 60)
 	cr_assert_geq(named, 1, "%s | %s", jobs[0].err, jobs[1].err);
 }
 
+Test(net_coll, count_mismatch_on_the_sliced_ring_names_both_whole_counts, .timeout = 60)
+{
+	struct rank_arg ra[MAXR];
+	make_comms(ra, 2);
+	struct job jobs[2];
+	pthread_t th[2];
+	/* 64 slices of 2 x 24 KiB: equal first slices must still be refused */
+	for (int r = 0; r < 2; r++)
+		jobs[r] = (struct job){.ra = &ra[r], .buf = calloc((1 << 20) + 1, 4), .count = (1u << 20) + (size_t)r,
+				       .t = HORA_NET_F32, .op = HORA_NET_SUM};
+	for (int r = 0; r < 2; r++)
+		pthread_create(&th[r], NULL, run_job, &jobs[r]);
+	for (int r = 0; r < 2; r++)
+		pthread_join(th[r], NULL);
+	int named = 0;
+	for (int r = 0; r < 2; r++) {
+		cr_assert_lt(jobs[r].rc, 0, "rank %d succeeded", r);
+		named += strstr(jobs[r].err, "count 1048576") && strstr(jobs[r].err, "count 1048577") ? 1 : 0;
+		free(jobs[r].buf);
+		hora_net_comm_destroy(ra[r].comm);
+	}
+	cr_assert_geq(named, 1, "%s | %s", jobs[0].err, jobs[1].err);
+}
+
 Test(net_coll, killed_rank_fails_the_others_fast, .timeout = 60)
 {
 	const int n = 3;
