@@ -204,6 +204,55 @@ static int resume(struct hora_comm *c, const struct hora_train_config *cfg, stru
 
 #define BAR_SYNC_STEPS 16 /* the bar shows loss/acc summed over ranks this often */
 
+/* Every rank must run the same job: the same calls in the same order with
+ * the same counts, the same shuffle. Rank 0's settings go to every rank,
+ * each compares its own, and all of them learn whether any differed, so
+ * that a worker started with another train section, another data set or
+ * another HORA_FUSION_THRESHOLD fails at once, on every rank, naming what
+ * differs, instead of hanging or skipping samples. v[JOB_BAR] is rank 0's
+ * progress-bar choice, taken, not compared (the bar's loss sums are
+ * collectives too). */
+enum { JOB_SEED, JOB_EPOCHS, JOB_BATCH, JOB_TRAIN_N, JOB_TEST_N, JOB_INPUTS, JOB_CLASSES, JOB_PARAMS,
+       JOB_COMM, JOB_FUSION, JOB_CYCLE_US, JOB_COMPRESSION, JOB_TIMELINE, JOB_CKPT_EVERY, JOB_RESUME,
+       JOB_BAR, JOB_N };
+static const char *const job_name[JOB_BAR] = {
+	"train.seed", "train.epochs", "train.batch_size", "training samples", "test samples",
+	"inputs per sample", "classes", "model parameters", "train.communication",
+	"fusion threshold (train.fusion.threshold_bytes / HORA_FUSION_THRESHOLD)",
+	"fusion cycle time in µs (train.fusion.cycle_time_ms / HORA_CYCLE_TIME_MS)",
+	"train.fusion.compression", "timeline on (train.timeline / HORA_TIMELINE)",
+	"train.checkpoint.every_epochs", "train.resume"};
+
+static int agree_on_job(struct hora_comm *c, int64_t *v, char *err, size_t errlen)
+{
+	int64_t mine[JOB_N];
+	memcpy(mine, v, sizeof(mine));
+	int rc = hora_broadcast(c, v, JOB_N, HORA_I64, 0);
+	if (rc) {
+		snprintf(err, errlen, "agreeing on the job: %s", hora_comm_last_error(c));
+		return rc;
+	}
+	int bad = -1;
+	for (int k = 0; k < JOB_BAR && bad < 0; k++)
+		if (mine[k] != v[k])
+			bad = k;
+	int32_t who = bad >= 0 ? hora_rank(c) + 1 : 0;
+	if ((rc = hora_allreduce(c, &who, &who, 1, HORA_I32, HORA_MAX))) {
+		snprintf(err, errlen, "agreeing on the job: %s", hora_comm_last_error(c));
+		return rc;
+	}
+	if (bad >= 0)
+		snprintf(err, errlen, "this worker (rank %d) runs a different job than rank 0: %s is %lld here "
+				      "and %lld on rank 0; every worker needs the same train section, data and "
+				      "HORA_* settings", hora_rank(c), job_name[bad], (long long)mine[bad],
+			 (long long)v[bad]);
+	else if (who)
+		snprintf(err, errlen, "rank %d runs a different job than rank 0 (its log names the setting); "
+				      "every worker needs the same train section, data and HORA_* settings",
+			 (int)who - 1);
+	return who ? HORA_ERR_CONFIG : 0;
+}
+
 int hora_train_run_comm(struct hora_comm *c, const struct hora_train_config *cfg,
 			struct hora_train_result *res, char *err, size_t errlen)
 {
@@ -243,7 +292,8 @@ int hora_train_run_comm(struct hora_comm *c, const struct hora_train_config *cfg
 	rc = hora_trainer_init(&tr, cfg, train.rows * train.cols, classes, err, errlen);
 	if (rc)
 		goto out;
-	if (rank == 0 && cfg->metrics[0] && !(mf = fopen(cfg->metrics, "w"))) {
+	/* a resumed job adds to the metrics of the epochs before the checkpoint */
+	if (rank == 0 && cfg->metrics[0] && !(mf = fopen(cfg->metrics, cfg->resume ? "a" : "w"))) {
 		snprintf(err, errlen, "metrics: cannot open %s: %s", cfg->metrics, strerror(errno));
 		rc = HORA_ERR_CONFIG;
 		goto out;
@@ -256,17 +306,32 @@ int hora_train_run_comm(struct hora_comm *c, const struct hora_train_config *cfg
 	}
 	for (int64_t i = 0; i < train.n; i++)
 		order[i] = i;
-	if (c && size > 1) { /* rank 0's initial parameters everywhere (Horovod's broadcast) */
+	if (dist && (rc = hora_dist_optim_create(c, tr.optim, tr.nparams, &cfg->fusion, &dopt))) {
+		snprintf(err, errlen, "distributed optimizer: %s", hora_strerror(rc));
+		goto out;
+	}
+	int bar = cfg->progress < 0 ? isatty(STDOUT_FILENO) : cfg->progress;
+	if (c && size > 1) {
+		const struct hora_fusion_config *fc = dopt ? hora_dist_optim_fusion(dopt) : NULL;
+		int64_t job[JOB_N] = {
+			[JOB_SEED] = (int64_t)cfg->seed, [JOB_EPOCHS] = cfg->epochs, [JOB_BATCH] = cfg->batch_size,
+			[JOB_TRAIN_N] = train.n, [JOB_TEST_N] = test.n, [JOB_INPUTS] = train.rows * train.cols,
+			[JOB_CLASSES] = classes, [JOB_PARAMS] = (int64_t)tr.nparams,
+			[JOB_COMM] = cfg->communication != 0, [JOB_FUSION] = fc ? (int64_t)fc->threshold_bytes : 0,
+			[JOB_CYCLE_US] = fc ? (int64_t)(fc->cycle_time_ms * 1e3) : 0,
+			[JOB_COMPRESSION] = fc ? fc->compression : 0, [JOB_TIMELINE] = cfg->timeline[0] != 0,
+			[JOB_CKPT_EVERY] = cfg->checkpoint_dir[0] ? cfg->checkpoint_every : 0,
+			[JOB_RESUME] = cfg->resume != 0, [JOB_BAR] = bar};
+		if ((rc = agree_on_job(c, job, err, errlen)))
+			goto out;
+		bar = (int)job[JOB_BAR];
+		/* rank 0's initial parameters everywhere (Horovod's broadcast) */
 		if ((rc = hora_broadcast_parameters(c, tr.params, tr.nparams, 0))) {
 			snprintf(err, errlen, "broadcasting the parameters: %s", hora_comm_last_error(c));
 			goto out;
 		}
 	}
 	hora_comm_set_stall(c, cfg->stall_warning_s, cfg->stall_abort_s);
-	if (dist && (rc = hora_dist_optim_create(c, tr.optim, tr.nparams, &cfg->fusion, &dopt))) {
-		snprintf(err, errlen, "distributed optimizer: %s", hora_strerror(rc));
-		goto out;
-	}
 	if (cfg->timeline[0] && c) {
 		if ((rc = hora_barrier(c)) || (rc = hora_timeline_create(rank, &tl))) {
 			snprintf(err, errlen, "timeline: %s", rc == -ENOMEM ? "out of memory" : hora_comm_last_error(c));
@@ -288,7 +353,7 @@ int hora_train_run_comm(struct hora_comm *c, const struct hora_train_config *cfg
 	const int64_t total = steps_per_epoch * cfg->epochs;
 	struct progress pg = {.epochs = cfg->epochs, .steps = steps_per_epoch};
 	const bool talk = rank == 0 && !cfg->quiet;
-	pg.bar = cfg->progress < 0 ? isatty(STDOUT_FILENO) : cfg->progress;
+	pg.bar = bar; /* rank 0's choice on every rank: it decides the bar's collectives */
 	if (talk) {
 		printf("hora %s: model %s (%zu parameters, %d layers), %lld train / %lld test "
 		       "samples of %dx%d, batch %d, %lld steps/epoch",

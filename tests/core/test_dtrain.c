@@ -149,6 +149,54 @@ Test(dtrain, two_workers_equal_one_worker_with_the_global_batch, .init = setup, 
 }
 
 /* samples whose pixels 0 and 1 spell their index */
+/* rank i trains cfgs[i] */
+static void train_ranks_each(int n, const struct hora_train_config *const *cfgs, struct rank *rk)
+{
+	tc_pick_addrs(n);
+	for (int i = 0; i < n; i++)
+		rk[i] = (struct rank){.r = i, .n = n, .cfg = cfgs[i]};
+	tc_threads(n, run, rk, sizeof(*rk));
+}
+
+Test(dtrain, a_worker_with_another_job_is_refused_on_every_rank, .init = setup, .fini = teardown,
+     .timeout = 120)
+{
+	struct hora_train_config a, b;
+	base_cfg(&a);
+	base_cfg(&b);
+	b.batch_size = 20;
+	const struct hora_train_config *cfgs[2] = {&a, &b};
+	struct rank rk[2];
+	train_ranks_each(2, cfgs, rk);
+	cr_assert_eq(rk[0].rc, HORA_ERR_CONFIG, "rank 0: rc %d: %s", rk[0].rc, rk[0].err);
+	cr_assert_eq(rk[1].rc, HORA_ERR_CONFIG, "rank 1: rc %d: %s", rk[1].rc, rk[1].err);
+	cr_assert(strstr(rk[1].err, "train.batch_size is 20 here and 10 on rank 0"), "%s", rk[1].err);
+	cr_assert(strstr(rk[0].err, "rank 1 runs a different job than rank 0"), "%s", rk[0].err);
+	for (int i = 0; i < 2; i++)
+		hora_train_result_deinit(&rk[i].res);
+}
+
+/* the progress bar's loss sums are collectives: a bar on rank 0 only (a
+ * terminal there, a log file elsewhere) must not split the ranks' calls */
+Test(dtrain, a_progress_bar_on_rank_0_only_keeps_the_ranks_in_step, .init = setup, .fini = teardown,
+     .timeout = 120)
+{
+	struct hora_train_config a, b;
+	base_cfg(&a);
+	base_cfg(&b);
+	a.progress = 1;
+	b.progress = 0;
+	a.batch_size = b.batch_size = 4; /* > 16 steps an epoch, so the bar syncs */
+	const struct hora_train_config *cfgs[2] = {&a, &b};
+	struct rank rk[2];
+	train_ranks_each(2, cfgs, rk);
+	for (int i = 0; i < 2; i++)
+		cr_assert_eq(rk[i].rc, 0, "rank %d: %s", i, rk[i].err);
+	cr_assert_eq(memcmp(rk[1].res.params, rk[0].res.params, rk[0].res.nparams * sizeof(float)), 0);
+	for (int i = 0; i < 2; i++)
+		hora_train_result_deinit(&rk[i].res);
+}
+
 static void make_id_dataset(const char *d, int n)
 {
 	const int side = 4;
