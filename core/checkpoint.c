@@ -94,18 +94,38 @@ int hora_ckpt_write(const char *dir, const struct hora_ckpt_meta *m, const float
 		unlink(tmp);
 		return rc; /* the previous checkpoint is untouched */
 	}
-	if ((rename(cur, prev) && errno != ENOENT) || rename(tmp, cur)) {
+	/* cur exists at every moment: the previous one becomes prev through a
+	 * second link (prev.tmp, then renamed over prev), and only then is cur
+	 * replaced, atomically. A crash anywhere leaves a complete cur. On a file
+	 * system without hard links, cur is renamed to prev first (a crash
+	 * between the two renames then leaves prev and the complete .tmp). */
+	char ptmp[HORA_PATH_MAX + 48];
+	snprintf(ptmp, sizeof(ptmp), "%s.tmp", prev);
+	unlink(ptmp);
+	int moved;
+	if (!link(cur, ptmp))
+		moved = rename(ptmp, prev);
+	else if (errno == ENOENT)
+		moved = 0; /* the first checkpoint */
+	else if (errno == EPERM || errno == EOPNOTSUPP || errno == ENOSYS)
+		moved = rename(cur, prev);
+	else
+		moved = -1;
+	if (moved || rename(tmp, cur)) {
 		rc = -errno;
 		snprintf(err, errlen, "checkpoint: renaming into %s: %s", cur, strerror(errno));
 		unlink(tmp);
+		unlink(ptmp);
 		return rc;
 	}
 	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd >= 0) {
-		fsync(dfd);
-		close(dfd);
+	if (dfd < 0 || fsync(dfd)) {
+		rc = -errno;
+		snprintf(err, errlen, "checkpoint: syncing the directory %s: %s", dir, strerror(errno));
 	}
-	return 0;
+	if (dfd >= 0)
+		close(dfd);
+	return rc;
 }
 
 int hora_ckpt_read(const char *path, struct hora_ckpt_meta *m, float *params, size_t nparams,

@@ -212,7 +212,8 @@ static void *monitor_main(void *arg)
 		hora_net_comm_progress(c->net, &seq, &kind, &inside, &since);
 		const double waited = hora_now() - (double)since / 1e3, now = hora_now();
 		const bool abort_now = c->stall_abort_s > 0 && waited >= c->stall_abort_s;
-		if (!inside || waited < c->stall_warn_s || (seq == warned_seq && now < next_warn && !abort_now))
+		if (!inside || (waited < c->stall_warn_s && !abort_now) ||
+		    (seq == warned_seq && now < next_warn && !abort_now))
 			continue;
 		pthread_mutex_unlock(&c->mu);
 		/* ask, give the answers a moment, read them */
@@ -486,16 +487,31 @@ size_t hora_comm_small_bytes(const struct hora_comm *c)
 {
 	return hora_net_comm_small_bytes(c->net);
 }
+/* The algorithm choice is read by whichever thread runs a collective: a
+ * change waits until nothing is queued or running, so that every queued call
+ * runs with the setting its caller saw (and the same on every rank). */
+static void wait_idle(struct hora_comm *c)
+{
+	pthread_mutex_lock(&c->mu);
+	while (c->head || c->running || c->inline_busy)
+		pthread_cond_wait(&c->cv, &c->mu);
+}
+
 int hora_comm_set_small_bytes(struct hora_comm *c, size_t bytes)
 {
-	return hora_net_comm_set_small_bytes(c->net, bytes);
+	wait_idle(c);
+	int rc = hora_net_comm_set_small_bytes(c->net, bytes);
+	pthread_mutex_unlock(&c->mu);
+	return rc;
 }
 
 int hora_comm_set_algorithm(struct hora_comm *c, enum hora_algo algo)
 {
 	if (algo < HORA_ALGO_AUTO || algo > HORA_ALGO_DIRECT_RING)
 		return -EINVAL;
+	wait_idle(c);
 	hora_net_comm_set_algo(c->net, (int)algo);
+	pthread_mutex_unlock(&c->mu);
 	return 0;
 }
 

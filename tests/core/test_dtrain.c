@@ -286,6 +286,12 @@ Test(dtrain, resume_equals_uninterrupted, .init = setup, .fini = teardown, .time
 	char cur[1200], prev[1200];
 	snprintf(cur, sizeof(cur), "%s/checkpoint.hora", ck);
 	snprintf(prev, sizeof(prev), "%s/checkpoint.prev.hora", ck);
+	char leftover[1300];
+	snprintf(leftover, sizeof(leftover), "%s.tmp", prev);
+	cr_assert_neq(access(leftover, F_OK), 0, "%s left behind", leftover);
+	snprintf(leftover, sizeof(leftover), "%s.tmp", cur);
+	cr_assert_neq(access(leftover, F_OK), 0, "%s left behind", leftover);
+	cr_assert_eq(access(cur, R_OK), 0, "no %s", cur);
 	cr_assert_eq(rename(prev, cur), 0, "%s", strerror(errno));
 	cfg.resume = 1;
 	cfg.checkpoint_every = 0;

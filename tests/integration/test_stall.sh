@@ -3,7 +3,8 @@
 # three workers of a local cluster file, rank 2 sleeps before an allreduce.
 #  1. warning: ranks 0 and 1 log, after stall_warning_s, that rank 2 has not
 #     reached allreduce #1; everyone finishes once it arrives (value 3).
-#  2. abort: with stall_abort_s, ranks 0 and 1 stop (exit 3) naming rank 2,
+#  2. abort: with stall_abort_s (2 s, below a 30 s stall_warning_s), ranks 0
+#     and 1 stop (exit 3) naming rank 2,
 #     and rank 2's late allreduce fails instead of hanging.
 set -uo pipefail
 BIN="$1"
@@ -44,7 +45,7 @@ done
 ! grep -q "stall:" "$T/out2"; check "the late rank itself does not warn" $?
 [[ $(cat "$T/rc2") == 0 ]]; check "rank 2 exits 0" $?
 
-run 8 1 2
+run 8 30 2 # the abort comes before the (later) warning would
 for g in 0 1; do
   [[ $(cat "$T/rc$g") == 3 ]] && grep -q "stall: rank $g waited [0-9]* s in allreduce #1 (stall_abort_s 2); ranks that have not reached it: rank 2 (no collective yet). Stopping this worker." "$T/out$g"
   check "abort on rank $g: exit 3, rank 2 named" $?
