@@ -66,8 +66,11 @@ int hora_ckpt_write(const char *dir, const struct hora_ckpt_meta *m, const float
 	}
 	const uint64_t ob = hora_optim_state_bytes(o);
 	uint8_t *state = malloc(ob ? ob : 1), hdr[HDR], sum[SUM];
-	if (!state)
+	if (!state) {
+		snprintf(err, errlen, "checkpoint: out of memory for %llu bytes of optimizer state",
+			 (unsigned long long)ob);
 		return -ENOMEM;
+	}
 	hora_optim_state_save(o, state);
 	put_header(hdr, m, ob);
 	crypto_generichash_state hs;
@@ -77,6 +80,7 @@ int hora_ckpt_write(const char *dir, const struct hora_ckpt_meta *m, const float
 	crypto_generichash_update(&hs, state, ob);
 	crypto_generichash_final(&hs, sum, SUM);
 	int rc = 0;
+	errno = 0; /* not mkdir's EEXIST: a short fwrite need not set it */
 	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
 	if (!f || fwrite(hdr, 1, HDR, f) != HDR ||

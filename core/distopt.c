@@ -26,6 +26,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 struct bucket {
@@ -56,6 +57,8 @@ struct hora_dist_optim {
 	struct bucket *b;
 	int nb, capb;
 	int err;
+	char msg[256];      /* why err, when it is not the communicator's */
+	size_t expect_end;  /* the next range must end here (ranges run down to 0) */
 	/* this step */
 	double t_begin, t_fb_end;
 	struct hora_dist_stats st;
@@ -133,6 +136,12 @@ const struct hora_fusion_config *hora_dist_optim_fusion(const struct hora_dist_o
 
 void hora_dist_optim_begin(struct hora_dist_optim *d, float *grads, double weight)
 {
+	for (int i = 0; i < d->nb; i++) /* a step abandoned halfway: its averages end first */
+		if (d->b[i].req) {
+			hora_wait(d->b[i].req);
+			d->b[i].req = NULL;
+		}
+	d->expect_end = d->nparams;
 	d->grads = grads;
 	d->weight = weight;
 	d->nev = 0;
@@ -162,7 +171,9 @@ static void close_bucket(struct hora_dist_optim *d, bool inline_now)
 		d->capb = cap;
 	}
 	float *g = d->grads + d->cur_off;
-	if (d->weight != 1.0) { /* this rank's share of an uneven global batch */
+	if (d->weight == 0.0) /* no samples here: exactly nothing, even from inf */
+		memset(g, 0, d->cur_cnt * sizeof(float));
+	else if (d->weight != 1.0) { /* this rank's share of an uneven global batch */
 		const float w = (float)d->weight;
 		for (size_t i = 0; i < d->cur_cnt; i++)
 			g[i] *= w;
@@ -217,9 +228,18 @@ static int grow_events(struct hora_dist_optim *d)
 void hora_dist_optim_grads_ready(void *arg, int layer, size_t offset, size_t count)
 {
 	struct hora_dist_optim *d = arg;
-	(void)layer;
 	if (d->err)
 		return;
+	if (offset + count != d->expect_end || count > d->expect_end) {
+		snprintf(d->msg, sizeof(d->msg),
+			 "the model reported gradients [%zu, %zu) of layer %d ready where a range ending at "
+			 "%zu was due: ranges must run down from %zu to 0, each right below the previous "
+			 "(model/hora_model.h)",
+			 offset, offset + count, layer, d->expect_end, d->nparams);
+		d->err = -EPROTO;
+		return;
+	}
+	d->expect_end = offset;
 	int rc;
 	if (d->nev >= d->capev && (rc = grow_events(d))) {
 		d->err = rc;
@@ -278,6 +298,13 @@ static int make_plan(struct hora_dist_optim *d)
 int hora_dist_optim_step(struct hora_dist_optim *d, float *params, double lr)
 {
 	d->t_fb_end = hora_now();
+	if (!d->err && d->expect_end) {
+		snprintf(d->msg, sizeof(d->msg),
+			 "the model reported only the gradients from %zu to %zu ready (of %zu): every "
+			 "parameter's must be, once a step (model/hora_model.h)",
+			 d->expect_end, d->nparams, d->nparams);
+		d->err = -EPROTO; /* the buffers already queued are still waited for below */
+	}
 	double t_wait0 = hora_now(), busy = 0, hidden = 0;
 	close_bucket(d, true); /* the last buffer: here, behind the queued ones */
 	int rc = d->err;
@@ -337,6 +364,14 @@ int hora_dist_optim_replay_zero(struct hora_dist_optim *d)
 	for (int k = 0; k < n; k++) /* ev_off/ev_cnt hold every step's ranges in sizes-only mode */
 		hora_dist_optim_grads_ready(d, 0, d->ev_off[k], d->ev_cnt[k]);
 	return 0;
+}
+
+const char *hora_dist_optim_error(const struct hora_dist_optim *d)
+{
+	if (d->msg[0])
+		return d->msg;
+	const char *m = hora_comm_last_error(d->c);
+	return m && *m ? m : hora_strerror(d->err);
 }
 
 void hora_dist_optim_stats(const struct hora_dist_optim *d, struct hora_dist_stats *st)

@@ -30,6 +30,9 @@ struct hora_dist_stats {
 	double wait_s;      /* time the step waited for them */
 };
 void hora_dist_optim_stats(const struct hora_dist_optim *d, struct hora_dist_stats *st);
+/* Why the last call failed: the model's broken gradient ranges, the
+ * communicator's error, or the errno's text. */
+const char *hora_dist_optim_error(const struct hora_dist_optim *d);
 /* A rank without samples in this step: after hora_dist_optim_begin, zero
  * the gradients and report the previous step's ranges as ready, so that it
  * takes part in the same averages with nothing. -ENOENT before the first

@@ -109,7 +109,8 @@ static int write_metrics(FILE *f, const struct hora_epoch_metrics *m)
 		"\"samples_per_s\":%.1f,\"seconds\":%.4f,\"workers\":%d}\n",
 		m->epoch, m->loss, m->acc, m->val_loss, m->val_acc, m->samples_per_s, m->seconds,
 		m->workers);
-	return fflush(f) == 0 && !ferror(f) ? 0 : -EIO;
+	errno = 0;
+	return fflush(f) == 0 && !ferror(f) ? 0 : -(errno ? errno : EIO);
 }
 
 /* [lo, lo + *n) of [0, total) for rank r of size: contiguous, sizes differ by
@@ -395,7 +396,7 @@ int hora_train_run_comm(struct hora_comm *c, const struct hora_train_config *cfg
 									   hora_dist_optim_grads_ready, dopt);
 				if (!rc && (rc = hora_dist_optim_step(dopt, tr.params, lr))) {
 					snprintf(err, errlen, "step %lld: averaging gradients: %s", (long long)step,
-						 hora_comm_last_error(c));
+						 hora_dist_optim_error(dopt));
 					goto out;
 				}
 			}
@@ -461,8 +462,9 @@ int hora_train_run_comm(struct hora_comm *c, const struct hora_train_config *cfg
 			}
 			fflush(stdout);
 		}
-		if (mf && write_metrics(mf, &m)) {
-			snprintf(err, errlen, "metrics: cannot write %s: %s", cfg->metrics, strerror(EIO));
+		int wrc;
+		if (mf && (wrc = write_metrics(mf, &m))) {
+			snprintf(err, errlen, "metrics: cannot write %s: %s", cfg->metrics, strerror(-wrc));
 			rc = -EIO;
 			goto out;
 		}

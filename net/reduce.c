@@ -5,6 +5,7 @@
 
 #include <math.h>
 #include <stdbool.h>
+#include <stdatomic.h>
 #include <string.h>
 
 size_t hora_net_dtype_size(enum hora_net_dtype t)
@@ -232,9 +233,10 @@ __attribute__((target("avx2"))) static size_t reduce_bf16_avx2(uint16_t *d, cons
  * agree on names): bit 0 = AVX usable (OS saves YMM), 1 = F16C, 2 = AVX2 */
 static int cpu_features(void)
 {
-	static int v = -1;
-	if (v >= 0)
-		return v;
+	static _Atomic int v = -1; /* any thread may ask first; all compute the same */
+	int seen = atomic_load_explicit(&v, memory_order_relaxed);
+	if (seen >= 0)
+		return seen;
 	unsigned a, b, c, d;
 	int f = 0;
 	if (__get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 27)) && (c & (1u << 28))) {
@@ -248,7 +250,8 @@ static int cpu_features(void)
 				f |= 4;
 		}
 	}
-	return v = f;
+	atomic_store_explicit(&v, f, memory_order_relaxed);
+	return f;
 }
 static int have_avx2(void)
 {

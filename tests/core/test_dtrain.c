@@ -8,6 +8,7 @@
 #include "hora.h"
 #include "comm_helpers.h"
 #include "../helpers.h"
+#include "core/distopt.h"
 
 #include <criterion/criterion.h>
 #include <dlfcn.h>
@@ -195,6 +196,48 @@ Test(dtrain, a_progress_bar_on_rank_0_only_keeps_the_ranks_in_step, .init = setu
 	cr_assert_eq(memcmp(rk[1].res.params, rk[0].res.params, rk[0].res.nparams * sizeof(float)), 0);
 	for (int i = 0; i < 2; i++)
 		hora_train_result_deinit(&rk[i].res);
+}
+
+/* the model's ranges must cover every gradient once, top down: anything
+ * else would average some gradients and leave others local */
+static int ranges_step(struct hora_comm *c, struct hora_optim *o, const size_t (*r)[2], int k,
+		       char *msg, size_t n)
+{
+	float g[100] = {0}, p[100] = {0};
+	struct hora_dist_optim *d;
+	cr_assert_eq(hora_dist_optim_create(c, o, 100, NULL, &d), 0);
+	hora_dist_optim_begin(d, g, 1.0);
+	for (int i = 0; i < k; i++)
+		hora_dist_optim_grads_ready(d, 0, r[i][0], r[i][1]);
+	int rc = hora_dist_optim_step(d, p, 0.1);
+	snprintf(msg, n, "%s", rc ? hora_dist_optim_error(d) : "");
+	hora_dist_optim_destroy(d);
+	return rc;
+}
+
+Test(dtrain, misreported_gradient_ranges_are_refused_and_named, .timeout = 60)
+{
+	tc_pick_addrs(1);
+	struct hora_comm_config cc;
+	tc_config(&cc, 0, 1);
+	struct hora_comm *c;
+	char msg[512];
+	cr_assert_eq(hora_comm_create(&cc, &c, msg, sizeof(msg)), 0, "%s", msg);
+	struct hora_train_config tc;
+	hora_train_config_defaults(&tc);
+	struct hora_optim *o;
+	cr_assert_eq(hora_optim_create(&tc.optim, 100, &o), 0);
+	const size_t good[2][2] = {{60, 40}, {0, 60}}, gap[2][2] = {{60, 40}, {0, 50}},
+		     up[2][2] = {{0, 60}, {60, 40}}, part[1][2] = {{60, 40}};
+	cr_assert_eq(ranges_step(c, o, good, 2, msg, sizeof(msg)), 0, "%s", msg);
+	cr_assert_eq(ranges_step(c, o, gap, 2, msg, sizeof(msg)), -EPROTO);
+	cr_assert(strstr(msg, "[0, 50)") && strstr(msg, "ending at 60"), "%s", msg);
+	cr_assert_eq(ranges_step(c, o, up, 2, msg, sizeof(msg)), -EPROTO);
+	cr_assert(strstr(msg, "[0, 60)") && strstr(msg, "ending at 100"), "%s", msg);
+	cr_assert_eq(ranges_step(c, o, part, 1, msg, sizeof(msg)), -EPROTO);
+	cr_assert(strstr(msg, "only the gradients from 60 to 100"), "%s", msg);
+	hora_optim_destroy(o);
+	hora_comm_destroy(c);
 }
 
 static void make_id_dataset(const char *d, int n)
