@@ -620,6 +620,7 @@ struct cbring {
 	int n, t0, t1, left, right;
 	struct slot *slots;
 	struct cbslot *ctx; /* one per receive, plus one shared by the sends */
+	bool *arrived;
 	size_t ns, depth, posted, processed;
 	size_t sends_posted, sends_done;
 	int outstanding; /* requests whose callback has not run */
@@ -668,18 +669,20 @@ static void cb_post_recv(struct cbring *r)
 	uint8_t *d = r->slots[i].t < r->n - 1 ? r->c->pool + (i % r->depth) * r->c->cfg.segment_bytes
 					      : r->dst + (off + so) * r->g.esz;
 	r->ctx[i] = (struct cbslot){r, i};
-	if (hora_net_irecv(r->c->peer[r->left], d, sl * r->g.esz, cb_recv, &r->ctx[i], NULL))
+	r->outstanding++, r->posted++; /* before: the receive may complete inline */
+	if (hora_net_irecv(r->c->peer[r->left], d, sl * r->g.esz, cb_recv, &r->ctx[i], NULL)) {
+		r->outstanding--, r->posted--;
 		cb_error(r, -EIO, "receive from", r->left, "cannot post a receive");
-	else
-		r->outstanding++, r->posted++;
+	}
 }
 
 static void cb_post_send(struct cbring *r, const uint8_t *p, size_t bytes)
 {
-	if (hora_net_isend(r->c->peer[r->right], p, bytes, cb_send, &r->ctx[r->ns], NULL))
+	r->outstanding++, r->sends_posted++; /* before: the send may complete inline */
+	if (hora_net_isend(r->c->peer[r->right], p, bytes, cb_send, &r->ctx[r->ns], NULL)) {
+		r->outstanding--, r->sends_posted--;
 		cb_error(r, -EIO, "send to", r->right, "cannot post a send");
-	else
-		r->outstanding++, r->sends_posted++;
+	}
 }
 
 static void cb_recv(void *arg, int status, const char *err)
@@ -695,35 +698,40 @@ static void cb_recv(void *arg, int status, const char *err)
 		pthread_mutex_unlock(&r->mu);
 		return;
 	}
-	const size_t i = x->i;
-	const int tt = r->slots[i].t, n = r->n;
-	const size_t k = r->slots[i].k;
-	size_t off, len;
-	chunk_of(&r->g, recv_chunk(&r->g, tt), &off, &len);
-	const size_t so = k * r->g.seg, sl = seg_len(&r->g, len, k), esz = r->g.esz;
-	const uint8_t *next;
-	uint8_t *slot = r->c->pool + (i % r->depth) * r->c->cfg.segment_bytes;
-	if (tt < n - 2) {
-		uint8_t *p = r->work + (off + so) * esz;
-		hora_net_reduce(p, slot, r->src + (off + so) * esz, sl, r->t, r->op);
-		next = p;
-	} else if (tt == n - 2) {
-		uint8_t *d = r->mode == RING_REDUCE_SCATTER ? r->dst + so * esz : r->dst + (off + so) * esz;
-		hora_net_reduce(d, slot, r->src + (off + so) * esz, sl, r->t, r->op);
-		if (r->op == HORA_NET_AVG)
-			hora_net_scale(d, sl, r->t, n);
-		next = d;
-	} else {
-		next = r->dst + (off + so) * esz;
+	/* with several sockets per peer, receives can finish out of order:
+	 * segments are reduced and sent on strictly in schedule order */
+	r->arrived[x->i] = true;
+	while (r->processed < r->ns && r->arrived[r->processed] && !r->err) {
+		const size_t i = r->processed;
+		const int tt = r->slots[i].t, n = r->n;
+		const size_t k = r->slots[i].k;
+		size_t off, len;
+		chunk_of(&r->g, recv_chunk(&r->g, tt), &off, &len);
+		const size_t so = k * r->g.seg, sl = seg_len(&r->g, len, k), esz = r->g.esz;
+		const uint8_t *next;
+		uint8_t *slot = r->c->pool + (i % r->depth) * r->c->cfg.segment_bytes;
+		if (tt < n - 2) {
+			uint8_t *p = r->work + (off + so) * esz;
+			hora_net_reduce(p, slot, r->src + (off + so) * esz, sl, r->t, r->op);
+			next = p;
+		} else if (tt == n - 2) {
+			uint8_t *d = r->mode == RING_REDUCE_SCATTER ? r->dst + so * esz : r->dst + (off + so) * esz;
+			hora_net_reduce(d, slot, r->src + (off + so) * esz, sl, r->t, r->op);
+			if (r->op == HORA_NET_AVG)
+				hora_net_scale(d, sl, r->t, n);
+			next = d;
+		} else {
+			next = r->dst + (off + so) * esz;
+		}
+		r->processed++;
+		/* the send first: posting the receive may complete a parked message
+		 * inline, whose callback then sends too, and sends must leave in
+		 * schedule order */
+		if (tt + 1 < r->t1 && !r->err)
+			cb_post_send(r, next, sl * esz);
+		if (r->posted < r->ns && !r->err)
+			cb_post_recv(r); /* into the slot just freed */
 	}
-	r->processed++;
-	/* the send first: posting the receive may complete a parked message
-	 * inline, whose callback then sends too, and sends must leave in
-	 * schedule order */
-	if (tt + 1 < r->t1 && !r->err)
-		cb_post_send(r, next, sl * esz);
-	if (r->posted < r->ns && !r->err)
-		cb_post_recv(r); /* into the slot just freed */
 	cb_check_done(r);
 	pthread_mutex_unlock(&r->mu);
 }
@@ -814,7 +822,9 @@ static int ring_cb(struct hora_net_comm *c, enum ring_mode mode, const uint8_t *
 	}
 	r->slots = malloc(sizeof(*r->slots) * (r->ns ? r->ns : 1));
 	r->ctx = malloc(sizeof(*r->ctx) * (r->ns + 1));
-	if (!r->slots || !r->ctx) {
+	r->arrived = calloc(r->ns + 1, 1);
+	if (!r->slots || !r->ctx || !r->arrived) {
+		free(r->arrived);
 		size_t ns = r->ns;
 		free(r->slots);
 		free(r->ctx);
@@ -869,6 +879,7 @@ static int ring_cb(struct hora_net_comm *c, enum ring_mode mode, const uint8_t *
 	pthread_cond_destroy(&r->cv);
 	free(r->slots);
 	free(r->ctx);
+	free(r->arrived);
 	free(r);
 	return rc;
 }

@@ -24,7 +24,8 @@ static int base_port;
 
 static void pick_ports(int n)
 {
-	base_port = 10000 + (int)((getpid() * 37 + time(NULL)) % 20000) /* below the ephemeral ports */;
+	static int round; /* several communicators in one second get other ports */
+	base_port = 10000 + (int)((getpid() * 37 + time(NULL) + 97 * round++) % 20000); /* below the ephemeral ports */
 	for (int i = 0; i < n; i++) {
 		snprintf(addr[i], sizeof(addr[i]), "127.0.0.1:%d", base_port + i);
 		addrs[i] = addr[i];
@@ -38,6 +39,11 @@ struct rank_arg {
 	char err[512];
 };
 
+/* communicator settings of the next make_comms (tests that change them reset them) */
+static size_t t_segment = 64 << 10; /* several segments per chunk even in tests */
+static size_t t_slice = 24 << 10;   /* and several slices (N x 24 KiB) for 40009 elements */
+static int t_sockets = 1;
+
 static void *create_rank(void *p)
 {
 	struct rank_arg *a = p;
@@ -47,8 +53,9 @@ static void *create_rank(void *p)
 	cfg.opts.secret = (const uint8_t *)TEST_SECRET;
 	cfg.opts.secret_len = strlen(TEST_SECRET);
 	cfg.opts.io_timeout_ms = 10000;
-	cfg.segment_bytes = 64 << 10; /* several segments per chunk even in tests */
-	cfg.slice_bytes = 24 << 10;   /* and several slices (N x 24 KiB) for 40009 elements */
+	cfg.segment_bytes = t_segment;
+	cfg.slice_bytes = t_slice;
+	cfg.opts.sockets_per_peer = t_sockets;
 	a->rc = hora_net_comm_create(&cfg, &a->comm, a->err, sizeof(a->err));
 	return NULL;
 }
@@ -299,6 +306,30 @@ Test(net_coll, count_mismatch_on_the_sliced_ring_names_both_whole_counts, .timeo
 		hora_net_comm_destroy(ra[r].comm);
 	}
 	cr_assert_geq(named, 1, "%s | %s", jobs[0].err, jobs[1].err);
+}
+
+/* With several sockets per peer the ring's receives can finish out of
+ * order; every segment must still be reduced and forwarded in schedule
+ * order (equal-length segments would otherwise mix silently). */
+Test(net_coll, ring_over_several_sockets_per_peer, .timeout = 120)
+{
+	struct rank_arg ra[MAXR];
+	t_segment = 4096;
+	t_sockets = 4;
+	for (int n = 2; n <= 3; n++) {
+		make_comms(ra, n);
+		for (int r = 0; r < n; r++)
+			hora_net_comm_set_algo(ra[r].comm, 1);
+		for (int rep = 0; rep < 5; rep++) {
+			check_one(ra, n, 2 * 1024 * 64, HORA_NET_F32, HORA_NET_SUM);
+			check_one(ra, n, 100003, HORA_NET_F32, HORA_NET_SUM);
+			check_one(ra, n, 40009, HORA_NET_I32, HORA_NET_MAX);
+		}
+		for (int r = 0; r < n; r++)
+			hora_net_comm_destroy(ra[r].comm);
+	}
+	t_segment = 64 << 10;
+	t_sockets = 1;
 }
 
 Test(net_coll, killed_rank_fails_the_others_fast, .timeout = 60)
