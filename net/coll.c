@@ -354,12 +354,32 @@ static int fail(struct hora_net_comm *c, int rc, const char *fmt, ...)
 
 /* ---- fingerprints -------------------------------------------------------------- */
 
+/* path: which algorithm this rank runs the call with (settings such as
+ * small_bytes may differ between ranks: then the data would not line up),
+ * layout: the pipelined ring's and chain's segment, slice and depth */
+enum path { P_NONE, P_SMALL, P_DIRECT, P_RING, P_CHAIN, P_PATHS };
+static const char *const path_name[P_PATHS] = {"?", "a latency algorithm on the small-message sockets",
+					       "the direct ring", "the pipelined ring", "the pipelined chain"};
+
 struct fp {
 	uint64_t seq, count;
 	uint32_t kind, root;
 	uint8_t dtype, op;
 	uint16_t nranks;
+	uint8_t path;
+	uint16_t layout;
 };
+
+static void via(struct fp *f, const struct hora_net_comm *c, enum path p)
+{
+	f->path = (uint8_t)p;
+	f->layout = 0;
+	if (p == P_RING || p == P_CHAIN) {
+		uint64_t h = c->cfg.segment_bytes * 0x9E3779B97F4A7C15ull;
+		h ^= (c->cfg.slice_bytes + 1) * 0xC2B2AE3D27D4EB4Full + (uint64_t)c->cfg.depth;
+		f->layout = (uint16_t)((h >> 48) | 1);
+	}
+}
 
 static void fp_put(uint8_t *b, const struct fp *f)
 {
@@ -371,6 +391,8 @@ static void fp_put(uint8_t *b, const struct fp *f)
 	b[21] = f->op;
 	memcpy(b + 22, &f->nranks, 2);
 	memcpy(b + 24, &f->root, 4);
+	b[28] = f->path;
+	memcpy(b + 29, &f->layout, 2);
 }
 
 static void describe(char *s, size_t n, const struct fp *f)
@@ -403,17 +425,33 @@ static int fp_compare(const struct hora_net_comm *c, const uint8_t *b, const str
 	o.op = b[21];
 	memcpy(&o.nranks, b + 22, 2);
 	memcpy(&o.root, b + 24, 4);
+	o.path = b[28];
+	memcpy(&o.layout, b + 29, 2);
 	if (o.kind == K_ABORT) {
 		snprintf(msg, len, "rank %d stopped: it saw mismatched collectives (its error names both calls)",
 			 (int)o.root);
 		return -EBADE;
 	}
-	if (o.seq == mine->seq && o.count == mine->count && o.kind == mine->kind &&
-	    o.dtype == mine->dtype && o.op == mine->op && o.nranks == mine->nranks && o.root == mine->root)
+	const bool same_call = o.seq == mine->seq && o.count == mine->count && o.kind == mine->kind &&
+			       o.dtype == mine->dtype && o.op == mine->op && o.nranks == mine->nranks &&
+			       o.root == mine->root;
+	if (same_call && o.path == mine->path && o.layout == mine->layout)
 		return 0;
 	char a[160], b2[160];
 	describe(a, sizeof(a), mine);
 	describe(b2, sizeof(b2), &o);
+	if (same_call && o.path != mine->path && o.path < P_PATHS) {
+		snprintf(msg, len, "mismatched collective settings: rank %d runs %s by %s but rank %d by %s; "
+				   "collectives.algorithm, small_bytes and medium_bytes must be the same on "
+				   "every rank", c->rank, a, path_name[mine->path], from, path_name[o.path]);
+		return -EBADE;
+	}
+	if (same_call && o.path == mine->path) {
+		snprintf(msg, len, "mismatched collective settings: rank %d and rank %d run %s by %s with "
+				   "different segment_size, slice_size or depth; they must be the same on every rank",
+			 c->rank, from, a, path_name[mine->path]);
+		return -EBADE;
+	}
 	snprintf(msg, len, "mismatched collectives: rank %d called %s but rank %d called %s", c->rank, a,
 		 from, b2);
 	return -EBADE;
@@ -1026,10 +1064,14 @@ static int hora_net_allreduce_impl(struct hora_net_comm *c, const void *send, vo
 	if (use_small(c, bytes, count)) {
 		if (send != recv && bytes)
 			memmove(recv, send, bytes);
+		via(&f, c, P_SMALL);
 		return rec_doubling(c, recv, count, t, op, &f);
 	}
-	if (use_direct(c, bytes))
+	if (use_direct(c, bytes)) {
+		via(&f, c, P_DIRECT);
 		return direct_ring(c, send, recv, count, t, op, &f);
+	}
+	via(&f, c, P_RING);
 	/* Large buffers go round the ring one slice (N x slice_bytes) after the
 	 * other, so each step moves slice_bytes: a slice's
 	 * partial sums are still in cache when they are sent on and gathered,
@@ -1074,6 +1116,7 @@ static int hora_net_reduce_scatter_impl(struct hora_net_comm *c, const void *sen
 		}
 		work = c->scratch;
 	}
+	via(&f, c, P_RING);
 	return ring_cb(c, RING_REDUCE_SCATTER, send, work, recv, recvcount, t, op, &f);
 }
 
@@ -1090,6 +1133,7 @@ static int hora_net_allgather_impl(struct hora_net_comm *c, const void *send, vo
 			memmove(recv, send, bytes);
 		return 0;
 	}
+	via(&f, c, P_RING);
 	return ring_cb(c, RING_ALLGATHER, send, recv, recv, count, t, HORA_NET_SUM, &f);
 }
 
@@ -1100,8 +1144,11 @@ static int hora_net_broadcast_impl(struct hora_net_comm *c, void *buf, size_t co
 	if (rc || c->n == 1)
 		return rc;
 	const size_t bytes = count * hora_net_dtype_size(t);
-	if (use_small(c, bytes, count))
+	if (use_small(c, bytes, count)) {
+		via(&f, c, P_SMALL);
 		return tree_bcast(c, buf, bytes, root, &f);
+	}
+	via(&f, c, P_CHAIN);
 	return chain_bcast(c, buf, bytes, root, &f);
 }
 
@@ -1112,6 +1159,7 @@ static int hora_net_barrier_impl(struct hora_net_comm *c)
 	if (rc || c->n == 1)
 		return rc;
 	int dummy = 0;
+	via(&f, c, P_SMALL);
 	return rec_doubling(c, &dummy, 0, HORA_NET_I32, HORA_NET_SUM, &f);
 }
 

@@ -332,6 +332,35 @@ Test(net_coll, ring_over_several_sockets_per_peer, .timeout = 120)
 	t_sockets = 1;
 }
 
+/* The same call run by different algorithms (per-rank settings) must be
+ * refused, not give wrong sums: here rank 0 takes recursive doubling (a
+ * larger small_bytes) and rank 1 the direct ring. */
+Test(net_coll, different_collective_settings_are_named, .timeout = 60)
+{
+	struct rank_arg ra[MAXR];
+	make_comms(ra, 2);
+	cr_assert_eq(hora_net_comm_set_small_bytes(ra[0].comm, 256 << 10), 0);
+	struct job jobs[2];
+	pthread_t th[2];
+	for (int r = 0; r < 2; r++)
+		jobs[r] = (struct job){.ra = &ra[r], .buf = calloc(32 << 10, 4), .count = 32 << 10,
+				       .t = HORA_NET_F32, .op = HORA_NET_SUM};
+	for (int r = 0; r < 2; r++)
+		pthread_create(&th[r], NULL, run_job, &jobs[r]);
+	for (int r = 0; r < 2; r++)
+		pthread_join(th[r], NULL);
+	int named = 0;
+	for (int r = 0; r < 2; r++) {
+		cr_assert_lt(jobs[r].rc, 0, "rank %d returned success", r);
+		named += strstr(jobs[r].err, "mismatched collective settings") &&
+				 strstr(jobs[r].err, "by a latency algorithm") &&
+				 strstr(jobs[r].err, "the direct ring") ? 1 : 0;
+		free(jobs[r].buf);
+		hora_net_comm_destroy(ra[r].comm);
+	}
+	cr_assert_geq(named, 1, "%s | %s", jobs[0].err, jobs[1].err);
+}
+
 Test(net_coll, killed_rank_fails_the_others_fast, .timeout = 60)
 {
 	const int n = 3;
