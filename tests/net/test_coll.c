@@ -361,6 +361,38 @@ Test(net_coll, different_collective_settings_are_named, .timeout = 60)
 	cr_assert_geq(named, 1, "%s | %s", jobs[0].err, jobs[1].err);
 }
 
+/* One rank's call goes over the small-message sockets (100 floats), the
+ * other's over the transport (4 Mi floats): named at once on both, not an
+ * I/O timeout on different channels. */
+Test(net_coll, a_small_call_against_a_large_one_is_named_at_once, .timeout = 60)
+{
+	struct rank_arg ra[MAXR];
+	make_comms(ra, 2);
+	struct job jobs[2];
+	pthread_t th[2];
+	for (int r = 0; r < 2; r++)
+		jobs[r] = (struct job){.ra = &ra[r], .buf = calloc(4 << 20, 4), .count = r ? 4u << 20 : 100,
+				       .t = HORA_NET_F32, .op = HORA_NET_SUM};
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (int r = 0; r < 2; r++)
+		pthread_create(&th[r], NULL, run_job, &jobs[r]);
+	for (int r = 0; r < 2; r++)
+		pthread_join(th[r], NULL);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	const double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+	int named = 0;
+	for (int r = 0; r < 2; r++) {
+		cr_assert_lt(jobs[r].rc, 0, "rank %d returned success", r);
+		named += strstr(jobs[r].err, "count 100,") && strstr(jobs[r].err, "count 4194304,") ? 1 : 0;
+		free(jobs[r].buf);
+		hora_net_comm_destroy(ra[r].comm);
+	}
+	cr_assert_geq(named, 1, "%s | %s", jobs[0].err, jobs[1].err);
+	/* the I/O timeout of these communicators is 10 s */
+	cr_assert_lt(s, 5.0, "took %.1f s: %s | %s", s, jobs[0].err, jobs[1].err);
+}
+
 Test(net_coll, killed_rank_fails_the_others_fast, .timeout = 60)
 {
 	const int n = 3;
