@@ -279,7 +279,7 @@ HORA_API int hora_test(struct hora_request *req);
  * the next call on c. */
 HORA_API const char *hora_comm_last_error(const struct hora_comm *c);
 /* The size up to which the latency algorithm is used, and setting it (a
- * measured crossover; -EINVAL above 256 KiB). Setting it, or the algorithm
+ * measured crossover; -EINVAL above 1 MiB, the small-message buffers). Setting it, or the algorithm
  * below, first waits for the calls already queued to finish. */
 HORA_API size_t hora_comm_small_bytes(const struct hora_comm *c);
 HORA_API int hora_comm_set_small_bytes(struct hora_comm *c, size_t bytes);

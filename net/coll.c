@@ -253,7 +253,7 @@ int hora_net_comm_create(const struct hora_net_comm_cfg *cfg, struct hora_net_co
 		goto fail;
 	/* connect to every lower rank, accept every higher one */
 	for (int j = 0; j < c->rank; j++) {
-		char e2[256];
+		char e2[256] = "";
 		split(cfg->addrs[j], host, sizeof(host), &port);
 		rc = hora_net_connect(c->loop, host, port, c->cfg.connect_timeout_ms, &c->peer[j], e2,
 				      sizeof(e2));
@@ -271,7 +271,7 @@ int hora_net_comm_create(const struct hora_net_comm_cfg *cfg, struct hora_net_co
 	}
 	for (int k = c->rank + 1; k < c->n; k++) {
 		struct hora_net_peer *p;
-		char e2[256];
+		char e2[256] = "";
 		rc = hora_net_accept(c->loop, c->cfg.connect_timeout_ms, &p, e2, sizeof(e2));
 		if (rc) {
 			snprintf(err, errlen, "rank %d: waiting for ranks above: %s", c->rank, e2);
@@ -1033,6 +1033,12 @@ static int begin(struct hora_net_comm *c, enum kind kind, size_t count, enum hor
 			 kind_name[kind], t, op, root);
 		return -EINVAL;
 	}
+	const size_t per = hora_net_dtype_size(t) * (kind == K_REDUCE_SCATTER || kind == K_ALLGATHER ? (size_t)c->n : 1);
+	if (count > (SIZE_MAX / 4) / per) { /* the byte sizes below must not wrap */
+		snprintf(c->err, sizeof(c->err), "rank %d: %s: count %zu is too large", c->rank, kind_name[kind],
+			 count);
+		return -EINVAL;
+	}
 	c->seq++;
 	c->kind = kind;
 	struct timespec ts;
@@ -1046,11 +1052,14 @@ static int begin(struct hora_net_comm *c, enum kind kind, size_t count, enum hor
 	return 0;
 }
 
-static bool use_small(const struct hora_net_comm *c, size_t bytes, size_t count)
+/* direct_is_auto: the direct ring does not apply (broadcast), so a forced
+ * direct ring means the automatic choice here */
+static bool use_small(const struct hora_net_comm *c, size_t bytes, size_t count, bool direct_is_auto)
 {
 	if (bytes > c->cfg.small_cap)
 		return false; /* the small buffers hold small_cap */
-	return c->algo == 2 || (c->algo == 0 && (bytes <= c->cfg.small_bytes || count < (size_t)c->n));
+	const bool automatic = c->algo == 0 || (c->algo == 3 && direct_is_auto);
+	return c->algo == 2 || (automatic && (bytes <= c->cfg.small_bytes || count < (size_t)c->n));
 }
 
 /* the direct ring needs one chunk of scratch in c->small */
@@ -1074,7 +1083,7 @@ static int hora_net_allreduce_impl(struct hora_net_comm *c, const void *send, vo
 			memmove(recv, send, bytes);
 		return 0;
 	}
-	if (use_small(c, bytes, count)) {
+	if (use_small(c, bytes, count, false)) {
 		if (send != recv && bytes)
 			memmove(recv, send, bytes);
 		via(&f, c, P_SMALL);
@@ -1163,7 +1172,7 @@ static int hora_net_broadcast_impl(struct hora_net_comm *c, void *buf, size_t co
 	if (rc || c->n == 1)
 		return rc;
 	const size_t bytes = count * hora_net_dtype_size(t);
-	if (use_small(c, bytes, count)) {
+	if (use_small(c, bytes, count, true)) {
 		via(&f, c, P_SMALL);
 		return tree_bcast(c, buf, bytes, root, &f);
 	}

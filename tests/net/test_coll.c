@@ -9,6 +9,7 @@
 #include "net/coll.h"
 #include "net_helpers.h"
 
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
@@ -391,6 +392,20 @@ Test(net_coll, a_small_call_against_a_large_one_is_named_at_once, .timeout = 60)
 	cr_assert_geq(named, 1, "%s | %s", jobs[0].err, jobs[1].err);
 	/* the I/O timeout of these communicators is 10 s */
 	cr_assert_lt(s, 5.0, "took %.1f s: %s | %s", s, jobs[0].err, jobs[1].err);
+}
+
+Test(net_coll, counts_whose_bytes_would_wrap_are_refused, .timeout = 30)
+{
+	struct rank_arg ra[MAXR];
+	make_comms(ra, 1);
+	float x = 0;
+	cr_assert_eq(hora_net_allreduce(ra[0].comm, &x, &x, SIZE_MAX / 4 + 2, HORA_NET_F32, HORA_NET_SUM),
+		     -EINVAL);
+	cr_assert(strstr(hora_net_comm_error(ra[0].comm), "is too large"), "%s",
+		  hora_net_comm_error(ra[0].comm));
+	cr_assert_eq(hora_net_allgather(ra[0].comm, &x, &x, SIZE_MAX / 8, HORA_NET_F64), -EINVAL);
+	cr_assert_eq(hora_net_allreduce(ra[0].comm, &x, &x, 1, HORA_NET_F32, HORA_NET_SUM), 0);
+	hora_net_comm_destroy(ra[0].comm);
 }
 
 Test(net_coll, killed_rank_fails_the_others_fast, .timeout = 60)
