@@ -323,10 +323,12 @@ int hora_net_fast_xchg(int ofd, const void *ohead, const void *obody, size_t obl
 				continue;
 			struct pollfd p[2] = {{.fd = ofd, .events = POLLOUT}, {.fd = got < itotal ? ifd : -1, .events = POLLIN}};
 			int r = poll(p, 2, timeout_ms > 0 ? timeout_ms : -1);
-			if (r == 0) {
+			if (r == 0) { /* the peer has not read for that long */
 				errno = EAGAIN;
 				return io_error(-1, dir, 0, err, errlen);
 			}
+			if (r < 0 && errno != EINTR)
+				return io_error(-1, dir, 0, err, errlen);
 		}
 	}
 	return 0;
