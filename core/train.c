@@ -405,7 +405,10 @@ int hora_train_run_comm(struct hora_comm *c, const struct hora_train_config *cfg
 					 tr.ops->name, hora_strerror(rc));
 				goto out;
 			}
-			if (!isfinite(st.loss_sum)) {
+			/* one worker stops at once; several stop together, when the
+			 * summed loss shows it (below), so that no rank waits in a
+			 * collective for one that has left */
+			if ((!c || size == 1) && !isfinite(st.loss_sum)) {
 				snprintf(err, errlen, "epoch %d step %lld: loss is not finite; lower "
 					 "the learning rate (now %g)", e, (long long)step, lr);
 				rc = HORA_ERR_DIVERGED;
@@ -415,6 +418,13 @@ int hora_train_run_comm(struct hora_comm *c, const struct hora_train_config *cfg
 				shown = st; /* every rank: the same calls in the same order */
 				if ((rc = sum_stats(c, &shown))) {
 					snprintf(err, errlen, "averaging the loss: %s", hora_comm_last_error(c));
+					goto out;
+				}
+				if (!isfinite(shown.loss_sum)) {
+					snprintf(err, errlen, "epoch %d step %lld: the loss summed over the %d workers "
+							      "is not finite; lower the learning rate (now %g)",
+						 e, (long long)step, size, lr);
+					rc = HORA_ERR_DIVERGED;
 					goto out;
 				}
 			} else if (!c || size == 1) {
@@ -435,6 +445,13 @@ int hora_train_run_comm(struct hora_comm *c, const struct hora_train_config *cfg
 		}
 		if ((rc = sum_stats(c, &st)) || (rc = sum_stats(c, &vs))) {
 			snprintf(err, errlen, "averaging the epoch's metrics: %s", hora_comm_last_error(c));
+			goto out;
+		}
+		if (!isfinite(st.loss_sum)) { /* the same sums on every rank: all stop here */
+			snprintf(err, errlen, "epoch %d: the loss summed over the %d workers is not finite; "
+					      "lower the learning rate (now %g)", e, size,
+				 hora_lr_at(&cfg->optim, step - 1, steps_per_epoch, total, size));
+			rc = HORA_ERR_DIVERGED;
 			goto out;
 		}
 		if (tl)

@@ -240,6 +240,25 @@ Test(dtrain, misreported_gradient_ranges_are_refused_and_named, .timeout = 60)
 	hora_comm_destroy(c);
 }
 
+/* a diverging job stops on every rank at the same point with the same
+ * message, not on one rank while the others wait for it in a collective */
+Test(dtrain, divergence_stops_every_rank_together, .init = setup, .fini = teardown, .timeout = 120)
+{
+	struct hora_train_config cfg;
+	base_cfg(&cfg);
+	cfg.optim.lr = 1e30;
+	cfg.optim.warmup_epochs = 0;
+	struct rank rk[MAXR];
+	train_ranks(2, &cfg, rk);
+	for (int i = 0; i < 2; i++) {
+		cr_assert_eq(rk[i].rc, HORA_ERR_DIVERGED, "rank %d: rc %d: %s", i, rk[i].rc, rk[i].err);
+		cr_assert(strstr(rk[i].err, "summed over the 2 workers is not finite"), "rank %d: %s", i,
+			  rk[i].err);
+		hora_train_result_deinit(&rk[i].res);
+	}
+	cr_assert_str_eq(rk[0].err, rk[1].err);
+}
+
 static void make_id_dataset(const char *d, int n)
 {
 	const int side = 4;
