@@ -66,6 +66,7 @@ struct hora_net_comm {
 	_Atomic uint32_t p_kind;
 	_Atomic int p_inside;
 	_Atomic int64_t p_since_ms;
+	_Atomic int abort_origin; /* the rank that saw the mismatch first (-1: none seen) */
 	uint8_t *small; /* small_cap: the other rank's data in recursive doubling */
 };
 
@@ -196,6 +197,7 @@ int hora_net_comm_create(const struct hora_net_comm_cfg *cfg, struct hora_net_co
 	struct hora_net_comm *c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
+	atomic_init(&c->abort_origin, -1);
 	c->cfg = *cfg;
 	c->rank = cfg->rank;
 	c->n = cfg->nranks;
@@ -335,14 +337,18 @@ static int fail(struct hora_net_comm *c, int rc, const char *fmt, ...)
 		vsnprintf(c->err + k, sizeof(c->err) - (size_t)k, fmt, ap);
 		va_end(ap);
 		c->broken = rc;
-		if (rc == -EBADE) /* tell the ranks waiting on us why before closing */
+		/* tell the ranks waiting on us why before closing; an ABORT we
+		 * received goes on naming the rank that sent it first */
+		const int origin = atomic_load(&c->abort_origin);
+		const uint32_t who = (uint32_t)(origin >= 0 ? origin : c->rank);
+		if (rc == -EBADE)
 			for (int i = 0; c->fast && i < c->n; i++)
 				if (c->fast[i] >= 0) {
 					uint8_t b[FP_BYTES] = {0};
 					uint32_t ab = K_ABORT;
 					memcpy(b, &c->seq, 8);
 					memcpy(b + 16, &ab, 4);
-					memcpy(b + 24, &c->rank, 4);
+					memcpy(b + 24, &who, 4);
 					ssize_t w = send(c->fast[i], b, sizeof(b), MSG_DONTWAIT | MSG_NOSIGNAL);
 					(void)w; /* best effort */
 				}
@@ -428,6 +434,8 @@ static int fp_compare(const struct hora_net_comm *c, const uint8_t *b, const str
 	o.path = b[28];
 	memcpy(&o.layout, b + 29, 2);
 	if (o.kind == K_ABORT) {
+		int none = -1; /* the first ABORT seen names the origin for good */
+		atomic_compare_exchange_strong(&((struct hora_net_comm *)c)->abort_origin, &none, (int)o.root);
 		snprintf(msg, len, "rank %d stopped: it saw mismatched collectives (its error names both calls)",
 			 (int)o.root);
 		return -EBADE;

@@ -257,6 +257,22 @@ Test(net_coll, mismatched_calls_are_named, .timeout = 60)
 	}
 	cr_assert_geq(named, 1, "no rank named the mismatch: %s | %s | %s", jobs[0].err, jobs[1].err,
 		      jobs[2].err);
+	/* a rank told by an ABORT names a rank whose own error names both calls */
+	for (int r = 0; r < 3; r++) {
+		const char *p = strstr(jobs[r].err, "stopped: it saw mismatched");
+		if (!p)
+			continue;
+		const char *q = p;
+		while (q > jobs[r].err && q[-1] != ' ')
+			q--;
+		while (q > jobs[r].err && q[-1] == ' ')
+			q--;
+		while (q > jobs[r].err && q[-1] != ' ')
+			q--;
+		int x = atoi(q);
+		cr_assert(x >= 0 && x < 3 && strstr(jobs[x].err, "mismatched collectives: rank"),
+			  "rank %d names rank %d, whose error is: %s", r, x, x >= 0 && x < 3 ? jobs[x].err : "?");
+	}
 	for (int r = 0; r < 3; r++)
 		hora_net_comm_destroy(ra[r].comm);
 }
