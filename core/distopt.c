@@ -20,6 +20,7 @@
  */
 #include "comm.h"
 #include "distopt.h"
+#include "log.h"
 #include "net/reduce.h"
 #include "hora.h"
 
@@ -65,14 +66,20 @@ struct hora_dist_optim {
 	struct hora_timeline *tl;
 };
 
-static size_t env_size(const char *name, size_t dflt)
+/* a setting from the environment; a value that is not one is named and
+ * ignored (the job agreement then shows any rank that differs) */
+static double env_num(const char *name, double dflt, double max)
 {
 	const char *v = getenv(name);
 	if (!v || !*v)
 		return dflt;
 	char *end;
 	double x = strtod(v, &end);
-	return *end || x < 0 ? dflt : (size_t)x;
+	if (*end || !(x >= 0) || x > max) {
+		HORA_LOGW("%s=%s is not a number in 0..%g; using %g", name, v, max, dflt);
+		return dflt;
+	}
+	return x;
 }
 
 int hora_dist_optim_create(struct hora_comm *c, struct hora_optim *inner, size_t nparams,
@@ -89,10 +96,9 @@ int hora_dist_optim_create(struct hora_comm *c, struct hora_optim *inner, size_t
 	d->nparams = nparams;
 	d->fc.threshold_bytes = fusion && fusion->threshold_bytes ? fusion->threshold_bytes : 1 << 20;
 	d->fc.cycle_time_ms = fusion && fusion->cycle_time_ms > 0 ? fusion->cycle_time_ms : 0.0;
-	d->fc.threshold_bytes = env_size("HORA_FUSION_THRESHOLD", d->fc.threshold_bytes);
-	const char *ct = getenv("HORA_CYCLE_TIME_MS");
-	if (ct && *ct && atof(ct) >= 0)
-		d->fc.cycle_time_ms = atof(ct);
+	d->fc.threshold_bytes =
+		(size_t)env_num("HORA_FUSION_THRESHOLD", (double)d->fc.threshold_bytes, 1024.0 * 1024 * 1024 * 64);
+	d->fc.cycle_time_ms = env_num("HORA_CYCLE_TIME_MS", d->fc.cycle_time_ms, 3600e3);
 	d->fc.compression = fusion ? fusion->compression : 0;
 	if (d->fc.compression < 0 || d->fc.compression > 2) {
 		free(d);
@@ -322,7 +328,8 @@ int hora_dist_optim_step(struct hora_dist_optim *d, float *params, double lr)
 			if (he > hs)
 				hidden += he - hs;
 			if (d->tl)
-				hora_timeline_span(d->tl, 1, "allreduce", s, e, d->b[i].cnt * sizeof(float));
+				hora_timeline_span(d->tl, 1, "allreduce", s, e,
+						   d->b[i].cnt * (d->fc.compression ? 2 : sizeof(float)));
 		}
 	}
 	double t_wait1 = hora_now();
