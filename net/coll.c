@@ -1062,6 +1062,22 @@ static int begin(struct hora_net_comm *c, enum kind kind, size_t count, enum hor
 
 /* direct_is_auto: the direct ring does not apply (broadcast), so a forced
  * direct ring means the automatic choice here */
+/* Buffers that overlap other than in the documented in-place layout would be
+ * read after they were written: refused before the call counts (so the
+ * ranks' sequence numbers stay in step). */
+static bool overlap(const void *a, size_t an, const void *b, size_t bn)
+{
+	const uintptr_t a0 = (uintptr_t)a, b0 = (uintptr_t)b;
+	return an && bn && a0 < b0 + bn && b0 < a0 + an;
+}
+
+static int bad_layout(struct hora_net_comm *c, enum kind kind, const char *how)
+{
+	snprintf(c->err, sizeof(c->err), "rank %d: %s: send and recv overlap; %s", c->rank, kind_name[kind],
+		 how);
+	return -EINVAL;
+}
+
 static bool use_small(const struct hora_net_comm *c, size_t bytes, size_t count, bool direct_is_auto)
 {
 	if (bytes > c->cfg.small_cap)
@@ -1081,6 +1097,9 @@ static bool use_direct(const struct hora_net_comm *c, size_t bytes)
 static int hora_net_allreduce_impl(struct hora_net_comm *c, const void *send, void *recv, size_t count,
 		       enum hora_net_dtype t, enum hora_net_op op)
 {
+	if (t < HORA_NET_DTYPES && send != recv &&
+	    overlap(send, count * hora_net_dtype_size(t), recv, count * hora_net_dtype_size(t)) && !c->broken)
+		return bad_layout(c, K_ALLREDUCE, "in place is send == recv");
 	struct fp f;
 	int rc = begin(c, K_ALLREDUCE, count, t, op, 0, &f);
 	if (rc)
@@ -1126,6 +1145,12 @@ static int hora_net_allreduce_impl(struct hora_net_comm *c, const void *send, vo
 static int hora_net_reduce_scatter_impl(struct hora_net_comm *c, const void *send, void *recv, size_t recvcount,
 			    enum hora_net_dtype t, enum hora_net_op op)
 {
+	if (t < HORA_NET_DTYPES && !c->broken) {
+		const size_t e = hora_net_dtype_size(t);
+		if ((const uint8_t *)recv != (const uint8_t *)send + (size_t)c->rank * recvcount * e &&
+		    overlap(send, recvcount * e * (size_t)c->n, recv, recvcount * e))
+			return bad_layout(c, K_REDUCE_SCATTER, "in place is recv == send + rank x recvcount");
+	}
 	struct fp f;
 	int rc = begin(c, K_REDUCE_SCATTER, recvcount, t, op, 0, &f);
 	if (rc)
@@ -1157,6 +1182,12 @@ static int hora_net_reduce_scatter_impl(struct hora_net_comm *c, const void *sen
 static int hora_net_allgather_impl(struct hora_net_comm *c, const void *send, void *recv, size_t count,
 		       enum hora_net_dtype t)
 {
+	if (t < HORA_NET_DTYPES && !c->broken) {
+		const size_t e = hora_net_dtype_size(t);
+		if ((const uint8_t *)send != (const uint8_t *)recv + (size_t)c->rank * count * e &&
+		    overlap(send, count * e, recv, count * e * (size_t)c->n))
+			return bad_layout(c, K_ALLGATHER, "in place is send == recv + rank x count");
+	}
 	struct fp f;
 	int rc = begin(c, K_ALLGATHER, count, t, HORA_NET_SUM, 0, &f);
 	if (rc)

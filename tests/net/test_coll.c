@@ -424,6 +424,23 @@ Test(net_coll, counts_whose_bytes_would_wrap_are_refused, .timeout = 30)
 	hora_net_comm_destroy(ra[0].comm);
 }
 
+/* overlaps other than the in-place layouts are refused on the calling rank
+ * before the call counts: the ranks' next calls still match */
+Test(net_coll, overlapping_buffers_are_refused_and_the_ranks_stay_in_step, .timeout = 60)
+{
+	struct rank_arg ra[MAXR];
+	make_comms(ra, 2);
+	float b[64] = {0};
+	cr_assert_eq(hora_net_allreduce(ra[0].comm, b, b + 1, 10, HORA_NET_F32, HORA_NET_SUM), -EINVAL);
+	cr_assert(strstr(hora_net_comm_error(ra[0].comm), "overlap"), "%s", hora_net_comm_error(ra[0].comm));
+	/* rank 0's block of a 2 x 10 reduce-scatter is b[0..10); b + 5 is not it */
+	cr_assert_eq(hora_net_reduce_scatter(ra[0].comm, b, b + 5, 10, HORA_NET_F32, HORA_NET_SUM), -EINVAL);
+	cr_assert_eq(hora_net_allgather(ra[0].comm, b + 3, b, 10, HORA_NET_F32), -EINVAL);
+	check_one(ra, 2, 1009, HORA_NET_F32, HORA_NET_SUM);
+	for (int r = 0; r < 2; r++)
+		hora_net_comm_destroy(ra[r].comm);
+}
+
 Test(net_coll, killed_rank_fails_the_others_fast, .timeout = 60)
 {
 	const int n = 3;
