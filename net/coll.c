@@ -67,6 +67,7 @@ struct hora_net_comm {
 	_Atomic int p_inside;
 	_Atomic int64_t p_since_ms;
 	_Atomic int abort_origin; /* the rank that saw the mismatch first (-1: none seen) */
+	int post_err;             /* why the last hora_net_isend/irecv was refused */
 	uint8_t *small; /* small_cap: the other rank's data in recursive doubling */
 };
 
@@ -106,6 +107,15 @@ size_t hora_net_comm_medium_bytes(const struct hora_net_comm *c)
 	return c->cfg.medium_bytes;
 }
 
+/* a refused post keeps its reason for the error text */
+static int posted_ok(struct hora_net_comm *c, int rc)
+{
+	if (rc)
+		c->post_err = rc < 0 ? rc : -EIO;
+	return rc;
+}
+#define POST_WHY(c) strerror(-(c)->post_err)
+
 static int split(const char *hp, char *host, size_t n, uint16_t *port)
 {
 	const char *colon = strrchr(hp, ':');
@@ -142,12 +152,13 @@ static int fast_setup(struct hora_net_comm *c, char *err, size_t errlen)
 		return -ENOMEM;
 	}
 	for (int k = c->rank + 1; k < c->n && !rc; k++)
-		if (hora_net_isend(c->peer[k], pb, 2, NULL, NULL, &sr[k]))
-			rc = -EIO, snprintf(err, errlen, "rank %d: cannot send to rank %d", c->rank, k);
+		if (posted_ok(c, hora_net_isend(c->peer[k], pb, 2, NULL, NULL, &sr[k])))
+			rc = c->post_err, snprintf(err, errlen, "rank %d: cannot send to rank %d: %s", c->rank, k,
+						   POST_WHY(c));
 	for (int j = 0; j < c->rank && !rc; j++) {
 		uint8_t in[2];
 		struct hora_net_req *r;
-		if (hora_net_irecv(c->peer[j], in, 2, NULL, NULL, &r) ||
+		if (posted_ok(c, hora_net_irecv(c->peer[j], in, 2, NULL, NULL, &r)) ||
 		    (rc = hora_net_wait(r, e2, sizeof(e2)))) {
 			rc = rc ? rc : -EIO;
 			snprintf(err, errlen, "rank %d: port of rank %d's small-message channel: %s",
@@ -636,10 +647,10 @@ static int exchange_fp(struct hora_net_comm *c, int left, int right, const struc
 	struct hora_net_req *r = NULL, *sreq = NULL;
 	fp_put(out, f);
 	int rc = 0;
-	if (left >= 0 && hora_net_irecv(c->peer[left], in, FP_BYTES, NULL, NULL, &r))
-		rc = fail(c, -EIO, "cannot post a receive from rank %d", left);
-	if (!rc && right >= 0 && hora_net_isend(c->peer[right], out, FP_BYTES, NULL, NULL, &sreq))
-		rc = fail(c, -EIO, "cannot post a send to rank %d", right);
+	if (left >= 0 && posted_ok(c, hora_net_irecv(c->peer[left], in, FP_BYTES, NULL, NULL, &r)))
+		rc = fail(c, c->post_err, "cannot post a receive from rank %d: %s", left, POST_WHY(c));
+	if (!rc && right >= 0 && posted_ok(c, hora_net_isend(c->peer[right], out, FP_BYTES, NULL, NULL, &sreq)))
+		rc = fail(c, c->post_err, "cannot post a send to rank %d: %s", right, POST_WHY(c));
 	if (r) { /* after a failure the peers are closed: the wait only frees */
 		int r2 = c->broken ? (hora_net_wait(r, NULL, 0), c->broken) : xwait(c, r, left, "receive from");
 		if (!r2)
@@ -727,18 +738,18 @@ static void cb_post_recv(struct cbring *r)
 					      : r->dst + (off + so) * r->g.esz;
 	r->ctx[i] = (struct cbslot){r, i};
 	r->outstanding++, r->posted++; /* before: the receive may complete inline */
-	if (hora_net_irecv(r->c->peer[r->left], d, sl * r->g.esz, cb_recv, &r->ctx[i], NULL)) {
+	if (posted_ok(r->c, hora_net_irecv(r->c->peer[r->left], d, sl * r->g.esz, cb_recv, &r->ctx[i], NULL))) {
 		r->outstanding--, r->posted--;
-		cb_error(r, -EIO, "receive from", r->left, "cannot post a receive");
+		cb_error(r, r->c->post_err, "receive from", r->left, "cannot post a receive");
 	}
 }
 
 static void cb_post_send(struct cbring *r, const uint8_t *p, size_t bytes)
 {
 	r->outstanding++, r->sends_posted++; /* before: the send may complete inline */
-	if (hora_net_isend(r->c->peer[r->right], p, bytes, cb_send, &r->ctx[r->ns], NULL)) {
+	if (posted_ok(r->c, hora_net_isend(r->c->peer[r->right], p, bytes, cb_send, &r->ctx[r->ns], NULL))) {
 		r->outstanding--, r->sends_posted--;
-		cb_error(r, -EIO, "send to", r->right, "cannot post a send");
+		cb_error(r, r->c->post_err, "send to", r->right, "cannot post a send");
 	}
 }
 
@@ -912,12 +923,12 @@ static int ring_cb(struct hora_net_comm *c, enum ring_mode mode, const uint8_t *
 	pthread_cond_init(&r->cv, NULL);
 	pthread_mutex_lock(&r->mu); /* callbacks wait until both are posted */
 	fp_put(r->fp_out, f);
-	if (hora_net_isend(c->peer[r->right], r->fp_out, FP_BYTES, cb_fp_sent, r, NULL))
-		cb_error(r, -EIO, "send to", r->right, "cannot post a send");
+	if (posted_ok(r->c, hora_net_isend(c->peer[r->right], r->fp_out, FP_BYTES, cb_fp_sent, r, NULL)))
+		cb_error(r, r->c->post_err, "send to", r->right, "cannot post a send");
 	else
 		r->outstanding++;
-	if (!r->err && hora_net_irecv(c->peer[r->left], r->fp_in, FP_BYTES, cb_start, r, NULL))
-		cb_error(r, -EIO, "receive from", r->left, "cannot post a receive");
+	if (!r->err && posted_ok(r->c, hora_net_irecv(c->peer[r->left], r->fp_in, FP_BYTES, cb_start, r, NULL)))
+		cb_error(r, r->c->post_err, "receive from", r->left, "cannot post a receive");
 	else if (!r->err)
 		r->outstanding++;
 	while (!r->done)
@@ -992,8 +1003,9 @@ static int chain_bcast(struct hora_net_comm *c, uint8_t *buf, size_t bytes, int 
 	size_t posted = 0, sent = 0;
 #define LEN(k) ((k) == ns - 1 ? bytes - (k) * seg : seg)
 	for (; left >= 0 && posted < ns && posted < depth && !rc; posted++)
-		if (hora_net_irecv(c->peer[left], buf + posted * seg, LEN(posted), NULL, NULL, &rq[posted]))
-			rc = fail(c, -EIO, "cannot post a receive from rank %d", left);
+		if (posted_ok(c, hora_net_irecv(c->peer[left], buf + posted * seg, LEN(posted), NULL, NULL,
+						&rq[posted])))
+			rc = fail(c, c->post_err, "cannot post a receive from rank %d: %s", left, POST_WHY(c));
 	for (size_t k = 0; k < ns && !rc; k++) {
 		if (left >= 0) {
 			rc = xwait(c, rq[k], left, "receive from");
@@ -1001,15 +1013,15 @@ static int chain_bcast(struct hora_net_comm *c, uint8_t *buf, size_t bytes, int 
 			if (rc)
 				break;
 			if (posted < ns) {
-				if (hora_net_irecv(c->peer[left], buf + posted * seg, LEN(posted), NULL, NULL,
-						   &rq[posted]))
-					rc = fail(c, -EIO, "cannot post a receive from rank %d", left);
+				if (posted_ok(c, hora_net_irecv(c->peer[left], buf + posted * seg, LEN(posted), NULL, NULL,
+						   &rq[posted])))
+					rc = fail(c, c->post_err, "cannot post a receive from rank %d: %s", left, POST_WHY(c));
 				posted++;
 			}
 		}
 		if (right >= 0 && !rc) {
-			if (hora_net_isend(c->peer[right], buf + k * seg, LEN(k), NULL, NULL, &sq[sent]))
-				rc = fail(c, -EIO, "cannot post a send to rank %d", right);
+			if (posted_ok(c, hora_net_isend(c->peer[right], buf + k * seg, LEN(k), NULL, NULL, &sq[sent])))
+				rc = fail(c, c->post_err, "cannot post a send to rank %d: %s", right, POST_WHY(c));
 			else
 				sent++;
 		}
@@ -1041,7 +1053,8 @@ static int begin(struct hora_net_comm *c, enum kind kind, size_t count, enum hor
 			 kind_name[kind], t, op, root);
 		return -EINVAL;
 	}
-	const size_t per = hora_net_dtype_size(t) * (kind == K_REDUCE_SCATTER || kind == K_ALLGATHER ? (size_t)c->n : 1);
+	const bool gathered = kind == K_REDUCE_SCATTER || kind == K_ALLGATHER;
+	const size_t per = hora_net_dtype_size(t) * (gathered ? (size_t)c->n : 1);
 	if (count > (SIZE_MAX / 4) / per) { /* the byte sizes below must not wrap */
 		snprintf(c->err, sizeof(c->err), "rank %d: %s: count %zu is too large", c->rank, kind_name[kind],
 			 count);
