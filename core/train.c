@@ -479,22 +479,31 @@ int hora_train_run_comm(struct hora_comm *c, const struct hora_train_config *cfg
 			}
 			fflush(stdout);
 		}
-		int wrc;
-		if (mf && (wrc = write_metrics(mf, &m))) {
+		/* rank 0's files: a failure there stops every rank, together */
+		int32_t wrc = 0;
+		if (mf && (wrc = write_metrics(mf, &m)))
 			snprintf(err, errlen, "metrics: cannot write %s: %s", cfg->metrics, strerror(-wrc));
-			rc = -EIO;
-			goto out;
-		}
-		if (rank == 0 && cfg->checkpoint_dir[0] && cfg->checkpoint_every > 0 &&
+		if (!wrc && rank == 0 && cfg->checkpoint_dir[0] && cfg->checkpoint_every > 0 &&
 		    (e % cfg->checkpoint_every == 0 || e == cfg->epochs)) {
 			struct hora_ckpt_meta cm = {.epoch = e, .workers = size, .step = step, .rng = rng,
 						    .seed = cfg->seed, .nparams = tr.nparams};
 			snprintf(cm.model, sizeof(cm.model), "%s", tr.ops->name);
 			double tc0 = now_s();
-			if ((rc = hora_ckpt_write(cfg->checkpoint_dir, &cm, tr.params, tr.optim, err, errlen)))
-				goto out; /* the previous checkpoint is still there */
-			if (tl)
+			/* on failure the previous checkpoint is still there */
+			wrc = hora_ckpt_write(cfg->checkpoint_dir, &cm, tr.params, tr.optim, err, errlen);
+			if (tl && !wrc)
 				hora_timeline_span(tl, 0, "checkpoint", tc0, now_s(), 0);
+		}
+		if (c && size > 1 && (rc = hora_broadcast(c, &wrc, 1, HORA_I32, 0))) {
+			snprintf(err, errlen, "after epoch %d: %s", e, hora_comm_last_error(c));
+			goto out;
+		}
+		if (wrc) {
+			if (rank != 0)
+				snprintf(err, errlen, "rank 0 stopped the job after epoch %d: it could not write its "
+						      "metrics or checkpoint (its log says why)", e);
+			rc = wrc;
+			goto out;
 		}
 	}
 	if (tl && (rc = hora_timeline_write(tl, c, cfg->timeline, err, errlen)))

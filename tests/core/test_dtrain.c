@@ -336,6 +336,29 @@ static void ckpt_cfg(struct hora_train_config *cfg, const char *ck)
 	cfg->checkpoint_every = 2;
 }
 
+/* rank 0 alone writes checkpoints: when it cannot, every rank stops after
+ * that epoch, rank 0 with the reason, the others pointing at it */
+Test(dtrain, a_checkpoint_rank_0_cannot_write_stops_every_rank, .init = setup, .fini = teardown,
+     .timeout = 120)
+{
+	char file[480], ck[512];
+	snprintf(file, sizeof(file), "%s/not-a-dir", dir);
+	FILE *f = fopen(file, "w");
+	cr_assert(f);
+	fclose(f);
+	snprintf(ck, sizeof(ck), "%s/ck", file); /* under a regular file: mkdir fails */
+	struct hora_train_config cfg;
+	ckpt_cfg(&cfg, ck);
+	struct rank rk[MAXR];
+	train_ranks(2, &cfg, rk);
+	cr_assert_lt(rk[0].rc, 0, "rank 0: rc %d", rk[0].rc);
+	cr_assert(strstr(rk[0].err, "checkpoint: cannot create"), "%s", rk[0].err);
+	cr_assert_neq(rk[1].rc, 0);
+	cr_assert(strstr(rk[1].err, "rank 0 stopped the job after epoch 2"), "%s", rk[1].err);
+	for (int i = 0; i < 2; i++)
+		hora_train_result_deinit(&rk[i].res);
+}
+
 Test(dtrain, resume_equals_uninterrupted, .init = setup, .fini = teardown, .timeout = 120)
 {
 	char *ck = th_path(dir, "ck");
