@@ -3,12 +3,15 @@
  *
  * File (host byte order, little-endian on every machine hora runs on):
  *   0   "HORACKPT"            8 bytes
- *   8   version = 1           u32
+ *   8   version = 2           u32
  *   12  header bytes = 128    u32
  *   16  epoch (done)          i32     20  workers   i32
  *   24  step (global)         i64     32  rng state u64
  *   40  seed                  u64     48  nparams   u64
- *   56  optimizer bytes       u64     64  model     char[64]
+ *   56  optimizer bytes       u64     64  model     char[48]
+ *   112 batch per worker      i32     116 optimizer char[12] ("sgd", "momentum",
+ *                                         "nesterov", "adam")
+ *   (version 1, still read: model char[64] at 64, no batch or optimizer)
  *   128 params                f32[nparams]
  *   ... optimizer state       (hora_optim_state_save)
  *   end BLAKE2b-256 of all the bytes before it (libsodium)
@@ -41,7 +44,7 @@ static void put_header(uint8_t *h, const struct hora_ckpt_meta *m, uint64_t opti
 {
 	memset(h, 0, HDR);
 	memcpy(h, MAGIC, 8);
-	uint32_t ver = 1, hl = HDR;
+	uint32_t ver = 2, hl = HDR;
 	memcpy(h + 8, &ver, 4);
 	memcpy(h + 12, &hl, 4);
 	memcpy(h + 16, &m->epoch, 4);
@@ -51,7 +54,9 @@ static void put_header(uint8_t *h, const struct hora_ckpt_meta *m, uint64_t opti
 	memcpy(h + 40, &m->seed, 8);
 	memcpy(h + 48, &m->nparams, 8);
 	memcpy(h + 56, &optim_bytes, 8);
-	snprintf((char *)h + 64, 64, "%s", m->model);
+	snprintf((char *)h + 64, 48, "%s", m->model);
+	memcpy(h + 112, &m->batch, 4);
+	snprintf((char *)h + 116, 12, "%s", m->optimizer);
 }
 
 int hora_ckpt_write(const char *dir, const struct hora_ckpt_meta *m, const float *params,
@@ -153,8 +158,9 @@ int hora_ckpt_read(const char *path, struct hora_ckpt_meta *m, float *params, si
 	memcpy(&hl, hdr + 12, 4);
 	memcpy(&np, hdr + 48, 8);
 	memcpy(&ob, hdr + 56, 8);
-	if (ver != 1 || hl != HDR) {
-		snprintf(err, errlen, "checkpoint %s: version %u not supported (this hora reads 1)", path, ver);
+	if ((ver != 1 && ver != 2) || hl != HDR) {
+		snprintf(err, errlen, "checkpoint %s: version %u not supported (this hora reads 1 and 2)", path,
+			 ver);
 		goto out;
 	}
 	if (np != nparams || ob != hora_optim_state_bytes(o)) {
@@ -194,7 +200,13 @@ int hora_ckpt_read(const char *path, struct hora_ckpt_meta *m, float *params, si
 	memcpy(&m->rng, hdr + 32, 8);
 	memcpy(&m->seed, hdr + 40, 8);
 	m->nparams = np;
-	snprintf(m->model, sizeof(m->model), "%.63s", (const char *)hdr + 64);
+	snprintf(m->model, sizeof(m->model), "%.47s", (const char *)hdr + 64);
+	m->batch = 0;
+	m->optimizer[0] = 0;
+	if (ver >= 2) {
+		memcpy(&m->batch, hdr + 112, 4);
+		snprintf(m->optimizer, sizeof(m->optimizer), "%.11s", (const char *)hdr + 116);
+	}
 	memcpy(params, p, nparams * sizeof(float));
 	hora_optim_state_load(o, state, ob);
 	free(p);

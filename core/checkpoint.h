@@ -13,7 +13,9 @@ struct hora_ckpt_meta {
 	uint64_t rng;    /* shuffle RNG state after `epoch` */
 	uint64_t seed;
 	uint64_t nparams;
-	char model[64];
+	char model[48];
+	int32_t batch;     /* per worker (0: a version 1 file, not recorded) */
+	char optimizer[12]; /* "sgd", "momentum", "nesterov", "adam" ("" in version 1) */
 };
 
 /* <dir>/checkpoint.hora and <dir>/checkpoint.prev.hora */

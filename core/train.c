@@ -135,6 +135,15 @@ static int sum_stats(struct hora_comm *c, struct hora_model_stats *st)
 	return rc;
 }
 
+/* what a checkpoint records of the optimizer: its kind, as far as the
+ * state's meaning goes (the learning rate may change on resume) */
+static const char *optim_desc(const struct hora_optim_config *o)
+{
+	if (o->kind == HORA_OPTIM_ADAM)
+		return "adam";
+	return o->momentum <= 0 ? "sgd" : o->nesterov ? "nesterov" : "momentum";
+}
+
 /* Rank 0 reads and verifies the checkpoint, then every rank gets its
  * parameters, optimizer state, epoch, step and RNG state. */
 static int resume(struct hora_comm *c, const struct hora_train_config *cfg, struct hora_trainer *tr,
@@ -152,6 +161,13 @@ static int resume(struct hora_comm *c, const struct hora_train_config *cfg, stru
 	int rc = 0;
 	if (rank == 0) {
 		rc = hora_ckpt_read(cur, &cm, tr->params, tr->nparams, tr->optim, err, errlen);
+		if (!rc && cm.batch &&
+		    (cm.batch != cfg->batch_size || strcmp(cm.optimizer, optim_desc(&cfg->optim)))) {
+			snprintf(err, errlen, "checkpoint %s was written with batch %d per worker and the %s "
+					      "optimizer; this job has batch %d and %s",
+				 cur, cm.batch, cm.optimizer, cfg->batch_size, optim_desc(&cfg->optim));
+			rc = HORA_ERR_CONFIG;
+		}
 		if (!rc && (cm.workers != size || cm.seed != cfg->seed || strcmp(cm.model, tr->ops->name))) {
 			snprintf(err, errlen, "checkpoint %s was written by a job of %d workers, seed %llu, "
 					      "model %s; this job has %d, seed %llu, model %s",
@@ -488,6 +504,8 @@ int hora_train_run_comm(struct hora_comm *c, const struct hora_train_config *cfg
 			struct hora_ckpt_meta cm = {.epoch = e, .workers = size, .step = step, .rng = rng,
 						    .seed = cfg->seed, .nparams = tr.nparams};
 			snprintf(cm.model, sizeof(cm.model), "%s", tr.ops->name);
+			cm.batch = cfg->batch_size;
+			snprintf(cm.optimizer, sizeof(cm.optimizer), "%s", optim_desc(&cfg->optim));
 			double tc0 = now_s();
 			/* on failure the previous checkpoint is still there */
 			wrc = hora_ckpt_write(cfg->checkpoint_dir, &cm, tr.params, tr.optim, err, errlen);

@@ -392,6 +392,38 @@ Test(dtrain, resume_equals_uninterrupted, .init = setup, .fini = teardown, .time
 	free(ck);
 }
 
+Test(dtrain, resume_with_another_batch_or_optimizer_is_refused, .init = setup, .fini = teardown,
+     .timeout = 120)
+{
+	char ck[512];
+	snprintf(ck, sizeof(ck), "%s/ck", dir);
+	struct hora_train_config cfg;
+	ckpt_cfg(&cfg, ck);
+	cfg.epochs = 2;
+	struct rank a[MAXR];
+	train_ranks(2, &cfg, a);
+	cr_assert_eq(a[0].rc, 0, "%s", a[0].err);
+	for (int i = 0; i < 2; i++)
+		hora_train_result_deinit(&a[i].res);
+	cfg.resume = 1;
+	cfg.epochs = 4;
+	cfg.batch_size = 20;
+	train_ranks(2, &cfg, a);
+	cr_assert_eq(a[0].rc, HORA_ERR_CONFIG, "rank 0: rc %d: %s", a[0].rc, a[0].err);
+	cr_assert(strstr(a[0].err, "batch 10 per worker and the momentum optimizer; this job has batch 20 "
+				   "and momentum"), "%s", a[0].err);
+	cr_assert_neq(a[1].rc, 0);
+	for (int i = 0; i < 2; i++)
+		hora_train_result_deinit(&a[i].res);
+	cfg.batch_size = 10;
+	cfg.optim.nesterov = 1;
+	train_ranks(2, &cfg, a);
+	cr_assert_eq(a[0].rc, HORA_ERR_CONFIG, "rank 0: rc %d: %s", a[0].rc, a[0].err);
+	cr_assert(strstr(a[0].err, "this job has batch 10 and nesterov"), "%s", a[0].err);
+	for (int i = 0; i < 2; i++)
+		hora_train_result_deinit(&a[i].res);
+}
+
 static void flip(const char *path, long at)
 {
 	FILE *f = fopen(path, "r+b");
