@@ -589,6 +589,14 @@ static int fp_on_fast(struct hora_net_comm *c, int to, int from, const struct fp
 	return fx2(c, to, NULL, 0, from, NULL, 0, f);
 }
 
+/* the pipelined ring's call: its path in the fingerprint, shown to both
+ * neighbours on the fast sockets */
+static int ring_fp(struct hora_net_comm *c, struct fp *f)
+{
+	via(f, c, P_RING);
+	return fp_on_fast(c, (c->rank + 1) % c->n, (c->rank - 1 + c->n) % c->n, f);
+}
+
 /* ---- ring ---------------------------------------------------------------------- */
 
 /* Which halves of the ring schedule run, and how chunks are laid out. */
@@ -1091,6 +1099,18 @@ static int bad_layout(struct hora_net_comm *c, enum kind kind, const char *how)
 	return -EINVAL;
 }
 
+/* whole: N blocks of count; part: one block. Fine when part is this rank's
+ * block of whole (in place) or apart from it. */
+static bool bad_split(const struct hora_net_comm *c, const void *whole, const void *part, size_t count,
+		      enum hora_net_dtype t)
+{
+	if (t >= HORA_NET_DTYPES || c->broken)
+		return false; /* begin() says why */
+	const size_t e = hora_net_dtype_size(t);
+	return (const uint8_t *)part != (const uint8_t *)whole + (size_t)c->rank * count * e &&
+	       overlap(whole, count * e * (size_t)c->n, part, count * e);
+}
+
 static bool use_small(const struct hora_net_comm *c, size_t bytes, size_t count, bool direct_is_auto)
 {
 	if (bytes > c->cfg.small_cap)
@@ -1133,8 +1153,7 @@ static int hora_net_allreduce_impl(struct hora_net_comm *c, const void *send, vo
 		via(&f, c, P_DIRECT);
 		return direct_ring(c, send, recv, count, t, op, &f);
 	}
-	via(&f, c, P_RING);
-	if ((rc = fp_on_fast(c, (c->rank + 1) % c->n, (c->rank - 1 + c->n) % c->n, &f)))
+	if ((rc = ring_fp(c, &f)))
 		return rc;
 	/* Large buffers go round the ring one slice (N x slice_bytes) after the
 	 * other, so each step moves slice_bytes: a slice's
@@ -1158,12 +1177,8 @@ static int hora_net_allreduce_impl(struct hora_net_comm *c, const void *send, vo
 static int hora_net_reduce_scatter_impl(struct hora_net_comm *c, const void *send, void *recv, size_t recvcount,
 			    enum hora_net_dtype t, enum hora_net_op op)
 {
-	if (t < HORA_NET_DTYPES && !c->broken) {
-		const size_t e = hora_net_dtype_size(t);
-		if ((const uint8_t *)recv != (const uint8_t *)send + (size_t)c->rank * recvcount * e &&
-		    overlap(send, recvcount * e * (size_t)c->n, recv, recvcount * e))
-			return bad_layout(c, K_REDUCE_SCATTER, "in place is recv == send + rank x recvcount");
-	}
+	if (bad_split(c, send, recv, recvcount, t))
+		return bad_layout(c, K_REDUCE_SCATTER, "in place is recv == send + rank x recvcount");
 	struct fp f;
 	int rc = begin(c, K_REDUCE_SCATTER, recvcount, t, op, 0, &f);
 	if (rc)
@@ -1186,8 +1201,7 @@ static int hora_net_reduce_scatter_impl(struct hora_net_comm *c, const void *sen
 		}
 		work = c->scratch;
 	}
-	via(&f, c, P_RING);
-	if ((rc = fp_on_fast(c, (c->rank + 1) % c->n, (c->rank - 1 + c->n) % c->n, &f)))
+	if ((rc = ring_fp(c, &f)))
 		return rc;
 	return ring_cb(c, RING_REDUCE_SCATTER, send, work, recv, recvcount, t, op, &f);
 }
@@ -1195,12 +1209,8 @@ static int hora_net_reduce_scatter_impl(struct hora_net_comm *c, const void *sen
 static int hora_net_allgather_impl(struct hora_net_comm *c, const void *send, void *recv, size_t count,
 		       enum hora_net_dtype t)
 {
-	if (t < HORA_NET_DTYPES && !c->broken) {
-		const size_t e = hora_net_dtype_size(t);
-		if ((const uint8_t *)send != (const uint8_t *)recv + (size_t)c->rank * count * e &&
-		    overlap(send, count * e, recv, count * e * (size_t)c->n))
-			return bad_layout(c, K_ALLGATHER, "in place is send == recv + rank x count");
-	}
+	if (bad_split(c, recv, send, count, t))
+		return bad_layout(c, K_ALLGATHER, "in place is send == recv + rank x count");
 	struct fp f;
 	int rc = begin(c, K_ALLGATHER, count, t, HORA_NET_SUM, 0, &f);
 	if (rc)
@@ -1211,8 +1221,7 @@ static int hora_net_allgather_impl(struct hora_net_comm *c, const void *send, vo
 			memmove(recv, send, bytes);
 		return 0;
 	}
-	via(&f, c, P_RING);
-	if ((rc = fp_on_fast(c, (c->rank + 1) % c->n, (c->rank - 1 + c->n) % c->n, &f)))
+	if ((rc = ring_fp(c, &f)))
 		return rc;
 	return ring_cb(c, RING_ALLGATHER, send, recv, recv, count, t, HORA_NET_SUM, &f);
 }

@@ -114,13 +114,36 @@ static void *run_job(void *p)
 	return NULL;
 }
 
+/* jobs[0..n) at once, one thread each */
+static void run_jobs(struct job *jobs, int n)
+{
+	pthread_t th[MAXR];
+	for (int r = 0; r < n; r++)
+		pthread_create(&th[r], NULL, run_job, &jobs[r]);
+	for (int r = 0; r < n; r++)
+		pthread_join(th[r], NULL);
+}
+
+/* every job failed; how many errors hold both texts (b may be NULL); frees
+ * the jobs' buffers and the communicators */
+static int failed_naming(struct job *jobs, struct rank_arg *ra, int n, const char *a, const char *b)
+{
+	int named = 0;
+	for (int r = 0; r < n; r++) {
+		cr_assert_lt(jobs[r].rc, 0, "rank %d returned success", r);
+		named += strstr(jobs[r].err, a) && (!b || strstr(jobs[r].err, b)) ? 1 : 0;
+		free(jobs[r].buf);
+		hora_net_comm_destroy(ra[r].comm);
+	}
+	return named;
+}
+
 /* every rank reduces; compare with the serial reference, and with rank 0 */
 static void check_one(struct rank_arg *ra, int n, size_t count, enum hora_net_dtype t,
 		      enum hora_net_op op)
 {
 	size_t esz = hora_net_dtype_size(t), bytes = count * esz;
 	struct job jobs[MAXR];
-	pthread_t th[MAXR];
 	uint8_t *ref = malloc(bytes + 8), *tmp = malloc(bytes + 8);
 	for (int r = 0; r < n; r++) {
 		jobs[r] = (struct job){.ra = &ra[r], .buf = malloc(bytes + 8), .count = count, .t = t, .op = op};
@@ -133,10 +156,7 @@ static void check_one(struct rank_arg *ra, int n, size_t count, enum hora_net_dt
 		hora_net_reduce(ref, ref, jobs[r].buf, count, t, op);
 	if (op == HORA_NET_AVG && n > 1)
 		hora_net_scale(ref, count, t, n);
-	for (int r = 0; r < n; r++)
-		pthread_create(&th[r], NULL, run_job, &jobs[r]);
-	for (int r = 0; r < n; r++)
-		pthread_join(th[r], NULL);
+	run_jobs(jobs, n);
 	for (int r = 0; r < n; r++) {
 		cr_assert_eq(jobs[r].rc, 0, "N=%d count %zu %s %s rank %d: %s", n, count,
 			     hora_net_dtype_name(t), hora_net_op_name(op), r, jobs[r].err);
@@ -198,7 +218,6 @@ Test(net_coll, random_floats_within_tolerance, .timeout = 60)
 	const size_t count = 100003;
 	make_comms(ra, n);
 	struct job jobs[MAXR];
-	pthread_t th[MAXR];
 	double *ref = calloc(count, sizeof(double)), *mag = calloc(count, sizeof(double));
 	uint64_t s = 12345;
 	for (int r = 0; r < n; r++) {
@@ -211,10 +230,7 @@ Test(net_coll, random_floats_within_tolerance, .timeout = 60)
 		}
 		jobs[r] = (struct job){.ra = &ra[r], .buf = b, .count = count, .t = HORA_NET_F32, .op = HORA_NET_SUM};
 	}
-	for (int r = 0; r < n; r++)
-		pthread_create(&th[r], NULL, run_job, &jobs[r]);
-	for (int r = 0; r < n; r++)
-		pthread_join(th[r], NULL);
+	run_jobs(jobs, n);
 	double worst = 0;
 	for (int r = 0; r < n; r++) {
 		cr_assert_eq(jobs[r].rc, 0, "%s", jobs[r].err);
@@ -240,15 +256,11 @@ Test(net_coll, mismatched_calls_are_named, .timeout = 60)
 	struct rank_arg ra[MAXR];
 	make_comms(ra, 3);
 	struct job jobs[3];
-	pthread_t th[3];
 	float bufs[3][200] = {{0}};
 	for (int r = 0; r < 3; r++)
 		jobs[r] = (struct job){.ra = &ra[r], .buf = bufs[r], .count = r == 1 ? 101 : 100,
 				       .t = HORA_NET_F32, .op = HORA_NET_SUM};
-	for (int r = 0; r < 3; r++)
-		pthread_create(&th[r], NULL, run_job, &jobs[r]);
-	for (int r = 0; r < 3; r++)
-		pthread_join(th[r], NULL);
+	run_jobs(jobs, 3);
 	int named = 0;
 	for (int r = 0; r < 3; r++) {
 		cr_assert_lt(jobs[r].rc, 0, "rank %d succeeded", r);
@@ -282,22 +294,12 @@ Test(net_coll, mismatched_op_on_the_ring_is_named_in_full, .timeout = 60)
 	struct rank_arg ra[MAXR];
 	make_comms(ra, 2);
 	struct job jobs[2];
-	pthread_t th[2];
 	size_t count = 1 << 20; /* ring: the fingerprint goes alone, first */
 	for (int r = 0; r < 2; r++)
 		jobs[r] = (struct job){.ra = &ra[r], .buf = calloc(count, 4), .count = count,
 				       .t = HORA_NET_F32, .op = r ? HORA_NET_MAX : HORA_NET_SUM};
-	for (int r = 0; r < 2; r++)
-		pthread_create(&th[r], NULL, run_job, &jobs[r]);
-	for (int r = 0; r < 2; r++)
-		pthread_join(th[r], NULL);
-	int named = 0;
-	for (int r = 0; r < 2; r++) {
-		cr_assert_lt(jobs[r].rc, 0);
-		named += strstr(jobs[r].err, "f32, sum") && strstr(jobs[r].err, "f32, max") ? 1 : 0;
-		free(jobs[r].buf);
-		hora_net_comm_destroy(ra[r].comm);
-	}
+	run_jobs(jobs, 2);
+	const int named = failed_naming(jobs, ra, 2, "f32, sum", "f32, max");
 	cr_assert_geq(named, 1, "%s | %s", jobs[0].err, jobs[1].err);
 }
 
@@ -306,22 +308,12 @@ Test(net_coll, count_mismatch_on_the_sliced_ring_names_both_whole_counts, .timeo
 	struct rank_arg ra[MAXR];
 	make_comms(ra, 2);
 	struct job jobs[2];
-	pthread_t th[2];
 	/* 64 slices of 2 x 24 KiB: equal first slices must still be refused */
 	for (int r = 0; r < 2; r++)
 		jobs[r] = (struct job){.ra = &ra[r], .buf = calloc((1 << 20) + 1, 4), .count = (1u << 20) + (size_t)r,
 				       .t = HORA_NET_F32, .op = HORA_NET_SUM};
-	for (int r = 0; r < 2; r++)
-		pthread_create(&th[r], NULL, run_job, &jobs[r]);
-	for (int r = 0; r < 2; r++)
-		pthread_join(th[r], NULL);
-	int named = 0;
-	for (int r = 0; r < 2; r++) {
-		cr_assert_lt(jobs[r].rc, 0, "rank %d succeeded", r);
-		named += strstr(jobs[r].err, "count 1048576") && strstr(jobs[r].err, "count 1048577") ? 1 : 0;
-		free(jobs[r].buf);
-		hora_net_comm_destroy(ra[r].comm);
-	}
+	run_jobs(jobs, 2);
+	const int named = failed_naming(jobs, ra, 2, "count 1048576", "count 1048577");
 	cr_assert_geq(named, 1, "%s | %s", jobs[0].err, jobs[1].err);
 }
 
@@ -358,23 +350,12 @@ Test(net_coll, different_collective_settings_are_named, .timeout = 60)
 	make_comms(ra, 2);
 	cr_assert_eq(hora_net_comm_set_small_bytes(ra[0].comm, 256 << 10), 0);
 	struct job jobs[2];
-	pthread_t th[2];
 	for (int r = 0; r < 2; r++)
 		jobs[r] = (struct job){.ra = &ra[r], .buf = calloc(32 << 10, 4), .count = 32 << 10,
 				       .t = HORA_NET_F32, .op = HORA_NET_SUM};
-	for (int r = 0; r < 2; r++)
-		pthread_create(&th[r], NULL, run_job, &jobs[r]);
-	for (int r = 0; r < 2; r++)
-		pthread_join(th[r], NULL);
-	int named = 0;
-	for (int r = 0; r < 2; r++) {
-		cr_assert_lt(jobs[r].rc, 0, "rank %d returned success", r);
-		named += strstr(jobs[r].err, "mismatched collective settings") &&
-				 strstr(jobs[r].err, "by a latency algorithm") &&
-				 strstr(jobs[r].err, "the direct ring") ? 1 : 0;
-		free(jobs[r].buf);
-		hora_net_comm_destroy(ra[r].comm);
-	}
+	run_jobs(jobs, 2);
+	const int named = failed_naming(jobs, ra, 2, "mismatched collective settings",
+					"by a latency algorithm on the small-message sockets");
 	cr_assert_geq(named, 1, "%s | %s", jobs[0].err, jobs[1].err);
 }
 
@@ -386,25 +367,15 @@ Test(net_coll, a_small_call_against_a_large_one_is_named_at_once, .timeout = 60)
 	struct rank_arg ra[MAXR];
 	make_comms(ra, 2);
 	struct job jobs[2];
-	pthread_t th[2];
 	for (int r = 0; r < 2; r++)
 		jobs[r] = (struct job){.ra = &ra[r], .buf = calloc(4 << 20, 4), .count = r ? 4u << 20 : 100,
 				       .t = HORA_NET_F32, .op = HORA_NET_SUM};
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	for (int r = 0; r < 2; r++)
-		pthread_create(&th[r], NULL, run_job, &jobs[r]);
-	for (int r = 0; r < 2; r++)
-		pthread_join(th[r], NULL);
+	run_jobs(jobs, 2);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	const double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-	int named = 0;
-	for (int r = 0; r < 2; r++) {
-		cr_assert_lt(jobs[r].rc, 0, "rank %d returned success", r);
-		named += strstr(jobs[r].err, "count 100,") && strstr(jobs[r].err, "count 4194304,") ? 1 : 0;
-		free(jobs[r].buf);
-		hora_net_comm_destroy(ra[r].comm);
-	}
+	const int named = failed_naming(jobs, ra, 2, "count 100,", "count 4194304,");
 	cr_assert_geq(named, 1, "%s | %s", jobs[0].err, jobs[1].err);
 	/* the I/O timeout of these communicators is 10 s */
 	cr_assert_lt(s, 5.0, "took %.1f s: %s | %s", s, jobs[0].err, jobs[1].err);
