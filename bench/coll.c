@@ -44,7 +44,7 @@ static const char *const coll_name[] = {"allreduce", "broadcast", "allgather", "
 
 struct opts {
 	enum coll coll;
-	int n, algo, crossover, bind, sockets, iters;
+	int n, algo, crossover, bind, sockets, iters, rcvlowat;
 	size_t lo, hi, segment, slice;
 	enum hora_dtype t;
 	enum hora_op op;
@@ -197,6 +197,7 @@ static int run_rank(const struct opts *o, int rank, const char *const *addrs, co
 	cfg.slice_bytes = o->slice;
 	cfg.algorithm = (enum hora_algo)o->algo;
 	cfg.sockets_per_peer = o->sockets;
+	cfg.rcvlowat = o->rcvlowat;
 	if (secret) {
 		cfg.secret = secret;
 		cfg.secret_len = slen;
@@ -220,6 +221,8 @@ static int run_rank(const struct opts *o, int rank, const char *const *addrs, co
 			o->coll == C_BROADCAST ? "root 0" : "out of place",
 			o->algo == 1 ? "ring" : o->algo == 2 ? "latency" : o->algo == 3 ? "direct ring" : "auto",
 			o->bind ? "rank r on CPU r mod ncpu" : "not bound");
+		if (o->rcvlowat)
+			fprintf(out, "# SO_RCVLOWAT off\n");
 		fprintf(out, "%12s %12s %6s %6s %12s %12s %12s %6s\n", "size", "count", "type", "redop",
 			"time_us", "algbw_GBps", "busbw_GBps", "wrong");
 	}
@@ -414,6 +417,7 @@ static void usage(FILE *f)
 		   "         [--json F] [--plot F.png] [--anchors RUN.json] [--crossover] [--port BASE]\n"
 		   "         [--bind core|none]   (default: core when ranks <= CPUs, as mpirun)\n"
 		   "         [--sockets K]        (TCP streams per peer for the ring, default 1)\n"
+		   "         [--rcvlowat on|off]  (wake once per large frame, default on)\n"
 		   "         [--plot F.png --from ROWS.json [--anchors RUN.json]]  (plot only, no run)\n"
 		   "       hora bench <coll> --rank R --addrs IP:PORT,IP:PORT,... [same options]\n");
 }
@@ -432,6 +436,7 @@ int hora_bench_coll(const char *what, int argc, char **argv)
 		{"crossover", no_argument, 0, 'x'}, {"rank", required_argument, 0, 'r'},
 		{"addrs", required_argument, 0, 'd'}, {"bind", required_argument, 0, 'b'},
 		{"sockets", required_argument, 0, 'K'}, {"from", required_argument, 0, 'F'},
+		{"rcvlowat", required_argument, 0, 'L'},
 		{"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
 	};
 	struct opts o = {.n = 2, .bind = -2, .lo = 8, .hi = 64 << 20, .t = HORA_F32, .op = HORA_SUM, .setup = "lo",
@@ -481,6 +486,7 @@ int hora_bench_coll(const char *what, int argc, char **argv)
 		case 'r': rank = atoi(optarg); break;
 		case 'd': addrlist = optarg; break;
 		case 'K': o.sockets = atoi(optarg); break;
+		case 'L': o.rcvlowat = !strcmp(optarg, "on") ? 0 : !strcmp(optarg, "off") ? -1 : -2; break;
 		case 'F': from = optarg; break;
 		case 'b': o.bind = !strcmp(optarg, "core") ? 1 : !strcmp(optarg, "none") ? 0 : -1; break;
 		case 'h': usage(stdout); return 0;
@@ -489,7 +495,7 @@ int hora_bench_coll(const char *what, int argc, char **argv)
 	}
 	if (o.bind == -2) /* mpirun's default: bind to a core unless oversubscribed */
 		o.bind = o.n <= sysconf(_SC_NPROCESSORS_ONLN);
-	if (o.n < 1 || o.n > 64 || o.lo > o.hi || o.iters < 0 || o.iters > 1000 || o.algo < 0 || o.bind < 0 || o.sockets < 0 || o.sockets > 64 || (int)o.t < 0 || (int)o.op < 0 ||
+	if (o.n < 1 || o.n > 64 || o.lo > o.hi || o.iters < 0 || o.iters > 1000 || o.algo < 0 || o.bind < 0 || o.sockets < 0 || o.sockets > 64 || o.rcvlowat < -1 || (int)o.t < 0 || (int)o.op < 0 ||
 	    (strcmp(o.setup, "lo") && strcmp(o.setup, "netns"))) {
 		usage(stderr);
 		fprintf(stderr, "hora bench %s: need 1 <= ranks <= 64, lo <= hi sizes, a known dtype, op, algo and setup\n",

@@ -229,13 +229,16 @@ static int set_at(struct hora_cluster_config *c, const char *key, const char *v,
 			t->max_frame_bytes = b;
 		return 0;
 	}
-	if (!strcmp(key, "transport.send_zc") || !strcmp(key, "transport.crc")) {
+	if (!strcmp(key, "transport.send_zc") || !strcmp(key, "transport.crc") ||
+	    !strcmp(key, "transport.rcvlowat")) {
 		if (hora_cfg_bool(v, &x))
 			return hora_cfg_bad(err, errlen, "%s must be true or false (got '%s')", key, v);
 		if (key[10] == 's')
 			t->send_zc = x;
-		else
+		else if (key[10] == 'c')
 			t->crc = x;
+		else
+			t->rcvlowat = x;
 		return 0;
 	}
 	return hora_cfg_bad(err, errlen, "unknown key '%s'", key);

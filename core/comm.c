@@ -121,6 +121,8 @@ int hora_comm_create(const struct hora_comm_config *cfg, struct hora_comm **out,
 		nc.opts.io_timeout_ms = cfg->io_timeout_ms;
 	if (cfg->sockets_per_peer > 0)
 		nc.opts.sockets_per_peer = cfg->sockets_per_peer;
+	if (cfg->rcvlowat < 0)
+		nc.opts.rcvlowat = 0;
 	int rc = hora_comm_create_net(&nc, cfg->algorithm, out, err, errlen);
 	memset(key, 0, sizeof(key));
 	return rc;

@@ -208,6 +208,8 @@ struct hora_comm_config {
 	enum hora_algo algorithm;  /* default AUTO */
 	int spin_us;               /* small messages poll this long before sleeping (0: default
 				      200; -1: never) */
+	int rcvlowat;              /* large frames wake the receiver once, via SO_RCVLOWAT
+				      (0: default, on; -1: off, a wake-up per TCP segment) */
 	uint32_t view;             /* membership view the ranks agreed on (0 outside one) */
 };
 

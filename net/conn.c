@@ -368,8 +368,37 @@ static void on_hs(struct hora_net_loop *loop, struct op *op, const struct io_uri
 
 /* ---- receive ------------------------------------------------------------------- */
 
+/* SO_RCVLOWAT while a large payload is received straight into the user's
+ * buffer: TCP then wakes the comm thread once the rest of the frame (up to
+ * HORA_NET_LOWAT_MAX) is queued instead of at every arriving segment, so a
+ * 1 MiB frame costs one wake-up and one recv instead of a dozen (measured:
+ * bench/RESULTS.md "Waking once per frame"). The recv is then a plain one
+ * (no MSG_WAITALL): io_uring's internal retry after a partial read would
+ * wait for the old low-water mark, more bytes than are still to come. Any
+ * partial completion re-arms with the new rest. The kernel caps the mark at
+ * half the receive buffer and wakes early when the window closes, so the
+ * mark can delay a wake-up but never withhold one. */
+static int set_lowat(struct conn *c, uint64_t want)
+{
+	int v = want > HORA_NET_LOWAT_MAX ? HORA_NET_LOWAT_MAX : want < 1 ? 1 : (int)want;
+	if (v == c->lowat)
+		return 0;
+	if (setsockopt(c->fd, SOL_SOCKET, SO_RCVLOWAT, &v, sizeof(v)))
+		return -errno;
+	c->lowat = v;
+	return 0;
+}
+
 static void arm_rx_staging(struct conn *c)
 {
+	if (c->lowat > 1) {
+		int rc = set_lowat(c, 1); /* headers and small frames: wake at once */
+		if (rc) { /* the next header could wait for bytes that never come */
+			hora_net_peer_fail(c->peer, rc, "setsockopt(SO_RCVLOWAT, 1) on %s: %s",
+					   c->peer->name, strerror(-rc));
+			return;
+		}
+	}
 	if (c->rx_off) {
 		memmove(c->rxbuf, c->rxbuf + c->rx_off, c->rx_have - c->rx_off);
 		c->rx_have -= c->rx_off;
@@ -389,9 +418,20 @@ static void arm_rx_direct(struct conn *c)
 {
 	struct hora_net_req *r = c->cur_req;
 	uint64_t left = c->cur.length - c->cur_got;
+	/* without the mark, MSG_WAITALL keeps the partial reads in the kernel */
+	bool lowat = c->loop->o.rcvlowat;
+	int rc = lowat ? set_lowat(c, left) : 0;
+	if (rc) {
+		hora_net_peer_fail(c->peer, rc, "setsockopt(SO_RCVLOWAT, %d) on %s: %s",
+				   left > HORA_NET_LOWAT_MAX ? HORA_NET_LOWAT_MAX : (int)left,
+				   c->peer->name, strerror(-rc));
+		return;
+	}
 	struct io_uring_sqe *sqe = hora_net_sqe(c->loop);
 	io_uring_prep_recv(sqe, c->fd, r->buf + c->cur.offset + c->cur_got,
-			   left > (1u << 30) ? (1u << 30) : (size_t)left, MSG_WAITALL);
+			   left > (1u << 30) ? (1u << 30) : (size_t)left, lowat ? 0 : MSG_WAITALL);
+	if (lowat)
+		sqe->ioprio |= IORING_RECVSEND_POLL_FIRST;
 	io_uring_sqe_set_data(sqe, &c->rx_op);
 	c->rx_armed = true;
 	c->rx_direct = true;

@@ -35,6 +35,8 @@ struct hora_net_opts {
 	int send_zc;                 /* IORING_OP_SENDMSG_ZC for large frames (default 0) */
 	size_t zc_min_bytes;         /* frames at least this big use ZC, default 64 KiB */
 	int crc;                     /* add CRC32C to data frames (default 0) */
+	int rcvlowat;                /* SO_RCVLOWAT for large payloads: one wake-up
+					per frame, not per segment (default 1) */
 	int max_pending_handshakes;  /* connections refused beyond this, default 64 */
 	uint32_t view;               /* view id stamped on frames and required of peers */
 	const uint8_t *secret;       /* cluster secret (copied), >= 16 bytes */

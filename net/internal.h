@@ -21,6 +21,7 @@
 
 #define HORA_NET_RXBUF 65536
 #define HORA_NET_DIRECT_MIN 16384 /* payload rest >= this: recv straight into the user buffer */
+#define HORA_NET_LOWAT_MAX (4 << 20) /* largest SO_RCVLOWAT set for such a recv (conn.c) */
 #define HORA_NET_MAX_IOV 32
 #define HORA_NET_NAME 64
 #define HORA_NET_INLINE 464 /* payloads up to this go out as one contiguous send */
@@ -83,6 +84,7 @@ struct conn {
 	enum rx_state rx;
 	bool rx_direct; /* the armed recv targets the user buffer */
 	bool rx_armed;
+	int lowat; /* SO_RCVLOWAT as last set (0: never set; the kernel's default is 1) */
 	struct hora_net_hdr cur;
 	uint64_t cur_got;
 	struct hora_net_req *cur_req;

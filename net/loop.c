@@ -39,6 +39,7 @@ void hora_net_opts_default(struct hora_net_opts *o)
 	o->io_timeout_ms = 30000;
 	o->zc_min_bytes = 64 << 10;
 	o->max_pending_handshakes = 64;
+	o->rcvlowat = 1;
 }
 
 void hora_net_deadline(struct timespec *ts, int timeout_ms)

@@ -37,6 +37,8 @@ expect "bad seed" $'cluster:\n  seeds: [\"127.0.0.1\"]\n  nodes:\n    - {host: 1
   "c.yaml:2:10: cluster.seeds must be a list of IPv4:PORT (got '127.0.0.1')"
 expect "wrong type for a size" $'cluster:\n  nodes:\n    - {host: 127.0.0.1, workers: 1}\ntransport:\n  chunk_size: big\n' \
   "c.yaml:5:15: transport.chunk_size must be a size"
+expect "not a boolean" $'cluster:\n  nodes:\n    - {host: 127.0.0.1, workers: 1}\ntransport:\n  rcvlowat: maybe\n' \
+  "c.yaml:5:13: transport.rcvlowat must be true or false (got 'maybe')"
 expect "list where a scalar goes" $'cluster:\n  name: [a, b]\n  nodes:\n    - {host: 127.0.0.1, workers: 1}\n' \
   "c.yaml:2:9: cluster.name must be a scalar, not a list"
 expect "unknown collective algorithm" $'cluster:\n  nodes:\n    - {host: 127.0.0.1, workers: 1}\ncollectives:\n  algorithm: fancy\n' \

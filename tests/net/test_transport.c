@@ -1,6 +1,7 @@
 /* test_transport.c - peers over loopback: messages of every size land
  * intact, in order, over 1 and 4 stripes; callbacks; zero-length; CRC;
- * errors for mismatched lengths, views and closed peers. */
+ * large frames trickling in; errors for mismatched lengths, views and
+ * closed peers. */
 #include "net_helpers.h"
 
 #include <errno.h>
@@ -47,6 +48,88 @@ Test(net_transport, crc_and_small_chunks) { roundtrip(2, with_crc); }
 
 static void with_zc(struct hora_net_opts *o) { o->send_zc = 1; }
 Test(net_transport, send_zc_path) { roundtrip(2, with_zc); }
+
+/* A large frame written by hand in pieces, with pauses between them. The
+ * receiver asks TCP to wake it only once the rest of the frame is queued
+ * (SO_RCVLOWAT); a piece already waiting when that receive is armed, or a
+ * receive buffer too small for the whole rest, must not leave it waiting
+ * for bytes that are not coming (a stall fails the peer after 3 s here). */
+static void trickle(void (*tweak)(struct hora_net_opts *))
+{
+	struct hora_net_loop *srv = tn_loop(1, 1, tweak);
+	uint16_t port;
+	char err[256];
+	cr_assert_eq(hora_net_listen(srv, "127.0.0.1", 0, &port, err, sizeof(err)), 0, "%s", err);
+	int fd = tn_raw(port);
+	struct hora_net_hs hs;
+	cr_assert_eq(tn_raw_handshake(fd, TEST_SECRET, &hs, NULL, NULL), 1);
+	struct hora_net_peer *ps;
+	cr_assert_eq(hora_net_accept(srv, 5000, &ps, err, sizeof(err)), 0, "%s", err);
+
+	const size_t sz = (3 << 20) + 5;
+	/* piece sizes after the header (0 = the rest); the first one goes out
+	 * with the header, the others after a 60 ms pause each */
+	static const size_t pieces[][5] = {
+		{200000, 0},              /* more than the staging buffer takes */
+		{0, 0},                   /* header alone, then all of it */
+		{1, 100000, 1, 0},
+		{(3 << 20) + 4, 0},       /* all but the last byte */
+	};
+	uint8_t *src = malloc(sz), *dst = malloc(sz);
+	for (unsigned m = 0; m < sizeof(pieces) / sizeof(pieces[0]); m++) {
+		tn_fill(src, sz, 7 + m);
+		memset(dst, 0, sz);
+		struct hora_net_req *rr;
+		cr_assert_eq(hora_net_irecv(ps, dst, sz, NULL, NULL, &rr), 0);
+		struct hora_net_hdr h = {.magic = HORA_NET_MAGIC, .version = 1, .type = HORA_NET_T_DATA,
+					 .seq = m, .msg_len = sz, .offset = 0, .length = sz};
+		uint8_t hb[HORA_NET_HDR_BYTES];
+		hora_net_hdr_encode(&h, hb);
+		cr_assert_eq(write(fd, hb, sizeof(hb)), (ssize_t)sizeof(hb));
+		size_t off = 0;
+		for (int k = 0; off < sz; k++) {
+			size_t n = pieces[m][k] && pieces[m][k] < sz - off ? pieces[m][k] : sz - off;
+			if (m == 1 && k == 0)
+				n = 0; /* the header alone first */
+			if (k)
+				usleep(60 * 1000);
+			for (size_t w = 0; w < n;) {
+				ssize_t r = write(fd, src + off + w, n - w);
+				cr_assert_gt(r, 0, "write: %s", strerror(errno));
+				w += (size_t)r;
+			}
+			off += n;
+		}
+		cr_assert_eq(hora_net_wait(rr, err, sizeof(err)), 0, "frame %u: %s", m, err);
+		cr_assert_eq(memcmp(src, dst, sz), 0, "frame %u arrived corrupted", m);
+	}
+	free(src);
+	free(dst);
+	close(fd);
+	hora_net_peer_close(ps);
+	hora_net_loop_destroy(srv);
+}
+
+static void trickle_default(struct hora_net_opts *o) { o->io_timeout_ms = 3000; }
+static void trickle_small_rcvbuf(struct hora_net_opts *o)
+{
+	o->io_timeout_ms = 3000;
+	o->rcvbuf_bytes = 64 << 10; /* locked: the kernel caps the mark at half of it */
+}
+static void trickle_no_lowat(struct hora_net_opts *o)
+{
+	o->io_timeout_ms = 3000;
+	o->rcvlowat = 0;
+}
+Test(net_transport, large_frames_trickling_in, .timeout = 60) { trickle(trickle_default); }
+Test(net_transport, large_frames_trickling_into_a_small_rcvbuf, .timeout = 60)
+{
+	trickle(trickle_small_rcvbuf);
+}
+Test(net_transport, large_frames_trickling_in_without_rcvlowat, .timeout = 60)
+{
+	trickle(trickle_no_lowat);
+}
 
 struct pp {
 	struct hora_net_peer *peer;
