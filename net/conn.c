@@ -372,7 +372,7 @@ static void on_hs(struct hora_net_loop *loop, struct op *op, const struct io_uri
  * buffer: TCP then wakes the comm thread once the rest of the frame (up to
  * HORA_NET_LOWAT_MAX) is queued instead of at every arriving segment, so a
  * 1 MiB frame costs one wake-up and one recv instead of a dozen (measured:
- * bench/RESULTS.md "Waking once per frame"). The recv is then a plain one
+ * bench/RESULTS.md "One wake-up per frame"). The recv is then a plain one
  * (no MSG_WAITALL): io_uring's internal retry after a partial read would
  * wait for the old low-water mark, more bytes than are still to come. Any
  * partial completion re-arms with the new rest. The kernel caps the mark at
