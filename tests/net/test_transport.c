@@ -67,13 +67,15 @@ static void trickle(void (*tweak)(struct hora_net_opts *))
 	cr_assert_eq(hora_net_accept(srv, 5000, &ps, err, sizeof(err)), 0, "%s", err);
 
 	const size_t sz = (3 << 20) + 5;
-	/* piece sizes after the header (0 = the rest); the first one goes out
-	 * with the header, the others after a 60 ms pause each */
-	static const size_t pieces[][5] = {
-		{200000, 0},              /* more than the staging buffer takes */
-		{0, 0},                   /* header alone, then all of it */
-		{1, 100000, 1, 0},
-		{(3 << 20) + 4, 0},       /* all but the last byte */
+	/* the pieces of each frame's payload, REST meaning all that is left:
+	 * the first goes out right behind the header, each other one after a
+	 * 60 ms pause */
+	const size_t REST = SIZE_MAX;
+	const size_t pieces[][4] = {
+		{200000, REST},           /* more than the staging buffer takes */
+		{0, REST},                /* the header alone, then all of it */
+		{1, 100000, 1, REST},
+		{(3 << 20) + 4, REST},    /* all but the last byte */
 	};
 	uint8_t *src = malloc(sz), *dst = malloc(sz);
 	for (unsigned m = 0; m < sizeof(pieces) / sizeof(pieces[0]); m++) {
@@ -88,9 +90,7 @@ static void trickle(void (*tweak)(struct hora_net_opts *))
 		cr_assert_eq(write(fd, hb, sizeof(hb)), (ssize_t)sizeof(hb));
 		size_t off = 0;
 		for (int k = 0; off < sz; k++) {
-			size_t n = pieces[m][k] && pieces[m][k] < sz - off ? pieces[m][k] : sz - off;
-			if (m == 1 && k == 0)
-				n = 0; /* the header alone first */
+			size_t n = pieces[m][k] < sz - off ? pieces[m][k] : sz - off;
 			if (k)
 				usleep(60 * 1000);
 			for (size_t w = 0; w < n;) {
