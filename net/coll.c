@@ -509,11 +509,15 @@ static int fx2(struct hora_net_comm *c, int to, const void *obody, size_t obytes
 	struct fp_ctx x = {c, f, from};
 	uint8_t oh[FP_BYTES], ih[FP_BYTES];
 	char e[256];
-	int dir = 0;
+	int dir = 0, torn = 0;
 	fp_put(oh, f);
 	int rc = hora_net_fast_xchg(to >= 0 ? c->fast[to] : -1, oh, obody, obytes,
 				    from >= 0 ? c->fast[from] : -1, ih, ibody, ibytes, FP_BYTES,
-				    fp_check_cb, &x, c->io_timeout_ms, c->spin_us, &dir, e, sizeof(e));
+				    fp_check_cb, &x, c->io_timeout_ms, c->spin_us, &dir, &torn, e, sizeof(e));
+	if (torn) { /* rank `to` is inside our message: no ABORT after it, just close */
+		close(c->fast[to]);
+		c->fast[to] = -1;
+	}
 	if (rc && !c->broken)
 		return fail(c, rc, "%s rank %d: %s", dir ? "receive from" : "send to", dir ? from : to, e);
 	return rc;

@@ -18,6 +18,9 @@
 #include <time.h>
 #include <unistd.h>
 
+/* how long a message cut short by an error may take to finish (ms) */
+#define FLUSH_MS 1000
+
 static int64_t now_us(void)
 {
 	struct timespec ts;
@@ -256,10 +259,12 @@ static ssize_t xsend(int fd, const void *h, size_t hl, const void *b, size_t bl,
 int hora_net_fast_xchg(int ofd, const void *ohead, const void *obody, size_t obl, int ifd,
 		       void *ihead, void *ibody, size_t ibl, size_t hl,
 		       int (*check)(void *arg, const void *h), void *arg, int timeout_ms, int spin_us,
-		       int *dir, char *err, size_t errlen)
+		       int *dir, int *torn, char *err, size_t errlen)
 {
 	const size_t ototal = hl + obl, itotal = hl + ibl;
 	size_t sent = ofd < 0 ? ototal : 0, got = ifd < 0 ? itotal : 0;
+	int rc = 0;
+	*torn = 0;
 	int64_t spin_until = -1; /* set when the receive first finds nothing */
 	/* fast path: small messages leave in one non-blocking send */
 	while (sent < ototal) {
@@ -271,7 +276,8 @@ int hora_net_fast_xchg(int ofd, const void *ohead, const void *obody, size_t obl
 		} else if (k < 0 && errno == EAGAIN) {
 			break;
 		} else {
-			return io_error(k, dir, 0, err, errlen);
+			rc = io_error(k, dir, 0, err, errlen);
+			goto out;
 		}
 	}
 	/* both directions until done; blocking receive when nothing is left to send */
@@ -291,21 +297,18 @@ int hora_net_fast_xchg(int ofd, const void *ohead, const void *obody, size_t obl
 			if (k > 0) {
 				size_t before = got;
 				got += (size_t)k;
-				if (check && before < hl && got >= hl) {
-					int rc = check(arg, ihead);
-					if (rc) {
-						*dir = 1;
-						return rc;
-					}
+				if (check && before < hl && got >= hl && (rc = check(arg, ihead))) {
+					*dir = 1;
+					goto out;
 				}
 				continue;
 			}
-			if (k == 0 || (errno != EINTR && errno != EAGAIN))
-				return io_error(k, dir, 1, err, errlen);
+			if (k == 0 || (errno != EINTR && errno != EAGAIN) || (errno == EAGAIN && !flags)) {
+				rc = io_error(k, dir, 1, err, errlen); /* !flags: a blocking receive timed out */
+				goto out;
+			}
 			if (errno == EINTR)
 				continue;
-			if (!flags) /* a blocking receive timed out */
-				return io_error(k, dir, 1, err, errlen);
 			if (sent == ototal) { /* spinning: let a co-located rank run if one waits */
 				sched_yield();
 				continue;
@@ -317,19 +320,41 @@ int hora_net_fast_xchg(int ofd, const void *ohead, const void *obody, size_t obl
 				sent += (size_t)k;
 				continue;
 			}
-			if (k == 0 || (errno != EINTR && errno != EAGAIN))
-				return io_error(k, dir, 0, err, errlen);
+			if (k == 0 || (errno != EINTR && errno != EAGAIN)) {
+				rc = io_error(k, dir, 0, err, errlen);
+				goto out;
+			}
 			if (errno == EINTR)
 				continue;
 			struct pollfd p[2] = {{.fd = ofd, .events = POLLOUT}, {.fd = got < itotal ? ifd : -1, .events = POLLIN}};
 			int r = poll(p, 2, timeout_ms > 0 ? timeout_ms : -1);
-			if (r == 0) { /* the peer has not read for that long */
+			if (r == 0) /* the peer has not read for that long */
 				errno = EAGAIN;
-				return io_error(-1, dir, 0, err, errlen);
+			if (r == 0 || (r < 0 && errno != EINTR)) {
+				rc = io_error(-1, dir, 0, err, errlen);
+				goto out;
 			}
-			if (r < 0 && errno != EINTR)
-				return io_error(-1, dir, 0, err, errlen);
 		}
 	}
 	return 0;
+out:
+	/* Stopped inside our own message to ofd: its reader expects the rest
+	 * before anything else. When the send side is still fine, finish it
+	 * (its reader is in the same call, so it drains), so that what the
+	 * caller sends next, an ABORT, is read as a message and not as our
+	 * data; if that cannot be done in time, say so. */
+	if (sent > 0 && sent < ototal && *dir == 1) {
+		const int64_t until = now_ms() + (timeout_ms > 0 && timeout_ms < FLUSH_MS ? timeout_ms : FLUSH_MS);
+		while (sent < ototal) {
+			ssize_t k = xsend(ofd, ohead, hl, obody, obl, sent);
+			if (k > 0)
+				sent += (size_t)k;
+			else if (k < 0 && errno == EINTR)
+				continue;
+			else if (k == 0 || errno != EAGAIN || wait_fd(ofd, POLLOUT, until))
+				break;
+		}
+	}
+	*torn = sent > 0 && sent < ototal;
+	return rc;
 }

@@ -41,12 +41,16 @@ int hora_net_fast_accept(int lfd, const uint8_t *key, size_t keylen, uint32_t no
  * is named before waiting for bytes that never come). Returns 0 or -errno
  * (-ECONNRESET: the peer closed, -ETIMEDOUT: nothing moved for timeout_ms)
  * with the direction that failed in *dir (0 send, 1 receive) and the cause
- * in err. A receive that finds nothing polls without sleeping for up to
- * spin_us (yielding the CPU to any other runnable thread between polls),
- * then sleeps in recvmsg(2). */
+ * in err. When the receive fails while the message to ofd is partly out,
+ * the rest is sent first (for up to a second: its reader is in the same
+ * call); *torn is 1 when it still is partly out, and nothing more may be
+ * written to ofd then (the reader would take it for the message's bytes).
+ * A receive that finds nothing polls without sleeping for up to spin_us
+ * (yielding the CPU to any other runnable thread between polls), then
+ * sleeps in recvmsg(2). */
 int hora_net_fast_xchg(int ofd, const void *ohead, const void *obody, size_t obl, int ifd,
 		       void *ihead, void *ibody, size_t ibl, size_t hl,
 		       int (*check)(void *arg, const void *h), void *arg, int timeout_ms, int spin_us,
-		       int *dir, char *err, size_t errlen);
+		       int *dir, int *torn, char *err, size_t errlen);
 
 #endif
