@@ -428,6 +428,8 @@ struct fp_ctx {
 	struct hora_net_comm *c;
 	const struct fp *mine;
 	int from;
+	int rc;        /* what fp_check_cb found, reported by the caller */
+	char msg[400];
 };
 
 /* 0, or -EBADE with the reason in msg (no side effect: callbacks use it) */
@@ -483,10 +485,13 @@ static int fp_check(struct hora_net_comm *c, const uint8_t *b, const struct fp *
 	return rc ? fail(c, rc, "%s", msg) : 0;
 }
 
+/* Runs inside the exchange: only compares. fail() (ABORT to every peer,
+ * every socket closed) must wait until the exchange has returned, since it
+ * may first have to finish a message it is halfway through. */
 static int fp_check_cb(void *arg, const void *h)
 {
 	struct fp_ctx *x = arg;
-	return fp_check(x->c, h, x->mine, x->from);
+	return x->rc = fp_compare(x->c, h, x->mine, x->from, x->msg, sizeof(x->msg));
 }
 
 static int xwait(struct hora_net_comm *c, struct hora_net_req *r, int peer, const char *what)
@@ -506,7 +511,7 @@ static int xwait(struct hora_net_comm *c, struct hora_net_req *r, int peer, cons
 static int fx2(struct hora_net_comm *c, int to, const void *obody, size_t obytes, int from, void *ibody,
 	       size_t ibytes, const struct fp *f)
 {
-	struct fp_ctx x = {c, f, from};
+	struct fp_ctx x = {.c = c, .mine = f, .from = from};
 	uint8_t oh[FP_BYTES], ih[FP_BYTES];
 	char e[256];
 	int dir = 0, torn = 0;
@@ -518,8 +523,11 @@ static int fx2(struct hora_net_comm *c, int to, const void *obody, size_t obytes
 		close(c->fast[to]);
 		c->fast[to] = -1;
 	}
-	if (rc && !c->broken)
+	if (rc && !c->broken) {
+		if (x.rc)
+			return fail(c, rc, "%s", x.msg);
 		return fail(c, rc, "%s rank %d: %s", dir ? "receive from" : "send to", dir ? from : to, e);
+	}
 	return rc;
 }
 

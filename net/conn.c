@@ -134,6 +134,19 @@ static void conn_free(struct conn *c)
 
 /* Op finished: drop the reference; returns true if the conn is closing (and
  * possibly freed), so the caller must not touch it. */
+/* Keep c alive across work that may fail its peer or run callbacks that
+ * close it (shutting down frees a conn with nothing in flight). */
+static void hold(struct conn *c)
+{
+	c->inflight++;
+}
+
+static void release(struct conn *c)
+{
+	if (--c->inflight == 0 && c->state == C_CLOSING)
+		conn_free(c);
+}
+
 static bool op_done(struct conn *c)
 {
 	c->inflight--;
@@ -487,10 +500,14 @@ void hora_net_conn_resume_rx(struct conn *c)
 	if (c->state != C_READY || c->rx != RX_PARKED)
 		return;
 	struct hora_net_req *r = hora_net_peer_find_recv(c->peer, c->cur.seq);
+	hold(c);
 	if (r && bind_frame(c, r))
 		process_rx(c);
+	release(c);
 }
 
+/* the caller holds c: a frame that fails (CRC) or completes a request whose
+ * callback closes the peer may shut c down here */
 static void process_rx(struct conn *c)
 {
 	struct hora_net_peer *p = c->peer;
@@ -566,15 +583,9 @@ static void process_rx(struct conn *c)
 	}
 }
 
-static void on_rx(struct hora_net_loop *loop, struct op *op, const struct io_uring_cqe *cqe)
+static void rx_result(struct conn *c, int res)
 {
-	struct conn *c = container_of(op, struct conn, rx_op);
-	(void)loop;
-	c->rx_armed = false;
-	if (op_done(c))
-		return;
 	struct hora_net_peer *p = c->peer;
-	int res = cqe->res;
 	if (p->status)
 		return;
 	if (res < 0) {
@@ -607,6 +618,18 @@ static void on_rx(struct hora_net_loop *loop, struct op *op, const struct io_uri
 		c->rx_have += (size_t)res;
 	}
 	process_rx(c);
+}
+
+static void on_rx(struct hora_net_loop *loop, struct op *op, const struct io_uring_cqe *cqe)
+{
+	struct conn *c = container_of(op, struct conn, rx_op);
+	(void)loop;
+	c->rx_armed = false;
+	if (op_done(c))
+		return;
+	hold(c);
+	rx_result(c, cqe->res);
+	release(c);
 }
 
 /* ---- send ---------------------------------------------------------------------- */

@@ -263,7 +263,7 @@ int hora_net_fast_xchg(int ofd, const void *ohead, const void *obody, size_t obl
 {
 	const size_t ototal = hl + obl, itotal = hl + ibl;
 	size_t sent = ofd < 0 ? ototal : 0, got = ifd < 0 ? itotal : 0;
-	int rc = 0;
+	int rc = 0, refused = 0;
 	*torn = 0;
 	int64_t spin_until = -1; /* set when the receive first finds nothing */
 	/* fast path: small messages leave in one non-blocking send */
@@ -299,6 +299,7 @@ int hora_net_fast_xchg(int ofd, const void *ohead, const void *obody, size_t obl
 				got += (size_t)k;
 				if (check && before < hl && got >= hl && (rc = check(arg, ihead))) {
 					*dir = 1;
+					refused = 1;
 					goto out;
 				}
 				continue;
@@ -339,11 +340,12 @@ int hora_net_fast_xchg(int ofd, const void *ohead, const void *obody, size_t obl
 	return 0;
 out:
 	/* Stopped inside our own message to ofd: its reader expects the rest
-	 * before anything else. When the send side is still fine, finish it
-	 * (its reader is in the same call, so it drains), so that what the
-	 * caller sends next, an ABORT, is read as a message and not as our
-	 * data; if that cannot be done in time, say so. */
-	if (sent > 0 && sent < ototal && *dir == 1) {
+	 * before anything else. When the check refused the head we got, the
+	 * caller will tell its peers why (an ABORT): finish the message first
+	 * (its reader is in the same call, so it drains), so that the ABORT is
+	 * read as a message and not as our data; if that cannot be done in
+	 * time, say so. */
+	if (sent > 0 && sent < ototal && refused) {
 		const int64_t until = now_ms() + (timeout_ms > 0 && timeout_ms < FLUSH_MS ? timeout_ms : FLUSH_MS);
 		while (sent < ototal) {
 			ssize_t k = xsend(ofd, ohead, hl, obody, obl, sent);

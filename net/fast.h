@@ -41,10 +41,12 @@ int hora_net_fast_accept(int lfd, const uint8_t *key, size_t keylen, uint32_t no
  * is named before waiting for bytes that never come). Returns 0 or -errno
  * (-ECONNRESET: the peer closed, -ETIMEDOUT: nothing moved for timeout_ms)
  * with the direction that failed in *dir (0 send, 1 receive) and the cause
- * in err. When the receive fails while the message to ofd is partly out,
- * the rest is sent first (for up to a second: its reader is in the same
- * call); *torn is 1 when it still is partly out, and nothing more may be
- * written to ofd then (the reader would take it for the message's bytes).
+ * in err. When check refuses while the message to ofd is partly out, the
+ * rest is sent first (for up to a second: its reader is in the same call),
+ * so that the caller can tell that peer why; check must not touch the
+ * sockets itself. *torn is 1 when the message is still partly out after an
+ * error, and nothing more may be written to ofd then (the reader would
+ * take it for the message's bytes).
  * A receive that finds nothing polls without sleeping for up to spin_us
  * (yielding the CPU to any other runnable thread between polls), then
  * sleeps in recvmsg(2). */

@@ -103,12 +103,87 @@ static void trickle(void (*tweak)(struct hora_net_opts *))
 		cr_assert_eq(hora_net_wait(rr, err, sizeof(err)), 0, "frame %u: %s", m, err);
 		cr_assert_eq(memcmp(src, dst, sz), 0, "frame %u arrived corrupted", m);
 	}
+	/* a frame above the 4 MiB cap of the mark, then a small one with
+	 * nothing after it: its header must not wait for a mark left high */
+	const size_t big = (5u << 20) + 1, small = 100;
+	uint8_t *bsrc = malloc(big), *bdst = malloc(big), ssrc[100], sdst[100];
+	tn_fill(bsrc, big, 41);
+	tn_fill(ssrc, small, 42);
+	struct hora_net_req *rb, *rs;
+	cr_assert_eq(hora_net_irecv(ps, bdst, big, NULL, NULL, &rb), 0);
+	cr_assert_eq(hora_net_irecv(ps, sdst, small, NULL, NULL, &rs), 0);
+	const unsigned nf = sizeof(pieces) / sizeof(pieces[0]);
+	struct hora_net_hdr hb2 = {.magic = HORA_NET_MAGIC, .version = 1, .type = HORA_NET_T_DATA,
+				   .seq = nf, .msg_len = big, .offset = 0, .length = big};
+	uint8_t hbuf[HORA_NET_HDR_BYTES];
+	hora_net_hdr_encode(&hb2, hbuf);
+	cr_assert_eq(write(fd, hbuf, sizeof(hbuf)), (ssize_t)sizeof(hbuf));
+	for (size_t w = 0; w < big;) {
+		ssize_t r = write(fd, bsrc + w, big - w);
+		cr_assert_gt(r, 0, "write: %s", strerror(errno));
+		w += (size_t)r;
+	}
+	hb2.seq = nf + 1;
+	hb2.msg_len = hb2.length = small;
+	hora_net_hdr_encode(&hb2, hbuf);
+	cr_assert_eq(write(fd, hbuf, sizeof(hbuf)), (ssize_t)sizeof(hbuf));
+	cr_assert_eq(write(fd, ssrc, small), (ssize_t)small);
+	cr_assert_eq(hora_net_wait(rb, err, sizeof(err)), 0, "the 5 MiB frame: %s", err);
+	cr_assert_eq(memcmp(bsrc, bdst, big), 0, "the 5 MiB frame arrived corrupted");
+	cr_assert_eq(hora_net_wait(rs, err, sizeof(err)), 0, "the small frame after it: %s", err);
+	cr_assert_eq(memcmp(ssrc, sdst, small), 0, "the small frame arrived corrupted");
+	free(bsrc);
+	free(bdst);
 	free(src);
 	free(dst);
 	close(fd);
 	hora_net_peer_close(ps);
 	hora_net_loop_destroy(srv);
 }
+
+/* A frame whose CRC32C does not match fails its peer with the reason, for a
+ * payload taken from the staging buffer and for one received straight into
+ * the user's buffer; the connection is gone after (under ASan this also
+ * holds that nothing touches it once it was freed). */
+static void bad_crc(size_t sz)
+{
+	struct hora_net_loop *srv = tn_loop(1, 1, NULL);
+	uint16_t port;
+	char err[256];
+	cr_assert_eq(hora_net_listen(srv, "127.0.0.1", 0, &port, err, sizeof(err)), 0, "%s", err);
+	int fd = tn_raw(port);
+	struct hora_net_hs hs;
+	cr_assert_eq(tn_raw_handshake(fd, TEST_SECRET, &hs, NULL, NULL), 1);
+	struct hora_net_peer *ps;
+	cr_assert_eq(hora_net_accept(srv, 5000, &ps, err, sizeof(err)), 0, "%s", err);
+	uint8_t *src = malloc(sz), *dst = malloc(sz);
+	tn_fill(src, sz, 3);
+	struct hora_net_req *rr;
+	cr_assert_eq(hora_net_irecv(ps, dst, sz, NULL, NULL, &rr), 0);
+	struct hora_net_hdr h = {.magic = HORA_NET_MAGIC, .version = 1, .type = HORA_NET_T_DATA,
+				 .flags = HORA_NET_F_CRC, .seq = 0, .msg_len = sz, .offset = 0, .length = sz,
+				 .crc32c = hora_net_crc32c(0, src, sz) ^ 1};
+	uint8_t hb[HORA_NET_HDR_BYTES];
+	hora_net_hdr_encode(&h, hb);
+	cr_assert_eq(write(fd, hb, sizeof(hb)), (ssize_t)sizeof(hb));
+	for (size_t w = 0; w < sz;) {
+		ssize_t r = write(fd, src + w, sz - w);
+		cr_assert_gt(r, 0, "write: %s", strerror(errno));
+		w += (size_t)r;
+	}
+	cr_assert_eq(hora_net_wait(rr, err, sizeof(err)), -EBADMSG, "%s", err);
+	cr_assert(strstr(err, "CRC32C mismatch in frame 1 of message 0"), "%s", err);
+	uint8_t b;
+	cr_assert_eq(read(fd, &b, 1), 0, "the connection was not closed");
+	free(src);
+	free(dst);
+	close(fd);
+	hora_net_peer_close(ps);
+	hora_net_loop_destroy(srv);
+}
+
+Test(net_transport, bad_crc_in_a_small_frame_is_named, .timeout = 30) { bad_crc(1000); }
+Test(net_transport, bad_crc_in_a_large_frame_is_named, .timeout = 30) { bad_crc(100000); }
 
 static void trickle_default(struct hora_net_opts *o) { o->io_timeout_ms = 3000; }
 static void trickle_small_rcvbuf(struct hora_net_opts *o)
