@@ -318,9 +318,11 @@ static void become_ready(struct conn *c)
 		return;
 	}
 	c->rx = RX_HDR;
+	hold(c); /* a stripe that does not fit is shut down in there */
 	hora_net_peer_conn_ready(loop, c);
 	if (c->state == C_READY)
 		process_rx(c);
+	release(c);
 }
 
 static void on_hs(struct hora_net_loop *loop, struct op *op, const struct io_uring_cqe *cqe)
@@ -729,8 +731,10 @@ static void on_tx(struct hora_net_loop *loop, struct op *op, const struct io_uri
 		c->tx_zc_wait = false;
 		if (op_done(c))
 			return;
+		hold(c); /* a send's callback may post I/O that fails the peer */
 		pop_sent(c);
 		hora_net_conn_kick_tx(c);
+		release(c);
 		return;
 	}
 	bool more = cqe->flags & IORING_CQE_F_MORE; /* a NOTIF follows */
@@ -756,7 +760,9 @@ static void on_tx(struct hora_net_loop *loop, struct op *op, const struct io_uri
 	}
 	c->peer->progress++;
 	if (!more) {
+		hold(c);
 		pop_sent(c);
 		hora_net_conn_kick_tx(c);
+		release(c);
 	}
 }

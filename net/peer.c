@@ -505,6 +505,17 @@ void hora_net_peer_do_send(struct hora_net_req *r)
 	struct hora_net_loop *loop = p->loop;
 	if (refuse_if_unusable(p, r))
 		return;
+	/* The remote sent CLOSE: it reads nothing more, and its stripes go
+	 * one by one (one parked on a frame we have not taken yet stays). */
+	bool gone = p->remote_closed;
+	for (int s = 0; s < p->nconns; s++)
+		gone |= !p->conns[s];
+	if (gone) {
+		char why[160];
+		snprintf(why, sizeof(why), "peer %s has closed the connection", p->name);
+		hora_net_req_finish(r, -ECONNRESET, why);
+		return;
+	}
 	r->seq = p->send_seq++;
 	size_t chunk = loop->o.chunk_bytes;
 	size_t nframes = r->len ? (r->len + chunk - 1) / chunk : 1;
@@ -599,8 +610,10 @@ void hora_net_peer_do_recv(struct hora_net_req *r)
 	else
 		p->recvq = r;
 	p->recvq_tail = r;
+	/* resuming may complete r (and its waiter free it): keep its number */
+	const uint64_t seq = r->seq;
 	for (int i = 0; i < p->nconns && !p->status; i++)
-		if (p->conns[i] && p->conns[i]->rx == RX_PARKED && p->conns[i]->cur.seq == r->seq)
+		if (p->conns[i] && p->conns[i]->rx == RX_PARKED && p->conns[i]->cur.seq == seq)
 			hora_net_conn_resume_rx(p->conns[i]);
 }
 

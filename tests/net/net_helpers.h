@@ -97,14 +97,16 @@ static inline int tn_read_full(int fd, void *buf, size_t n)
 }
 
 /* Run the client side of the handshake by hand on a raw socket with the
- * given secret. Returns the state machine's final result (1 = accepted). */
-static inline int tn_raw_handshake(int fd, const char *secret, struct hora_net_hs *hs,
-				   uint8_t *hello_out, uint8_t *auth_out)
+ * given secret, as stripe `stripe` of `nstripes` of session 0x1234. Returns
+ * the state machine's final result (1 = accepted). */
+static inline int tn_raw_handshake_stripe(int fd, const char *secret, struct hora_net_hs *hs,
+					  uint16_t stripe, uint16_t nstripes, uint8_t *hello_out,
+					  uint8_t *auth_out)
 {
 	uint8_t out[HORA_NET_HS_MAX_OUT], in[HORA_NET_CHALLENGE_BYTES];
 	size_t n;
 	cr_assert_eq(hora_net_hs_client_start(hs, (const uint8_t *)secret, strlen(secret), 99, 0x1234,
-					      0, 1, out, &n),
+					      stripe, nstripes, out, &n),
 		     0);
 	if (hello_out)
 		memcpy(hello_out, out, n);
@@ -123,6 +125,12 @@ static inline int tn_raw_handshake(int fd, const char *secret, struct hora_net_h
 			return rc;
 	}
 	return 1;
+}
+
+static inline int tn_raw_handshake(int fd, const char *secret, struct hora_net_hs *hs,
+				   uint8_t *hello_out, uint8_t *auth_out)
+{
+	return tn_raw_handshake_stripe(fd, secret, hs, 0, 1, hello_out, auth_out);
 }
 
 static inline void tn_fill(uint8_t *p, size_t n, uint64_t seed)

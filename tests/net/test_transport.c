@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 
 static void roundtrip(int sockets, void (*tweak)(struct hora_net_opts *))
 {
@@ -184,6 +185,123 @@ static void bad_crc(size_t sz)
 
 Test(net_transport, bad_crc_in_a_small_frame_is_named, .timeout = 30) { bad_crc(1000); }
 Test(net_transport, bad_crc_in_a_large_frame_is_named, .timeout = 30) { bad_crc(100000); }
+
+/* The remote closes with one of our stripes parked on a frame no receive
+ * was posted for yet: that stripe stays, the other is gone. A send is
+ * refused by name (it used to pick the freed stripe: a crash), and the
+ * message that arrived before the close is still delivered. */
+Test(net_transport, sending_after_the_remote_closed_some_stripes_is_refused, .timeout = 30)
+{
+	struct tn_env e = tn_up(2, NULL, NULL);
+	uint64_t x = 7, y = 8, got = 0;
+	char err[256];
+	struct hora_net_req *r;
+	cr_assert_eq(hora_net_isend(e.pa, &x, 8, NULL, NULL, &r), 0);
+	cr_assert_eq(hora_net_wait(r, err, sizeof(err)), 0, "%s", err);
+	hora_net_peer_close(e.pa);
+	usleep(300 * 1000); /* b reads CLOSE on the stripe that is not parked */
+	for (int i = 0; i < 2; i++) {
+		cr_assert_eq(hora_net_isend(e.pb, &y, 8, NULL, NULL, &r), 0);
+		int rc = hora_net_wait(r, err, sizeof(err));
+		cr_assert_lt(rc, 0, "send %d to a closed peer succeeded", i);
+		cr_assert(strstr(err, "closed the connection"), "%s", err);
+	}
+	cr_assert_eq(hora_net_irecv(e.pb, &got, 8, NULL, NULL, &r), 0);
+	cr_assert_eq(hora_net_wait(r, err, sizeof(err)), 0, "the message sent before the close: %s", err);
+	cr_assert_eq(got, 7);
+	hora_net_peer_close(e.pb);
+	hora_net_loop_destroy(e.a);
+	hora_net_loop_destroy(e.b);
+}
+
+/* A send's callback (on the comm thread) posts a receive that fails: the
+ * socket's parked frame is 8 bytes, the receive 16. Failing the peer there
+ * must not free the connection whose send completion is still running. */
+struct cb_state {
+	struct hora_net_peer *peer;
+	uint8_t buf[16];
+	pthread_mutex_t m;
+	pthread_cond_t c;
+	int done, rc;
+	char err[256];
+};
+
+static void cb_recv_done(void *arg, int st, const char *err)
+{
+	struct cb_state *s = arg;
+	pthread_mutex_lock(&s->m);
+	s->rc = st;
+	snprintf(s->err, sizeof(s->err), "%s", err);
+	s->done = 1;
+	pthread_cond_signal(&s->c);
+	pthread_mutex_unlock(&s->m);
+}
+
+static void cb_send_done(void *arg, int st, const char *err)
+{
+	struct cb_state *s = arg;
+	cr_assert_eq(st, 0, "%s", err);
+	cr_assert_eq(hora_net_irecv(s->peer, s->buf, sizeof(s->buf), cb_recv_done, s, NULL), 0);
+}
+
+Test(net_transport, a_send_callback_posting_a_failing_receive, .timeout = 30)
+{
+	struct tn_env e = tn_up(1, NULL, NULL);
+	static struct cb_state s = {.m = PTHREAD_MUTEX_INITIALIZER, .c = PTHREAD_COND_INITIALIZER};
+	s.peer = e.pb;
+	uint64_t x = 7;
+	static uint8_t big[4096];
+	char err[256];
+	struct hora_net_req *r;
+	cr_assert_eq(hora_net_isend(e.pa, &x, 8, NULL, NULL, &r), 0);
+	cr_assert_eq(hora_net_wait(r, err, sizeof(err)), 0, "%s", err);
+	usleep(100 * 1000); /* b's socket parks on message 0 */
+	cr_assert_eq(hora_net_isend(e.pb, big, sizeof(big), cb_send_done, &s, NULL), 0);
+	pthread_mutex_lock(&s.m);
+	while (!s.done)
+		pthread_cond_wait(&s.c, &s.m);
+	pthread_mutex_unlock(&s.m);
+	cr_assert_eq(s.rc, -EMSGSIZE, "%d %s", s.rc, s.err);
+	cr_assert(strstr(s.err, "is 8 bytes but the receive posted for it is 16 bytes"), "%s", s.err);
+	tn_down(&e);
+}
+
+/* Two connections claiming the same stripe of one session: the second is
+ * refused and closed (it used to be read after it was freed), and the
+ * server goes on serving. */
+Test(net_transport, a_stripe_claimed_twice_is_refused, .timeout = 30)
+{
+	struct hora_net_loop *srv = tn_loop(1, 1, NULL);
+	uint16_t port;
+	char err[256];
+	cr_assert_eq(hora_net_listen(srv, "127.0.0.1", 0, &port, err, sizeof(err)), 0, "%s", err);
+	struct hora_net_hs hs;
+	int f1 = tn_raw(port);
+	cr_assert_eq(tn_raw_handshake_stripe(f1, TEST_SECRET, &hs, 0, 2, NULL, NULL), 1);
+	int f2 = tn_raw(port);
+	tn_raw_handshake_stripe(f2, TEST_SECRET, &hs, 0, 2, NULL, NULL);
+	uint8_t b;
+	cr_assert_leq(read(f2, &b, 1), 0, "the second stripe 0 was not closed");
+	struct hora_net_stats st;
+	hora_net_loop_stats(srv, &st);
+	cr_assert_geq(st.refused, 1);
+	close(f1);
+	close(f2);
+	struct hora_net_loop *cli = tn_loop(1, 2, NULL);
+	struct hora_net_peer *ps, *pc;
+	tn_pair(srv, cli, &port, &ps, &pc);
+	uint64_t x = 5, y = 0;
+	struct hora_net_req *rs, *rr;
+	cr_assert_eq(hora_net_irecv(ps, &y, 8, NULL, NULL, &rr), 0);
+	cr_assert_eq(hora_net_isend(pc, &x, 8, NULL, NULL, &rs), 0);
+	cr_assert_eq(hora_net_wait(rs, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(hora_net_wait(rr, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(y, 5);
+	hora_net_peer_close(pc);
+	hora_net_peer_close(ps);
+	hora_net_loop_destroy(cli);
+	hora_net_loop_destroy(srv);
+}
 
 static void trickle_default(struct hora_net_opts *o) { o->io_timeout_ms = 3000; }
 static void trickle_small_rcvbuf(struct hora_net_opts *o)
