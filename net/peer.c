@@ -32,7 +32,7 @@ static struct hora_net_req *req_new(enum req_kind kind, struct hora_net_peer *p,
 				    size_t len, hora_net_done_fn cb, void *arg)
 {
 	struct hora_net_req *r = NULL;
-	if (cb && p && p->loop->req_cache && hora_net_on_loop(p->loop)) {
+	if (cb && p && hora_net_on_loop(p->loop) && p->loop->req_cache) { /* the cache is the comm thread's */
 		r = p->loop->req_cache;
 		p->loop->req_cache = r->next;
 		p->loop->req_cache_n--;
