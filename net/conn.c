@@ -132,8 +132,6 @@ static void conn_free(struct conn *c)
 	free(c);
 }
 
-/* Op finished: drop the reference; returns true if the conn is closing (and
- * possibly freed), so the caller must not touch it. */
 /* Keep c alive across work that may fail its peer or run callbacks that
  * close it (shutting down frees a conn with nothing in flight). */
 static void hold(struct conn *c)
@@ -147,6 +145,8 @@ static void release(struct conn *c)
 		conn_free(c);
 }
 
+/* Op finished: drop the reference; returns true if the conn is closing (and
+ * possibly freed), so the caller must not touch it. */
 static bool op_done(struct conn *c)
 {
 	c->inflight--;
