@@ -2,9 +2,11 @@
 # hora's test command: installs what it needs, fetches the data, then
 #   1. fuzzes the IDX and YAML parsers (clang + libFuzzer, bounded time),
 #   2. builds with ASan+UBSan and runs every test,
-#   3. builds the Release tree (warnings as errors) and runs every test.
+#   3. builds with ThreadSanitizer and runs the tests/tsan drivers (ranks as
+#      threads through allreduces and training; Criterion cannot run under TSan),
+#   4. builds the Release tree (warnings as errors) and runs every test.
 # Exits non-zero on any failure. Env: HORA_FUZZ_SECONDS (default 30 per target),
-# HORA_SKIP_SANITIZE=1 / HORA_SKIP_FUZZ=1 to shorten a local run.
+# HORA_SKIP_SANITIZE=1 / HORA_SKIP_TSAN=1 / HORA_SKIP_FUZZ=1 to shorten a local run.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -30,6 +32,19 @@ if [[ ${HORA_SKIP_SANITIZE:-0} != 1 ]]; then
   cmake --build build-asan -j"$JOBS"
   (cd build-asan && ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS="suppressions=$ROOT/tests/lsan.supp" \
      ctest --output-on-failure)
+fi
+
+if [[ ${HORA_SKIP_TSAN:-0} != 1 ]]; then
+  step "ThreadSanitizer: ranks as threads through allreduces and training (tests/tsan)"
+  cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHORA_TSAN=ON -DHORA_CUDA=OFF \
+    -DHORA_BUILD_BENCH=OFF >/dev/null
+  cmake --build build-tsan -j"$JOBS" --target tsan_coll tsan_train
+  export TSAN_OPTIONS="halt_on_error=1 exitcode=66"
+  build-tsan/tests/tsan_coll
+  build-tsan/tests/tsan_train 3 0 1024
+  build-tsan/tests/tsan_train 2 1 4096
+  build-tsan/tests/tsan_train 4 0 100000
+  unset TSAN_OPTIONS
 fi
 
 step "Release build and tests"

@@ -1,0 +1,68 @@
+/* train_threads.c - a ThreadSanitizer driver (see coll_threads.c): N ranks
+ * as threads of one process train the MLP on a small generated data set
+ * through the public API (communicator, distributed optimizer, fusion,
+ * the comm worker threads), with f32 or fp16 fusion buffers of a given
+ * size, and end with bitwise identical parameters.
+ *   train_threads NRANKS COMPRESSION(0 none, 1 fp16) FUSION_BYTES */
+#include "hora.h"
+#include "tests/core/comm_helpers.h"
+#include "tests/helpers.h"
+
+#include <stdlib.h>
+
+struct rank {
+	int r, n, rc;
+	const struct hora_train_config *cfg;
+	struct hora_train_result res;
+	char err[1024];
+};
+
+static void *run(void *p)
+{
+	struct rank *x = p;
+	struct hora_comm_config cc;
+	tc_config(&cc, x->r, x->n);
+	struct hora_comm *c;
+	if ((x->rc = hora_comm_create(&cc, &c, x->err, sizeof(x->err))))
+		return NULL;
+	x->rc = hora_train_run_comm(c, x->cfg, &x->res, x->err, sizeof(x->err));
+	hora_comm_destroy(c);
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	int n = argc > 1 ? atoi(argv[1]) : 3;
+	if (n < 1 || n > TC_MAXR)
+		return fprintf(stderr, "ranks: 1..%d\n", TC_MAXR), 2;
+	char *dir = th_tmpdir();
+	th_make_dataset(dir, 97, 50, 8, 4, 11, 0);
+	struct hora_train_config cfg;
+	hora_train_config_defaults(&cfg);
+	snprintf(cfg.data, sizeof(cfg.data), "%s", dir);
+	cfg.hidden[0] = 16;
+	cfg.epochs = 2;
+	cfg.batch_size = 8;
+	cfg.quiet = 1;
+	cfg.fusion.compression = argc > 2 ? atoi(argv[2]) : 0;
+	cfg.fusion.threshold_bytes = argc > 3 ? (size_t)atol(argv[3]) : 1024;
+	struct rank rk[TC_MAXR];
+	tc_pick_addrs(n);
+	for (int i = 0; i < n; i++)
+		rk[i] = (struct rank){.r = i, .n = n, .cfg = &cfg};
+	tc_threads(n, run, rk, sizeof(*rk));
+	int bad = 0;
+	for (int i = 0; i < n; i++) {
+		if (rk[i].rc)
+			fprintf(stderr, "rank %d: %s\n", i, rk[i].err), bad = 1;
+		else if (memcmp(rk[i].res.params, rk[0].res.params, rk[0].res.nparams * sizeof(float)))
+			fprintf(stderr, "rank %d ends with other parameters than rank 0\n", i), bad = 1;
+	}
+	for (int i = 0; i < n; i++)
+		if (!rk[i].rc)
+			hora_train_result_deinit(&rk[i].res);
+	printf("training, %d ranks, compression %d, fusion %zu B: %s\n", n, cfg.fusion.compression,
+	       cfg.fusion.threshold_bytes, bad ? "FAILED" : "ok");
+	th_rmrf(dir);
+	return bad;
+}
