@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,7 +33,8 @@ struct hora_request {
 	enum hora_dtype t;
 	enum hora_op op;
 	int root;
-	int status, done;
+	int status;
+	atomic_int done;        /* set (release, under mu) after status and times */
 	double t_start, t_end; /* execution, CLOCK_MONOTONIC seconds */
 	struct hora_request *next;
 };
@@ -45,6 +47,7 @@ struct hora_comm {
 	bool running;            /* the background thread is executing a request */
 	bool inline_busy;        /* a blocking call is executing on its caller's thread */
 	bool stop, started;
+	int waiters;             /* threads blocked on cv for a request (destroy waits for them) */
 	pthread_t thread;
 	int local_rank, local_size; /* ranks on this rank's host (same address) */
 	struct hora_net_loop *owned_loop;
@@ -309,7 +312,9 @@ static void *worker(void *arg)
 	struct hora_comm *c = arg;
 	pthread_mutex_lock(&c->mu);
 	for (;;) {
-		while (!c->stop && (!c->head || c->inline_busy))
+		/* never beside a blocking call running inline, even when stopping:
+		 * both would drive the same communicator */
+		while (c->inline_busy || (!c->stop && !c->head))
 			pthread_cond_wait(&c->cv, &c->mu);
 		if (!c->head)
 			break; /* stop, and nothing left */
@@ -327,7 +332,7 @@ static void *worker(void *arg)
 		r->t_end = t1;
 		c->running = false;
 		r->status = st;
-		r->done = 1;
+		atomic_store_explicit(&r->done, 1, memory_order_release);
 		pthread_cond_broadcast(&c->cv);
 	}
 	pthread_mutex_unlock(&c->mu);
@@ -392,8 +397,11 @@ static int run_blocking(struct hora_request r)
 		return st;
 	}
 	int rc = enqueue(c, &r); /* behind earlier async calls */
-	while (!rc && !r.done)
+	c->waiters++;
+	while (!rc && !atomic_load_explicit(&r.done, memory_order_acquire))
 		pthread_cond_wait(&c->cv, &c->mu);
+	c->waiters--;
+	pthread_cond_broadcast(&c->cv); /* destroy may be waiting for the last waiter */
 	pthread_mutex_unlock(&c->mu);
 	return rc ? rc : r.status;
 }
@@ -402,11 +410,18 @@ int hora_wait_timed(struct hora_request *r, double *start, double *end)
 {
 	if (!r)
 		return -EINVAL;
-	struct hora_comm *c = r->c;
-	pthread_mutex_lock(&c->mu);
-	while (!r->done)
-		pthread_cond_wait(&c->cv, &c->mu);
-	pthread_mutex_unlock(&c->mu);
+	/* A finished request is not read through its communicator: it may be
+	 * waited for after hora_comm_destroy, which finishes every queued one. */
+	if (!atomic_load_explicit(&r->done, memory_order_acquire)) {
+		struct hora_comm *c = r->c;
+		pthread_mutex_lock(&c->mu);
+		c->waiters++;
+		while (!atomic_load_explicit(&r->done, memory_order_acquire))
+			pthread_cond_wait(&c->cv, &c->mu);
+		c->waiters--;
+		pthread_cond_broadcast(&c->cv);
+		pthread_mutex_unlock(&c->mu);
+	}
 	int st = r->status;
 	if (start)
 		*start = r->t_start;
@@ -425,10 +440,7 @@ int hora_test(struct hora_request *r)
 {
 	if (!r)
 		return 0;
-	pthread_mutex_lock(&r->c->mu);
-	int d = r->done;
-	pthread_mutex_unlock(&r->c->mu);
-	return d;
+	return atomic_load_explicit(&r->done, memory_order_acquire);
 }
 
 void hora_comm_destroy(struct hora_comm *c)
@@ -440,7 +452,13 @@ void hora_comm_destroy(struct hora_comm *c)
 	pthread_cond_broadcast(&c->cv);
 	pthread_mutex_unlock(&c->mu);
 	if (c->started)
-		pthread_join(c->thread, NULL);
+		pthread_join(c->thread, NULL); /* every queued request is done now */
+	pthread_mutex_lock(&c->mu);
+	/* a blocking call still running on another thread, and threads still
+	 * waking up from waiting on a request, use c: let them leave first */
+	while (c->inline_busy || c->waiters)
+		pthread_cond_wait(&c->cv, &c->mu);
+	pthread_mutex_unlock(&c->mu);
 	pthread_mutex_lock(&c->mu);
 	c->monitor_stop = true;
 	pthread_cond_broadcast(&c->monitor_cv);

@@ -261,7 +261,8 @@ HORA_API int hora_barrier(struct hora_comm *c);
 /* Async forms: queue the call and return at once with *req; a background
  * thread of the communicator runs queued calls in order, so the caller
  * computes meanwhile. Buffers stay untouched by the caller until the
- * request finished. Finish every request with hora_wait. */
+ * request finished. Finish every request with hora_wait, before or after
+ * hora_comm_destroy (which runs the queued ones first). */
 HORA_API int hora_allreduce_async(struct hora_comm *c, const void *send, void *recv, size_t count,
 				  enum hora_dtype t, enum hora_op op, struct hora_request **req);
 HORA_API int hora_broadcast_async(struct hora_comm *c, void *buf, size_t count, enum hora_dtype t,

@@ -158,9 +158,13 @@ static int fast_setup(struct hora_net_comm *c, char *err, size_t errlen)
 	for (int j = 0; j < c->rank && !rc; j++) {
 		uint8_t in[2];
 		struct hora_net_req *r;
-		if (posted_ok(c, hora_net_irecv(c->peer[j], in, 2, NULL, NULL, &r)) ||
-		    (rc = hora_net_wait(r, e2, sizeof(e2)))) {
-			rc = rc ? rc : -EIO;
+		if (posted_ok(c, hora_net_irecv(c->peer[j], in, 2, NULL, NULL, &r))) {
+			rc = c->post_err;
+			snprintf(err, errlen, "rank %d: port of rank %d's small-message channel: %s",
+				 c->rank, j, POST_WHY(c));
+			break;
+		}
+		if ((rc = hora_net_wait(r, e2, sizeof(e2)))) {
 			snprintf(err, errlen, "rank %d: port of rank %d's small-message channel: %s",
 				 c->rank, j, e2);
 			break;

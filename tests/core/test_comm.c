@@ -334,6 +334,40 @@ Test(comm, async_calls_run_in_order_and_finish, .timeout = 120)
 	}
 }
 
+/* hora.h: requests may be waited for after hora_comm_destroy, which runs
+ * the queued ones first (the ThreadSanitizer driver tests/tsan/coll_threads.c
+ * checks that waiting then no longer touches the destroyed communicator) */
+Test(comm, requests_can_be_waited_for_after_destroy, .timeout = 60)
+{
+	const char *self[1] = {"127.0.0.1:0"};
+	struct hora_comm_config cfg;
+	hora_comm_config_defaults(&cfg);
+	cfg.size = 1;
+	cfg.addrs = self;
+	cfg.secret = "test-cluster-secret-0123456789";
+	cfg.secret_len = strlen(cfg.secret);
+	struct hora_comm *c;
+	char err[256];
+	cr_assert_eq(hora_comm_create(&cfg, &c, err, sizeof(err)), 0, "%s", err);
+	enum { K = 6, COUNT = 1 << 18 };
+	float *in[K], *out[K];
+	struct hora_request *rq[K];
+	for (int k = 0; k < K; k++) {
+		in[k] = malloc(COUNT * sizeof(float));
+		out[k] = calloc(COUNT, sizeof(float));
+		for (size_t i = 0; i < COUNT; i++)
+			in[k][i] = (float)contrib(k, i);
+		cr_assert_eq(hora_allreduce_async(c, in[k], out[k], COUNT, HORA_F32, HORA_SUM, &rq[k]), 0);
+	}
+	hora_comm_destroy(c);
+	for (int k = 0; k < K; k++) {
+		cr_assert_eq(hora_wait(rq[k]), 0, "request %d", k);
+		cr_assert_eq(memcmp(in[k], out[k], COUNT * sizeof(float)), 0, "request %d's result", k);
+		free(in[k]);
+		free(out[k]);
+	}
+}
+
 /* ---- mismatches and sticky errors ------------------------------------------------- */
 
 static void mismatch_fn(struct rank_ctx *x)

@@ -4,10 +4,12 @@
  * sockets, run allreduces of 2 ... 1 Mi f32 elements (latency algorithm,
  * direct ring, sliced ring) over one and two sockets per peer, check every
  * result, then make one rank call another count and check that every rank
- * fails. Exit status 0 only when all of that holds; TSan makes any data
+ * fails; last, async calls of the public API are waited for after their
+ * communicator was destroyed. Exit status 0 only when all of that holds; TSan makes any data
  * race a failure of its own (exit 66). */
 #include "net/coll.h"
 #include "net/hora_net.h"
+#include "hora.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -116,7 +118,43 @@ static int run(int sockets, int mismatch)
 	return bad;
 }
 
+/* The public API's async calls: queued on a one-rank communicator, which
+ * is destroyed before they are waited for (hora.h allows it). */
+static int wait_after_destroy(void)
+{
+	const char *self[1] = {"127.0.0.1:0"};
+	struct hora_comm_config cfg;
+	hora_comm_config_defaults(&cfg);
+	cfg.size = 1;
+	cfg.addrs = self;
+	cfg.secret = SECRET;
+	cfg.secret_len = strlen(SECRET);
+	struct hora_comm *c;
+	char err[256];
+	if (hora_comm_create(&cfg, &c, err, sizeof(err)))
+		return fprintf(stderr, "one-rank communicator: %s\n", err), 1;
+	enum { K = 6, COUNT = 1 << 18 };
+	float *buf[K];
+	struct hora_request *rq[K];
+	int bad = 0;
+	for (int k = 0; k < K; k++) {
+		buf[k] = malloc(COUNT * sizeof(float));
+		for (size_t i = 0; i < COUNT; i++)
+			buf[k][i] = value(i, k);
+		bad |= hora_allreduce_async(c, buf[k], buf[k], COUNT, HORA_F32, HORA_SUM, &rq[k]) != 0;
+	}
+	hora_comm_destroy(c);
+	for (int k = 0; k < K; k++) {
+		bad |= hora_wait(rq[k]) != 0;
+		for (size_t i = 0; i < COUNT; i++)
+			bad |= buf[k][i] != value(i, k);
+		free(buf[k]);
+	}
+	printf("async calls waited for after the communicator was destroyed: %s\n", bad ? "FAILED" : "ok");
+	return bad;
+}
+
 int main(void)
 {
-	return run(1, 0) | run(2, 0) | run(1, 1);
+	return run(1, 0) | run(2, 0) | run(1, 1) | wait_after_destroy();
 }
