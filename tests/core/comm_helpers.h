@@ -1,5 +1,5 @@
 /* comm_helpers.h - ranks as threads of one test process, each with its own
- * communicator over loopback (test_comm.c, test_dtrain.c). */
+ * communicator over loopback (test_comm.c, test_dtrain.c, tests/tsan). */
 #ifndef HORA_TEST_COMM_HELPERS_H
 #define HORA_TEST_COMM_HELPERS_H
 
@@ -49,6 +49,28 @@ static inline void tc_threads(int n, void *(*fn)(void *), void *args, size_t siz
 		pthread_create(&th[i], NULL, fn, (char *)args + (size_t)i * size);
 	for (int i = 0; i < n; i++)
 		pthread_join(th[i], NULL);
+}
+
+/* one rank of a training job run by threads: tc_threads(n, tc_train_run, rk,
+ * sizeof(*rk)) with rk[i] = {.r = i, .n = n, .cfg = ...} */
+struct tc_train_rank {
+	int r, n, rc;
+	const struct hora_train_config *cfg;
+	struct hora_train_result res;
+	char err[1024];
+};
+
+static inline void *tc_train_run(void *p)
+{
+	struct tc_train_rank *x = p;
+	struct hora_comm_config cc;
+	tc_config(&cc, x->r, x->n);
+	struct hora_comm *c;
+	if ((x->rc = hora_comm_create(&cc, &c, x->err, sizeof(x->err))))
+		return NULL;
+	x->rc = hora_train_run_comm(c, x->cfg, &x->res, x->err, sizeof(x->err));
+	hora_comm_destroy(c);
+	return NULL;
 }
 
 #endif

@@ -36,33 +36,13 @@ static void teardown(void)
 	free(dir);
 }
 
-struct rank {
-	int r, n, rc;
-	const struct hora_train_config *cfg;
-	struct hora_train_result res;
-	char err[1024];
-};
-
-static void *run(void *p)
-{
-	struct rank *x = p;
-	struct hora_comm_config cc;
-	tc_config(&cc, x->r, x->n);
-	struct hora_comm *c;
-	if ((x->rc = hora_comm_create(&cc, &c, x->err, sizeof(x->err))))
-		return NULL;
-	x->rc = hora_train_run_comm(c, x->cfg, &x->res, x->err, sizeof(x->err));
-	hora_comm_destroy(c);
-	return NULL;
-}
-
 /* n ranks train cfg; results in rk[] */
-static void train_ranks(int n, const struct hora_train_config *cfg, struct rank *rk)
+static void train_ranks(int n, const struct hora_train_config *cfg, struct tc_train_rank *rk)
 {
 	tc_pick_addrs(n);
 	for (int i = 0; i < n; i++)
-		rk[i] = (struct rank){.r = i, .n = n, .cfg = cfg};
-	tc_threads(n, run, rk, sizeof(*rk));
+		rk[i] = (struct tc_train_rank){.r = i, .n = n, .cfg = cfg};
+	tc_threads(n, tc_train_run, rk, sizeof(*rk));
 }
 
 static void base_cfg(struct hora_train_config *cfg)
@@ -81,7 +61,7 @@ Test(dtrain, replicas_stay_bitwise_identical, .init = setup, .fini = teardown, .
 	base_cfg(&cfg);
 	cfg.optim.momentum = 0.9;
 	cfg.optim.warmup_epochs = 1;
-	struct rank rk[MAXR];
+	struct tc_train_rank rk[MAXR];
 	train_ranks(3, &cfg, rk);
 	for (int i = 0; i < 3; i++)
 		cr_assert_eq(rk[i].rc, 0, "rank %d: %s", i, rk[i].err);
@@ -102,7 +82,7 @@ Test(dtrain, compressed_gradients_keep_replicas_identical_and_learn, .init = set
 		base_cfg(&cfg);
 		cfg.fusion.compression = comp;
 		cfg.fusion.threshold_bytes = 1024; /* several buffers a step */
-		struct rank rk[MAXR];
+		struct tc_train_rank rk[MAXR];
 		train_ranks(3, &cfg, rk);
 		for (int i = 0; i < 3; i++)
 			cr_assert_eq(rk[i].rc, 0, "rank %d: %s", i, rk[i].err);
@@ -129,7 +109,7 @@ Test(dtrain, two_workers_equal_one_worker_with_the_global_batch, .init = setup, 
 	one = two;
 	one.batch_size = 20;
 	one.optim.lr = 0.1;
-	struct rank rk[MAXR];
+	struct tc_train_rank rk[MAXR];
 	train_ranks(2, &two, rk);
 	cr_assert_eq(rk[0].rc, 0, "%s", rk[0].err);
 	cr_assert_eq(rk[1].rc, 0, "%s", rk[1].err);
@@ -151,12 +131,12 @@ Test(dtrain, two_workers_equal_one_worker_with_the_global_batch, .init = setup, 
 
 /* samples whose pixels 0 and 1 spell their index */
 /* rank i trains cfgs[i] */
-static void train_ranks_each(int n, const struct hora_train_config *const *cfgs, struct rank *rk)
+static void train_ranks_each(int n, const struct hora_train_config *const *cfgs, struct tc_train_rank *rk)
 {
 	tc_pick_addrs(n);
 	for (int i = 0; i < n; i++)
-		rk[i] = (struct rank){.r = i, .n = n, .cfg = cfgs[i]};
-	tc_threads(n, run, rk, sizeof(*rk));
+		rk[i] = (struct tc_train_rank){.r = i, .n = n, .cfg = cfgs[i]};
+	tc_threads(n, tc_train_run, rk, sizeof(*rk));
 }
 
 Test(dtrain, a_worker_with_another_job_is_refused_on_every_rank, .init = setup, .fini = teardown,
@@ -167,7 +147,7 @@ Test(dtrain, a_worker_with_another_job_is_refused_on_every_rank, .init = setup, 
 	base_cfg(&b);
 	b.batch_size = 20;
 	const struct hora_train_config *cfgs[2] = {&a, &b};
-	struct rank rk[2];
+	struct tc_train_rank rk[2];
 	train_ranks_each(2, cfgs, rk);
 	cr_assert_eq(rk[0].rc, HORA_ERR_CONFIG, "rank 0: rc %d: %s", rk[0].rc, rk[0].err);
 	cr_assert_eq(rk[1].rc, HORA_ERR_CONFIG, "rank 1: rc %d: %s", rk[1].rc, rk[1].err);
@@ -189,7 +169,7 @@ Test(dtrain, a_progress_bar_on_rank_0_only_keeps_the_ranks_in_step, .init = setu
 	b.progress = 0;
 	a.batch_size = b.batch_size = 4; /* > 16 steps an epoch, so the bar syncs */
 	const struct hora_train_config *cfgs[2] = {&a, &b};
-	struct rank rk[2];
+	struct tc_train_rank rk[2];
 	train_ranks_each(2, cfgs, rk);
 	for (int i = 0; i < 2; i++)
 		cr_assert_eq(rk[i].rc, 0, "rank %d: %s", i, rk[i].err);
@@ -248,7 +228,7 @@ Test(dtrain, divergence_stops_every_rank_together, .init = setup, .fini = teardo
 	base_cfg(&cfg);
 	cfg.optim.lr = 1e30;
 	cfg.optim.warmup_epochs = 0;
-	struct rank rk[MAXR];
+	struct tc_train_rank rk[MAXR];
 	train_ranks(2, &cfg, rk);
 	for (int i = 0; i < 2; i++) {
 		cr_assert_eq(rk[i].rc, HORA_ERR_DIVERGED, "rank %d: rc %d: %s", i, rk[i].rc, rk[i].err);
@@ -299,7 +279,7 @@ static void check_each_once(int n_ranks, int n_samples, int bs)
 	snprintf(cfg.model, sizeof(cfg.model), "%s", PLUGIN_RECORD);
 	cfg.epochs = 1;
 	cfg.batch_size = bs;
-	struct rank rk[MAXR];
+	struct tc_train_rank rk[MAXR];
 	train_ranks(n_ranks, &cfg, rk);
 	for (int i = 0; i < n_ranks; i++) {
 		cr_assert_eq(rk[i].rc, 0, "rank %d: %s", i, rk[i].err);
@@ -349,7 +329,7 @@ Test(dtrain, a_checkpoint_rank_0_cannot_write_stops_every_rank, .init = setup, .
 	snprintf(ck, sizeof(ck), "%s/ck", file); /* under a regular file: mkdir fails */
 	struct hora_train_config cfg;
 	ckpt_cfg(&cfg, ck);
-	struct rank rk[MAXR];
+	struct tc_train_rank rk[MAXR];
 	train_ranks(2, &cfg, rk);
 	cr_assert_lt(rk[0].rc, 0, "rank 0: rc %d", rk[0].rc);
 	cr_assert(strstr(rk[0].err, "checkpoint: cannot create"), "%s", rk[0].err);
@@ -364,7 +344,7 @@ Test(dtrain, resume_equals_uninterrupted, .init = setup, .fini = teardown, .time
 	char *ck = th_path(dir, "ck");
 	struct hora_train_config cfg;
 	ckpt_cfg(&cfg, ck);
-	struct rank a[MAXR], b[MAXR];
+	struct tc_train_rank a[MAXR], b[MAXR];
 	train_ranks(3, &cfg, a); /* checkpoints after epochs 2 (-> .prev) and 4 */
 	cr_assert_eq(a[0].rc, 0, "%s", a[0].err);
 	/* as if the job had died after epoch 2: resume from that checkpoint */
@@ -400,7 +380,7 @@ Test(dtrain, resume_with_another_batch_or_optimizer_is_refused, .init = setup, .
 	struct hora_train_config cfg;
 	ckpt_cfg(&cfg, ck);
 	cfg.epochs = 2;
-	struct rank a[MAXR];
+	struct tc_train_rank a[MAXR];
 	train_ranks(2, &cfg, a);
 	cr_assert_eq(a[0].rc, 0, "%s", a[0].err);
 	for (int i = 0; i < 2; i++)
@@ -441,7 +421,7 @@ Test(dtrain, corrupt_checkpoint_is_refused_and_the_previous_kept, .init = setup,
 	char *ck = th_path(dir, "ck");
 	struct hora_train_config cfg;
 	ckpt_cfg(&cfg, ck);
-	struct rank a[MAXR];
+	struct tc_train_rank a[MAXR];
 	train_ranks(2, &cfg, a);
 	cr_assert_eq(a[0].rc, 0, "%s", a[0].err);
 	hora_train_result_deinit(&a[0].res);

@@ -7,6 +7,7 @@
 #include "net/hora_net.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <criterion/criterion.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -131,6 +132,41 @@ static inline int tn_raw_handshake(int fd, const char *secret, struct hora_net_h
 				   uint8_t *hello_out, uint8_t *auth_out)
 {
 	return tn_raw_handshake_stripe(fd, secret, hs, 0, 1, hello_out, auth_out);
+}
+
+/* A server loop's peer whose other end is a raw authenticated socket (*fd)
+ * that the test writes frames to by hand. */
+static inline struct hora_net_peer *tn_raw_peer(struct hora_net_loop *srv, int *fd)
+{
+	uint16_t port;
+	char err[256];
+	cr_assert_eq(hora_net_listen(srv, "127.0.0.1", 0, &port, err, sizeof(err)), 0, "%s", err);
+	*fd = tn_raw(port);
+	struct hora_net_hs hs;
+	cr_assert_eq(tn_raw_handshake(*fd, TEST_SECRET, &hs, NULL, NULL), 1);
+	struct hora_net_peer *ps;
+	cr_assert_eq(hora_net_accept(srv, 5000, &ps, err, sizeof(err)), 0, "%s", err);
+	return ps;
+}
+
+static inline void tn_write_all(int fd, const void *p, size_t n)
+{
+	for (size_t w = 0; w < n;) {
+		ssize_t r = write(fd, (const uint8_t *)p + w, n - w);
+		cr_assert_gt(r, 0, "write: %s", strerror(errno));
+		w += (size_t)r;
+	}
+}
+
+/* the header of a one-frame data message of len bytes, number seq */
+static inline void tn_write_hdr(int fd, uint64_t seq, uint64_t len, uint32_t flags, uint32_t crc)
+{
+	struct hora_net_hdr h = {.magic = HORA_NET_MAGIC, .version = 1, .type = HORA_NET_T_DATA,
+				 .flags = flags, .seq = seq, .msg_len = len, .offset = 0, .length = len,
+				 .crc32c = crc};
+	uint8_t hb[HORA_NET_HDR_BYTES];
+	hora_net_hdr_encode(&h, hb);
+	tn_write_all(fd, hb, sizeof(hb));
 }
 
 static inline void tn_fill(uint8_t *p, size_t n, uint64_t seed)

@@ -58,14 +58,9 @@ Test(net_transport, send_zc_path) { roundtrip(2, with_zc); }
 static void trickle(void (*tweak)(struct hora_net_opts *))
 {
 	struct hora_net_loop *srv = tn_loop(1, 1, tweak);
-	uint16_t port;
+	int fd;
+	struct hora_net_peer *ps = tn_raw_peer(srv, &fd);
 	char err[256];
-	cr_assert_eq(hora_net_listen(srv, "127.0.0.1", 0, &port, err, sizeof(err)), 0, "%s", err);
-	int fd = tn_raw(port);
-	struct hora_net_hs hs;
-	cr_assert_eq(tn_raw_handshake(fd, TEST_SECRET, &hs, NULL, NULL), 1);
-	struct hora_net_peer *ps;
-	cr_assert_eq(hora_net_accept(srv, 5000, &ps, err, sizeof(err)), 0, "%s", err);
 
 	const size_t sz = (3 << 20) + 5;
 	/* the pieces of each frame's payload, REST meaning all that is left:
@@ -84,21 +79,13 @@ static void trickle(void (*tweak)(struct hora_net_opts *))
 		memset(dst, 0, sz);
 		struct hora_net_req *rr;
 		cr_assert_eq(hora_net_irecv(ps, dst, sz, NULL, NULL, &rr), 0);
-		struct hora_net_hdr h = {.magic = HORA_NET_MAGIC, .version = 1, .type = HORA_NET_T_DATA,
-					 .seq = m, .msg_len = sz, .offset = 0, .length = sz};
-		uint8_t hb[HORA_NET_HDR_BYTES];
-		hora_net_hdr_encode(&h, hb);
-		cr_assert_eq(write(fd, hb, sizeof(hb)), (ssize_t)sizeof(hb));
+		tn_write_hdr(fd, m, sz, 0, 0);
 		size_t off = 0;
 		for (int k = 0; off < sz; k++) {
 			size_t n = pieces[m][k] < sz - off ? pieces[m][k] : sz - off;
 			if (k)
 				usleep(60 * 1000);
-			for (size_t w = 0; w < n;) {
-				ssize_t r = write(fd, src + off + w, n - w);
-				cr_assert_gt(r, 0, "write: %s", strerror(errno));
-				w += (size_t)r;
-			}
+			tn_write_all(fd, src + off, n);
 			off += n;
 		}
 		cr_assert_eq(hora_net_wait(rr, err, sizeof(err)), 0, "frame %u: %s", m, err);
@@ -114,21 +101,10 @@ static void trickle(void (*tweak)(struct hora_net_opts *))
 	cr_assert_eq(hora_net_irecv(ps, bdst, big, NULL, NULL, &rb), 0);
 	cr_assert_eq(hora_net_irecv(ps, sdst, small, NULL, NULL, &rs), 0);
 	const unsigned nf = sizeof(pieces) / sizeof(pieces[0]);
-	struct hora_net_hdr hb2 = {.magic = HORA_NET_MAGIC, .version = 1, .type = HORA_NET_T_DATA,
-				   .seq = nf, .msg_len = big, .offset = 0, .length = big};
-	uint8_t hbuf[HORA_NET_HDR_BYTES];
-	hora_net_hdr_encode(&hb2, hbuf);
-	cr_assert_eq(write(fd, hbuf, sizeof(hbuf)), (ssize_t)sizeof(hbuf));
-	for (size_t w = 0; w < big;) {
-		ssize_t r = write(fd, bsrc + w, big - w);
-		cr_assert_gt(r, 0, "write: %s", strerror(errno));
-		w += (size_t)r;
-	}
-	hb2.seq = nf + 1;
-	hb2.msg_len = hb2.length = small;
-	hora_net_hdr_encode(&hb2, hbuf);
-	cr_assert_eq(write(fd, hbuf, sizeof(hbuf)), (ssize_t)sizeof(hbuf));
-	cr_assert_eq(write(fd, ssrc, small), (ssize_t)small);
+	tn_write_hdr(fd, nf, big, 0, 0);
+	tn_write_all(fd, bsrc, big);
+	tn_write_hdr(fd, nf + 1, small, 0, 0);
+	tn_write_all(fd, ssrc, small);
 	cr_assert_eq(hora_net_wait(rb, err, sizeof(err)), 0, "the 5 MiB frame: %s", err);
 	cr_assert_eq(memcmp(bsrc, bdst, big), 0, "the 5 MiB frame arrived corrupted");
 	cr_assert_eq(hora_net_wait(rs, err, sizeof(err)), 0, "the small frame after it: %s", err);
@@ -149,29 +125,15 @@ static void trickle(void (*tweak)(struct hora_net_opts *))
 static void bad_crc(size_t sz)
 {
 	struct hora_net_loop *srv = tn_loop(1, 1, NULL);
-	uint16_t port;
+	int fd;
+	struct hora_net_peer *ps = tn_raw_peer(srv, &fd);
 	char err[256];
-	cr_assert_eq(hora_net_listen(srv, "127.0.0.1", 0, &port, err, sizeof(err)), 0, "%s", err);
-	int fd = tn_raw(port);
-	struct hora_net_hs hs;
-	cr_assert_eq(tn_raw_handshake(fd, TEST_SECRET, &hs, NULL, NULL), 1);
-	struct hora_net_peer *ps;
-	cr_assert_eq(hora_net_accept(srv, 5000, &ps, err, sizeof(err)), 0, "%s", err);
 	uint8_t *src = malloc(sz), *dst = malloc(sz);
 	tn_fill(src, sz, 3);
 	struct hora_net_req *rr;
 	cr_assert_eq(hora_net_irecv(ps, dst, sz, NULL, NULL, &rr), 0);
-	struct hora_net_hdr h = {.magic = HORA_NET_MAGIC, .version = 1, .type = HORA_NET_T_DATA,
-				 .flags = HORA_NET_F_CRC, .seq = 0, .msg_len = sz, .offset = 0, .length = sz,
-				 .crc32c = hora_net_crc32c(0, src, sz) ^ 1};
-	uint8_t hb[HORA_NET_HDR_BYTES];
-	hora_net_hdr_encode(&h, hb);
-	cr_assert_eq(write(fd, hb, sizeof(hb)), (ssize_t)sizeof(hb));
-	for (size_t w = 0; w < sz;) {
-		ssize_t r = write(fd, src + w, sz - w);
-		cr_assert_gt(r, 0, "write: %s", strerror(errno));
-		w += (size_t)r;
-	}
+	tn_write_hdr(fd, 0, sz, HORA_NET_F_CRC, hora_net_crc32c(0, src, sz) ^ 1);
+	tn_write_all(fd, src, sz);
 	cr_assert_eq(hora_net_wait(rr, err, sizeof(err)), -EBADMSG, "%s", err);
 	cr_assert(strstr(err, "CRC32C mismatch in frame 1 of message 0"), "%s", err);
 	uint8_t b;

@@ -10,26 +10,6 @@
 
 #include <stdlib.h>
 
-struct rank {
-	int r, n, rc;
-	const struct hora_train_config *cfg;
-	struct hora_train_result res;
-	char err[1024];
-};
-
-static void *run(void *p)
-{
-	struct rank *x = p;
-	struct hora_comm_config cc;
-	tc_config(&cc, x->r, x->n);
-	struct hora_comm *c;
-	if ((x->rc = hora_comm_create(&cc, &c, x->err, sizeof(x->err))))
-		return NULL;
-	x->rc = hora_train_run_comm(c, x->cfg, &x->res, x->err, sizeof(x->err));
-	hora_comm_destroy(c);
-	return NULL;
-}
-
 int main(int argc, char **argv)
 {
 	int n = argc > 1 ? atoi(argv[1]) : 3;
@@ -46,11 +26,11 @@ int main(int argc, char **argv)
 	cfg.quiet = 1;
 	cfg.fusion.compression = argc > 2 ? atoi(argv[2]) : 0;
 	cfg.fusion.threshold_bytes = argc > 3 ? (size_t)atol(argv[3]) : 1024;
-	struct rank rk[TC_MAXR];
+	struct tc_train_rank rk[TC_MAXR];
 	tc_pick_addrs(n);
 	for (int i = 0; i < n; i++)
-		rk[i] = (struct rank){.r = i, .n = n, .cfg = &cfg};
-	tc_threads(n, run, rk, sizeof(*rk));
+		rk[i] = (struct tc_train_rank){.r = i, .n = n, .cfg = &cfg};
+	tc_threads(n, tc_train_run, rk, sizeof(*rk));
 	int bad = 0;
 	for (int i = 0; i < n; i++) {
 		if (rk[i].rc)
