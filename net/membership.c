@@ -27,9 +27,22 @@ struct hora_net_membership_start {
 	int nseeds;
 };
 
+/* The swim clock (net/swim.h): monotonic, offset once to the wall clock so
+ * that members on hosts with synchronised clocks share period boundaries. */
+static int64_t clock_offset_ns;
+static pthread_once_t clock_once = PTHREAD_ONCE_INIT;
+
+static void clock_init(void)
+{
+	struct timespec rt;
+	clock_gettime(CLOCK_REALTIME, &rt);
+	clock_offset_ns = (int64_t)rt.tv_sec * 1000000000 + rt.tv_nsec - hora_net_now_ns();
+}
+
 static int64_t now_ms(void)
 {
-	return hora_net_now_ns() / 1000000;
+	pthread_once(&clock_once, clock_init);
+	return (hora_net_now_ns() + clock_offset_ns) / 1000000;
 }
 
 static void flush(struct hora_net_loop *loop)

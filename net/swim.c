@@ -1,12 +1,20 @@
 /* swim.c - SWIM failure detection + gossip dissemination + agreed views.
  *
  * SWIM (Das, Gupta, Motivala 2002): every protocol period T each member pings
- * the next member of a shuffled round-robin list; without an ACK within
- * ping_timeout it asks k others to ping on its behalf (PING_REQ); without any
- * ACK by the end of the period the target becomes SUSPECT; a suspect not
- * refuted within suspect_timeout becomes DEAD. A member that hears it is
- * suspected (or dead) refutes by raising its incarnation. State changes ride
- * on every message (piggyback), each sent lambda*log2(N+1) times.
+ * one other member; without an ACK within ping_timeout it asks k others to
+ * ping on its behalf (PING_REQ); without any ACK by the end of the period the
+ * target becomes SUSPECT; a suspect not refuted within suspect_timeout becomes
+ * DEAD. Periods start on multiples of T of the caller's clock, and the target
+ * is not drawn at random: in period p the member at index i of the live
+ * members sorted by uid pings index i + k(p), k(p) in 1..m-1 the same keyed
+ * hash of p at every member. Members that agree on the table and the clock
+ * thus ping every live member exactly once per period, so a crash is suspected
+ * within 2T (the paper's random choice leaves a member unprobed for k periods
+ * with probability about e^-k: a crash detected 3-4 periods late now and
+ * then), and the shift changing every period still spreads gossip in O(log N)
+ * rounds. A member that hears it is suspected (or dead) refutes by raising
+ * its incarnation. State changes ride on every message (piggyback), each
+ * sent lambda*log2(N+1) times.
  *
  * Views: the lowest-uid live worker proposes (id, members sorted by uid);
  * it commits once every proposed member and a majority of the previous view
@@ -48,7 +56,7 @@ struct hora_swim {
 	uint64_t seq;
 	struct hora_swim_stats st;
 	/* probing */
-	int *order, norder, next_probe;
+	uint8_t sched_key[crypto_shorthash_KEYBYTES]; /* k(p), the same at every member */
 	int64_t period_start, next_period;
 	uint64_t probe_uid;
 	uint32_t probe_seq;
@@ -122,10 +130,15 @@ struct hora_swim *hora_swim_create(const struct hora_swim_cfg *cfg)
 	s->cfg = *cfg;
 	memcpy(s->key, cfg->secret, cfg->secret_len);
 	s->cfg.secret = s->key;
+	crypto_generichash_state gh;
+	static const char domain[] = "hora swim probe schedule v1";
+	crypto_generichash_init(&gh, NULL, 0, sizeof(s->sched_key));
+	crypto_generichash_update(&gh, (const uint8_t *)domain, sizeof(domain) - 1);
+	crypto_generichash_update(&gh, s->key, cfg->secret_len);
+	crypto_generichash_final(&gh, s->sched_key, sizeof(s->sched_key));
 	s->mem = calloc(HORA_SWIM_MAX_MEMBERS, sizeof(*s->mem));
-	s->order = calloc(HORA_SWIM_MAX_MEMBERS, sizeof(int));
 	s->out = calloc(HORA_SWIM_OUTBOX, sizeof(*s->out));
-	if (!s->mem || !s->order || !s->out) {
+	if (!s->mem || !s->out) {
 		hora_swim_destroy(s);
 		return NULL;
 	}
@@ -144,10 +157,10 @@ void hora_swim_destroy(struct hora_swim *s)
 	if (!s)
 		return;
 	free(s->mem);
-	free(s->order);
 	free(s->out);
 	free(s->seeds);
 	sodium_memzero(s->key, sizeof(s->key));
+	sodium_memzero(s->sched_key, sizeof(s->sched_key));
 	free(s);
 }
 
@@ -313,12 +326,6 @@ static void apply(struct hora_swim *s, int64_t now, const struct hora_swim_membe
 		x->m = *u;
 		x->m.last_seq = 0;
 		changed(s, x, now);
-		/* SWIM 4.3: a new member goes to a random place in what is left of
-		 * this round, so it is probed in this round, not the next one */
-		int pos = s->next_probe + (int)randombytes_uniform((uint32_t)(s->norder - s->next_probe + 1));
-		memmove(&s->order[pos + 1], &s->order[pos], sizeof(int) * (size_t)(s->norder - pos));
-		s->order[pos] = s->n - 1;
-		s->norder++;
 		return;
 	}
 	struct hora_swim_member *m = &x->m;
@@ -497,18 +504,34 @@ static void coordinate(struct hora_swim *s, int64_t now)
 
 /* ---- probing --------------------------------------------------------------------- */
 
-static void shuffle_order(struct hora_swim *s)
+/* The member to ping in period p (see the top of this file), NULL when alone. */
+static struct mem *probe_target(struct hora_swim *s, int64_t p)
 {
-	s->norder = 0;
-	for (int i = 1; i < s->n; i++)
-		if (live(&s->mem[i]))
-			s->order[s->norder++] = i;
-	for (int i = s->norder - 1; i > 0; i--) {
-		int j = (int)randombytes_uniform((uint32_t)i + 1), t = s->order[i];
-		s->order[i] = s->order[j];
-		s->order[j] = t;
-	}
-	s->next_probe = 0;
+	uint64_t u[HORA_SWIM_MAX_MEMBERS];
+	int m = 0;
+	for (int i = 0; i < s->n; i++)
+		if (i == 0 || live(&s->mem[i]))
+			u[m++] = s->mem[i].m.uid;
+	if (m < 2)
+		return NULL;
+	qsort(u, (size_t)m, sizeof(u[0]), cmp_u64);
+	int me = 0;
+	while (u[me] != s->cfg.uid)
+		me++;
+	uint8_t pb[8], h[crypto_shorthash_BYTES];
+	hora_put64(pb, (uint64_t)p);
+	crypto_shorthash(h, pb, sizeof(pb), s->sched_key);
+	int k = 1 + (int)(hora_get64(h) % (uint64_t)(m - 1));
+	return find(s, u[(me + k) % m]);
+}
+
+/* The first multiple of T at least 0.9 T after now: a period that starts
+ * late (a stalled process, a late tick) still gives its probe, and the
+ * indirect probes, nearly a whole period before the target is suspected. */
+static int64_t next_boundary(const struct hora_swim *s, int64_t now)
+{
+	int64_t t = s->cfg.probe_interval_ms;
+	return ((now + t - t / 10) / t + 1) * t;
 }
 
 static void start_period(struct hora_swim *s, int64_t now)
@@ -523,7 +546,7 @@ static void start_period(struct hora_swim *s, int64_t now)
 	}
 	s->probe_uid = 0;
 	s->period_start = now;
-	s->next_period = now + s->cfg.probe_interval_ms;
+	s->next_period = next_boundary(s, now);
 	s->periods++;
 	/* every 5th period: ping every dead member (a healed partition comes back
 	 * as soon as it can: the ping tells it it is dead, it refutes), and every
@@ -567,19 +590,14 @@ static void start_period(struct hora_swim *s, int64_t now)
 		if (nl)
 			send_table(s, T_SYNC, s->mem[live_i[randombytes_uniform((uint32_t)nl)]].m.addr);
 	}
-	if (s->next_probe >= s->norder)
-		shuffle_order(s);
-	while (s->next_probe < s->norder) {
-		struct mem *x = &s->mem[s->order[s->next_probe++]];
-		if (!live(x))
-			continue;
-		s->probe_uid = x->m.uid;
-		s->probe_seq = (uint32_t)s->seq + 1;
-		s->probe_acked = false;
-		s->probe_indirect_sent = false;
-		send_simple(s, T_PING, s->probe_seq, x->m.uid, NULL, 0, x->m.addr, true);
+	struct mem *x = probe_target(s, now / s->cfg.probe_interval_ms);
+	if (!x)
 		return;
-	}
+	s->probe_uid = x->m.uid;
+	s->probe_seq = (uint32_t)s->seq + 1;
+	s->probe_acked = false;
+	s->probe_indirect_sent = false;
+	send_simple(s, T_PING, s->probe_seq, x->m.uid, NULL, 0, x->m.addr, true);
 }
 
 static void indirect(struct hora_swim *s)
@@ -671,7 +689,7 @@ void hora_swim_join(struct hora_swim *s, int64_t now, const struct hora_swim_add
 				s->seeds[s->nseeds++] = seeds[i];
 	s->joined = s->nseeds == 0;
 	s->next_join = now;
-	s->next_period = now + s->cfg.probe_interval_ms;
+	s->next_period = next_boundary(s, now);
 	hora_swim_tick(s, now);
 }
 

@@ -5,6 +5,13 @@
  * the view protocol: net/MEMBERSHIP.md.
  *
  * Not thread-safe: one driver thread owns a struct hora_swim.
+ *
+ * Clock: every now_ms is read from one monotonic clock that members agree
+ * on to within a few ms (membership.c: CLOCK_MONOTONIC plus the offset to the
+ * wall clock, taken once per process). Protocol periods start on multiples of
+ * probe_interval_ms of it, and the probe schedule depends on the period
+ * number, so members with disagreeing clocks still work, but may leave a
+ * member unprobed for a period now and then.
  */
 #ifndef HORA_NET_SWIM_H
 #define HORA_NET_SWIM_H
