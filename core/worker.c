@@ -106,7 +106,12 @@ static void print_view(struct hora_net_loop *loop, const char *who)
 	       paused ? ", paused: " : "", paused ? why : "");
 	for (int i = 0; i < v.n; i++)
 		printf("%s%016llx", i ? " " : "", (unsigned long long)v.uids[i]);
-	printf("]\n");
+	/* Wall-clock install time, so that a test or an operator can time
+	 * failure detection against the moment of a kill without counting how
+	 * late they read the log. */
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	printf("] at_ms=%lld\n", (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000);
 	fflush(stdout);
 }
 

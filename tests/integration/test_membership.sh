@@ -2,7 +2,7 @@
 # test_membership.sh HORA_BIN - membership with real processes on loopback:
 #  1. 8 workers join through one seed and all install the same 8-member view;
 #  2. kill -9 of one: every other worker installs a 7-member view within
-#     suspect_timeout (1 s) + 1 s;
+#     suspect_timeout (1 s) + 1 s of the kill, by its own clock;
 #  3. the seed killed after bootstrap changes no view; restarted, it rejoins;
 #  4. a late joiner (through a worker, the seed being gone) gets a view with it;
 #  5. SIGTERM: graceful leave, a new view well before the failure detector;
@@ -38,6 +38,18 @@ wait_views() {
   return 1
 }
 
+# latest_install T0 FILES...: ms from T0 (epoch ms) to the latest at_ms of
+# the files' last view lines; empty if a file has none.
+latest_install() {
+  local t0=$1 max=-1; shift
+  for f in "$@"; do
+    local a; a=$(grep -o 'members, rank .*\] at_ms=[0-9]*' "$f" | tail -1 | sed 's/.*at_ms=//')
+    [[ -n $a ]] || return 1
+    (( a - t0 > max )) && max=$(( a - t0 ))
+  done
+  echo "$max"
+}
+
 SEED_PORT=$((11000 + RANDOM % 20000))
 "$HORA" seed --listen 127.0.0.1:$SEED_PORT >"$T/seed.log" 2>&1 & SEED=$!; PIDS+=("$SEED")
 W=(); F=()
@@ -47,13 +59,18 @@ for i in 0 1 2 3 4 5 6 7; do
 done
 ms=$(wait_views 8 20000 "${F[@]}"); check "8 workers agree on one 8-member view (${ms:-timeout} ms)" $?
 
-# 2. kill -9
+# 2. kill -9. Timed from the kill to the latest worker's own install time
+#    (at_ms on its view line), not to when this loop gets round to reading the
+#    logs: on a loaded 2-core machine under ASan that lag alone is 100+ ms.
 victim=${W[5]}
-kill -9 "$victim"
 rest=("${F[@]:0:5}" "${F[@]:6:2}")
+t_kill=$(now_ms)
+kill -9 "$victim"
 ms=$(wait_views 7 5000 "${rest[@]}"); rc=$?
-check "kill -9 detected, 7-member view agreed in ${ms:-timeout} ms" $rc
-[[ $rc == 0 && $ms -le 2000 ]]; check "within suspect_timeout + 1 s (${ms:-?} <= 2000 ms)" $?
+check "kill -9 detected, 7-member view agreed (seen by this script after ${ms:-timeout} ms)" $rc
+det=$(latest_install "$t_kill" "${rest[@]}")
+[[ $rc == 0 && -n $det && $det -le 2000 ]]
+check "every survivor installed it within suspect_timeout + 1 s of the kill (${det:-?} <= 2000 ms)" $?
 
 # 3. the seed dies: nothing changes
 before=$(for f in "${rest[@]}"; do last_view "$f"; done | md5sum)
@@ -76,11 +93,14 @@ PIDS+=($!)
 ms=$(wait_views 8 10000 "${rest[@]}" "$T/late.log"); check "late joiner included in an 8-member view (${ms:-timeout} ms)" $?
 
 # 5. graceful leave
-kill -TERM "${W[2]}"
 rest2=("${F[@]:0:2}" "${F[@]:3:2}" "${F[@]:6:2}" "$T/late.log")
+t_term=$(now_ms)
+kill -TERM "${W[2]}"
 ms=$(wait_views 7 5000 "${rest2[@]}"); rc=$?
-check "SIGTERM: graceful leave, 7-member view in ${ms:-timeout} ms" $rc
-[[ $rc == 0 && $ms -lt 900 ]]; check "leave is faster than failure detection (${ms:-?} < 900 ms)" $?
+check "SIGTERM: graceful leave, 7-member view agreed (seen after ${ms:-timeout} ms)" $rc
+lv=$(latest_install "$t_term" "${rest2[@]}")
+[[ $rc == 0 && -n $lv && $lv -lt 900 ]]
+check "leave is faster than failure detection (${lv:-?} < 900 ms, latest install)" $?
 grep -q "leaving (signal 15)" "$T/w2.log"; check "leaver says so" $?
 
 # 6. wrong secret
