@@ -32,6 +32,7 @@ void hora_cluster_defaults(struct hora_cluster_config *c)
 	hora_net_opts_default(&c->transport);
 	hora_swim_cfg_default(&c->membership);
 	c->membership.min_members = 0; /* 0: the cluster's worker count */
+	c->membership.ping_timeout_ms = 0; /* 0: 0.4 x probe_interval_ms */
 	c->join_timeout_ms = 10000;
 }
 
@@ -244,6 +245,13 @@ static int set_at(struct hora_cluster_config *c, const char *key, const char *v,
 	return hora_cfg_bad(err, errlen, "unknown key '%s'", key);
 }
 
+/* membership.ping_timeout_ms left out: 0.4 T, as the defaults are */
+static void resolve_ping_timeout(struct hora_swim_cfg *m)
+{
+	if (!m->ping_timeout_ms)
+		m->ping_timeout_ms = m->probe_interval_ms * 2 / 5 > 0 ? m->probe_interval_ms * 2 / 5 : 1;
+}
+
 int hora_cluster_set(struct hora_cluster_config *c, const char *key, const char *value, char *err,
 		     size_t errlen)
 {
@@ -340,6 +348,9 @@ int hora_cluster_load(struct hora_cluster_config *c, const char *path, char *err
 			 tmp.port_base + 1);
 	if (!tmp.membership.min_members)
 		tmp.membership.min_members = hora_cluster_size(&tmp);
+	resolve_ping_timeout(&tmp.membership);
+	if (hora_swim_cfg_check(&tmp.membership, why, sizeof(why)))
+		return hora_cfg_bad(err, errlen, "%s: %s", path, why);
 	*c = tmp;
 	return 0;
 }

@@ -190,6 +190,10 @@ int hora_cmd_launch(int argc, char **argv)
 			return 2;
 		}
 	}
+	if (nsets && hora_swim_cfg_check(&cc.membership, err, sizeof(err))) {
+		fprintf(stderr, "hora launch: --set: %s\n", err);
+		return 2;
+	}
 	const char *mode = cc.launcher;
 	bool local = !strcmp(mode, "local"), netns = !strcmp(mode, "netns");
 	const char *tpl = !strcmp(mode, "ssh") ? cc.ssh_command : mode;

@@ -218,7 +218,7 @@ struct hora_net_loop {
 	struct { /* [q] STATUS answers of the view's members */
 		uint64_t uid;
 		struct hora_swim_status st;
-		int64_t at; /* ms, hora_net_now_ns() clock; 0 = none */
+		int64_t at; /* ms, the membership clock (membership.c now_ms); 0 = none */
 	} mstatus[HORA_SWIM_MAX_VIEW];
 	int nmstatus;
 };

@@ -171,6 +171,12 @@ void hora_net_membership_run(struct hora_net_loop *loop, struct cmd *c)
 	ms->cfg.self.port = ntohs(b.sin_port);
 	ms->cfg.secret = loop->o.secret;
 	ms->cfg.secret_len = loop->o.secret_len;
+	char why[256];
+	if (hora_swim_cfg_check(&ms->cfg, why, sizeof(why))) {
+		close(fd);
+		hora_net_req_finish(r, -EINVAL, why);
+		return;
+	}
 	loop->swim = hora_swim_create(&ms->cfg);
 	if (!loop->swim) {
 		close(fd);

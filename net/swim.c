@@ -2,19 +2,21 @@
  *
  * SWIM (Das, Gupta, Motivala 2002): every protocol period T each member pings
  * one other member; without an ACK within ping_timeout it asks k others to
- * ping on its behalf (PING_REQ); without any ACK by the end of the period the
- * target becomes SUSPECT; a suspect not refuted within suspect_timeout becomes
- * DEAD. Periods start on multiples of T of the caller's clock, and the target
- * is not drawn at random: in period p the member at index i of the live
- * members sorted by uid pings index i + k(p), k(p) in 1..m-1 the same keyed
- * hash of p at every member. Members that agree on the table and the clock
- * thus ping every live member exactly once per period, so a crash is suspected
- * within 2T (the paper's random choice leaves a member unprobed for k periods
- * with probability about e^-k: a crash detected 3-4 periods late now and
- * then), and the shift changing every period still spreads gossip in O(log N)
- * rounds. A member that hears it is suspected (or dead) refutes by raising
- * its incarnation. State changes ride on every message (piggyback), each
- * sent lambda*log2(N+1) times.
+ * ping on its behalf (PING_REQ); without any ACK within T of the PING the
+ * target becomes SUSPECT (the probe's own deadline: a period that started late
+ * and is short does not cut it short); a suspect not refuted within
+ * suspect_timeout becomes DEAD. A member that hears it is suspected (or dead)
+ * refutes by raising its incarnation. State changes ride on every message
+ * (piggyback), each sent lambda*log2(N+1) times.
+ *
+ * Whom to ping: periods start on multiples of T of the caller's clock, and in
+ * period p the member at index i of the live members sorted by uid pings
+ * index i + k(p), k(p) in 1..m-1 the same keyed hash of p at every member.
+ * Members that agree on the table thus ping every live member exactly once
+ * per period, so a crash is suspected within 2T (the paper's random choice
+ * leaves a member unprobed for j periods with probability about e^-j: a crash
+ * detected 3-4 periods late now and then), and the shift changing every
+ * period still spreads gossip in O(log N) rounds.
  *
  * Views: the lowest-uid live worker proposes (id, members sorted by uid);
  * it commits once every proposed member and a majority of the previous view
@@ -57,10 +59,15 @@ struct hora_swim {
 	struct hora_swim_stats st;
 	/* probing */
 	uint8_t sched_key[crypto_shorthash_KEYBYTES]; /* k(p), the same at every member */
-	int64_t period_start, next_period;
-	uint64_t probe_uid;
-	uint32_t probe_seq;
-	bool probe_acked, probe_indirect_sent;
+	int64_t next_period;
+	/* this period's probe and the last one's: each has a whole T from its
+	 * PING, even when a period started late and is short */
+	struct probe {
+		uint64_t uid; /* 0 = none */
+		uint32_t seq;
+		bool acked, indirect_sent;
+		int64_t sent;
+	} probe[2];
 	int periods;
 	/* joining */
 	struct hora_swim_addr *seeds;
@@ -119,10 +126,29 @@ static int tx_budget(const struct hora_swim *s)
 	return s->cfg.retransmit_mult * lg;
 }
 
+int hora_swim_cfg_check(const struct hora_swim_cfg *c, char *err, size_t errlen)
+{
+	if (c->probe_interval_ms < 1)
+		snprintf(err, errlen, "membership.probe_interval_ms must be at least 1 (got %d)",
+			 c->probe_interval_ms);
+	else if (c->ping_timeout_ms < 1 || c->ping_timeout_ms >= c->probe_interval_ms)
+		snprintf(err, errlen,
+			 "membership.ping_timeout_ms (%d) must be at least 1 and below "
+			 "membership.probe_interval_ms (%d): the indirect probes go out between the two",
+			 c->ping_timeout_ms, c->probe_interval_ms);
+	else if (c->suspect_timeout_ms < c->probe_interval_ms)
+		snprintf(err, errlen,
+			 "membership.suspect_timeout_ms (%d) must be at least membership.probe_interval_ms (%d)",
+			 c->suspect_timeout_ms, c->probe_interval_ms);
+	else
+		return 0;
+	return -1;
+}
+
 struct hora_swim *hora_swim_create(const struct hora_swim_cfg *cfg)
 {
 	if (!cfg->secret || cfg->secret_len < 16 || cfg->secret_len > sizeof(((struct hora_swim *)0)->key) ||
-	    sodium_init() < 0)
+	    hora_swim_cfg_check(cfg, NULL, 0) || sodium_init() < 0)
 		return NULL;
 	struct hora_swim *s = calloc(1, sizeof(*s));
 	if (!s)
@@ -525,27 +551,20 @@ static struct mem *probe_target(struct hora_swim *s, int64_t p)
 	return find(s, u[(me + k) % m]);
 }
 
-/* The first multiple of T at least 0.9 T after now: a period that starts
- * late (a stalled process, a late tick) still gives its probe, and the
- * indirect probes, nearly a whole period before the target is suspected. */
+/* The next multiple of T. A period that starts late (a stalled process, a
+ * late tick) is short, but still probes, and its probe still has a whole T
+ * (probe[1] in the next period) before the target is suspected. */
 static int64_t next_boundary(const struct hora_swim *s, int64_t now)
 {
 	int64_t t = s->cfg.probe_interval_ms;
-	return ((now + t - t / 10) / t + 1) * t;
+	return (now / t + 1) * t;
 }
 
 static void start_period(struct hora_swim *s, int64_t now)
 {
-	/* the previous probe: no ACK at all -> suspect */
-	if (s->probe_uid && !s->probe_acked) {
-		struct mem *x = find(s, s->probe_uid);
-		if (x && x->m.state == HORA_SWIM_ALIVE) {
-			mark(s, x, HORA_SWIM_SUSPECT, now);
-			s->st.suspicions++;
-		}
-	}
-	s->probe_uid = 0;
-	s->period_start = now;
+	/* the last period's probe goes on to its own deadline (probe_timers) */
+	s->probe[1] = s->probe[0];
+	s->probe[0].uid = 0;
 	s->next_period = next_boundary(s, now);
 	s->periods++;
 	/* every 5th period: ping every dead member (a healed partition comes back
@@ -593,16 +612,19 @@ static void start_period(struct hora_swim *s, int64_t now)
 	struct mem *x = probe_target(s, now / s->cfg.probe_interval_ms);
 	if (!x)
 		return;
-	s->probe_uid = x->m.uid;
-	s->probe_seq = (uint32_t)s->seq + 1;
-	s->probe_acked = false;
-	s->probe_indirect_sent = false;
-	send_simple(s, T_PING, s->probe_seq, x->m.uid, NULL, 0, x->m.addr, true);
+	struct probe *pr = &s->probe[0];
+	pr->uid = x->m.uid;
+	pr->seq = (uint32_t)s->seq + 1;
+	pr->acked = false;
+	pr->indirect_sent = false;
+	pr->sent = now;
+	send_simple(s, T_PING, pr->seq, x->m.uid, NULL, 0, x->m.addr, true);
 }
 
-static void indirect(struct hora_swim *s)
+static void indirect(struct hora_swim *s, struct probe *pr)
 {
-	struct mem *t = find(s, s->probe_uid);
+	pr->indirect_sent = true;
+	struct mem *t = find(s, pr->uid);
 	if (!t)
 		return;
 	uint8_t body[6];
@@ -614,11 +636,35 @@ static void indirect(struct hora_swim *s)
 			cand[nc++] = i;
 	for (int k = 0; k < s->cfg.indirect_probes && nc; k++) {
 		int j = (int)randombytes_uniform((uint32_t)nc);
-		send_simple(s, T_PING_REQ, s->probe_seq, t->m.uid, body, sizeof(body),
+		send_simple(s, T_PING_REQ, pr->seq, t->m.uid, body, sizeof(body),
 			    s->mem[cand[j]].m.addr, true);
 		cand[j] = cand[--nc];
 	}
-	s->probe_indirect_sent = true;
+}
+
+/* No ACK within ping_timeout: ask k others. No ACK at all within T of the
+ * PING: the target becomes SUSPECT. */
+static void probe_timers(struct hora_swim *s, int64_t now)
+{
+	for (int i = 0; i < 2; i++) {
+		struct probe *pr = &s->probe[i];
+		if (!pr->uid)
+			continue;
+		if (pr->acked) {
+			pr->uid = 0;
+			continue;
+		}
+		if (now - pr->sent >= s->cfg.probe_interval_ms) {
+			struct mem *x = find(s, pr->uid);
+			if (x && x->m.state == HORA_SWIM_ALIVE) {
+				mark(s, x, HORA_SWIM_SUSPECT, now);
+				s->st.suspicions++;
+			}
+			pr->uid = 0;
+		} else if (!pr->indirect_sent && now - pr->sent >= s->cfg.ping_timeout_ms) {
+			indirect(s, pr);
+		}
+	}
 }
 
 void hora_swim_tick(struct hora_swim *s, int64_t now)
@@ -633,11 +679,9 @@ void hora_swim_tick(struct hora_swim *s, int64_t now)
 		msg_send(s, &m, s->seeds[s->seed_next++ % s->nseeds]);
 		s->next_join = now + s->cfg.join_retry_ms;
 	}
+	probe_timers(s, now);
 	if (now >= s->next_period)
 		start_period(s, now);
-	else if (s->probe_uid && !s->probe_acked && !s->probe_indirect_sent &&
-		 now - s->period_start >= s->cfg.ping_timeout_ms)
-		indirect(s);
 	for (int i = 1; i < s->n; i++) {
 		struct mem *x = &s->mem[i];
 		if (x->m.state == HORA_SWIM_SUSPECT &&
@@ -666,9 +710,14 @@ void hora_swim_tick(struct hora_swim *s, int64_t now)
 int hora_swim_next_ms(const struct hora_swim *s, int64_t now)
 {
 	int64_t next = s->next_period;
-	if (s->probe_uid && !s->probe_acked && !s->probe_indirect_sent)
-		next = s->period_start + s->cfg.ping_timeout_ms < next ? s->period_start + s->cfg.ping_timeout_ms
-								       : next;
+	for (int i = 0; i < 2; i++) {
+		const struct probe *pr = &s->probe[i];
+		if (!pr->uid || pr->acked)
+			continue;
+		int64_t due = pr->sent + (pr->indirect_sent ? s->cfg.probe_interval_ms : s->cfg.ping_timeout_ms);
+		if (due < next)
+			next = due;
+	}
 	if (!s->joined && s->nseeds && s->next_join < next)
 		next = s->next_join;
 	int64_t d = next - now;
@@ -713,8 +762,9 @@ void hora_swim_leave(struct hora_swim *s, int64_t now)
 
 static void handle_ack(struct hora_swim *s, int64_t now, uint32_t seq, uint64_t about)
 {
-	if (about == s->probe_uid && seq == s->probe_seq)
-		s->probe_acked = true;
+	for (int i = 0; i < 2; i++)
+		if (s->probe[i].uid && about == s->probe[i].uid && seq == s->probe[i].seq)
+			s->probe[i].acked = true;
 	/* an ACK for someone who asked us to ping on their behalf */
 	for (int i = 0; i < 32; i++)
 		if (s->fwd[i].until > now && s->fwd[i].target == about && s->fwd[i].our_seq == seq) {

@@ -6,12 +6,12 @@
  *
  * Not thread-safe: one driver thread owns a struct hora_swim.
  *
- * Clock: every now_ms is read from one monotonic clock that members agree
- * on to within a few ms (membership.c: CLOCK_MONOTONIC plus the offset to the
- * wall clock, taken once per process). Protocol periods start on multiples of
- * probe_interval_ms of it, and the probe schedule depends on the period
- * number, so members with disagreeing clocks still work, but may leave a
- * member unprobed for a period now and then.
+ * Clock: every now_ms is read from one monotonic clock (membership.c:
+ * CLOCK_MONOTONIC plus the offset to the wall clock, taken once per
+ * process). Protocol periods start on multiples of probe_interval_ms of it
+ * and the probe schedule depends on the period number, so on hosts whose
+ * clocks agree the members probe in step; a clock s ahead only moves that
+ * member's probes s earlier (net/MEMBERSHIP.md "Failure detection").
  */
 #ifndef HORA_NET_SWIM_H
 #define HORA_NET_SWIM_H
@@ -81,7 +81,12 @@ struct hora_swim_stats {
 
 struct hora_swim;
 
-/* Returns NULL on bad config (secret < 16 bytes) or out of memory. */
+/* 0 if the timings work together (1 <= ping_timeout_ms < probe_interval_ms
+ * <= suspect_timeout_ms), else -1 and why, naming the fields (err may be
+ * NULL with errlen 0). */
+int hora_swim_cfg_check(const struct hora_swim_cfg *c, char *err, size_t errlen);
+/* Returns NULL on bad config (secret < 16 bytes, hora_swim_cfg_check fails)
+ * or out of memory. */
 struct hora_swim *hora_swim_create(const struct hora_swim_cfg *cfg);
 void hora_swim_destroy(struct hora_swim *s);
 

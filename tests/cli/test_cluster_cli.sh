@@ -47,6 +47,10 @@ expect "bad collective size" $'cluster:\n  nodes:\n    - {host: 127.0.0.1, worke
   "c.yaml:5:17: collectives.segment_size must be a size in 4KiB..64MiB"
 expect "bad slice size" $'cluster:\n  nodes:\n    - {host: 127.0.0.1, workers: 1}\ncollectives:\n  slice_size: 2GiB\n' \
   "c.yaml:5:15: collectives.slice_size must be a size in 64KiB..1GiB"
+expect "ping timeout not below the period" $'cluster:\n  nodes:\n    - {host: 127.0.0.1, workers: 1}\nmembership:\n  ping_timeout_ms: 300\n' \
+  "c.yaml: membership.ping_timeout_ms (300) must be at least 1 and below membership.probe_interval_ms (200)"
+expect "suspect timeout below the period" $'cluster:\n  nodes:\n    - {host: 127.0.0.1, workers: 1}\nmembership:\n  probe_interval_ms: 500\n  suspect_timeout_ms: 400\n' \
+  "c.yaml: membership.suspect_timeout_ms (400) must be at least membership.probe_interval_ms (500)"
 expect "malformed YAML" $'cluster:\n  nodes: [\n' "c.yaml:3:1: invalid YAML"
 ( unset HORA_SECRET; printf 'cluster:\n  nodes:\n    - {host: 127.0.0.1, workers: 1}\n' >"$T/c.yaml"
   "$HORA" launch "$T/c.yaml" >"$T/out" 2>&1; rc=$?
@@ -75,6 +79,9 @@ if [[ -d $ROOT/data/mnist ]]; then
 else
   echo "skip the training job: no data/mnist (deploy/get-data.sh)"
 fi
+timeout 60 "$HORA" launch "$ROOT/deploy/clusters/local.yaml" --set membership.probe_interval_ms=50 >"$T/out" 2>&1; rc=$?
+[[ $rc == 2 ]] && grep -q "membership.ping_timeout_ms (80) must be at least 1 and below membership.probe_interval_ms (50)" "$T/out"
+check "hora launch --set membership timings are checked together before starting (rc=$rc)" $?
 timeout 60 "$HORA" launch "$ROOT/deploy/clusters/local.yaml" -- --no-such-flag >"$T/out" 2>&1; rc=$?
 [[ $rc == 1 ]] && grep -q "worker 2 on 127.0.0.1 exited with status 2; last lines:" "$T/out" \
   && grep -q "unrecognized option '--no-such-flag'" "$T/out"
