@@ -10,6 +10,23 @@
 #include <unistd.h>
 #include <zlib.h>
 
+/* Listen addresses for the n ranks of one communicator, "127.A.B.C:PORT":
+ * A.B.C comes from this process's pid (all of 127/8 is loopback), so tests
+ * that run side by side (Criterion --jobs, one process per test) never meet
+ * on an address, and the ports move on with every call so that one test's
+ * communicators do not land on the last one's sockets. */
+static inline void th_rank_addrs(char (*addr)[32], const char **addrs, int n)
+{
+	static int round;
+	unsigned pid = (unsigned)getpid();
+	int base = 10000 + (int)((97u * (unsigned)round++) % 20000); /* below the ephemeral ports */
+	for (int i = 0; i < n; i++) {
+		snprintf(addr[i], 32, "127.%u.%u.%u:%d", 1 + (pid >> 16) % 254, (pid >> 8) & 255u,
+			 pid & 255u, base + i);
+		addrs[i] = addr[i];
+	}
+}
+
 /* A fresh directory under $TMPDIR (or /tmp); aborts the test on failure.
  * ("XXXXXX" is mkdtemp's template: it becomes a unique suffix.) */
 static inline char *th_tmpdir(void)

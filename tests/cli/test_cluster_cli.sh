@@ -58,31 +58,37 @@ expect "malformed YAML" $'cluster:\n  nodes: [\n' "c.yaml:3:1: invalid YAML"
 printf 'cluster:\n  nodes:\n    - {host: 127.0.0.1, workers: 2}\n' >"$T/c.yaml"
 "$HORA" worker --config "$T/c.yaml" --proc 5 >"$T/out" 2>&1; rc=$?
 [[ $rc == 2 ]] && grep -q "worker 5 does not exist: .* has 2 workers" "$T/out"; check "worker index out of range" $?
-# hora launch: the trivial job on deploy/clusters/local.yaml, and a failing one
+# hora launch: the trivial job on deploy/clusters/local.yaml, and a failing one.
+# The shipped file on ports of its own (29500 is also PyTorch's default), so
+# nothing else on the machine can be in its way.
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-timeout 120 "$HORA" launch "$ROOT/deploy/clusters/local.yaml" -- --until-full-view >"$T/out" 2>&1; rc=$?
+P=$((12000 + RANDOM % 15000))
+sed -e "s/29500/$P/; s/29501/$((P + 1))/" "$ROOT/deploy/clusters/local.yaml" >"$T/local.yaml"
+grep -q "port_base: $P " "$T/local.yaml" && grep -q "127.0.0.1:$((P + 1))" "$T/local.yaml"
+check "local.yaml copied with port_base $P" $?
+timeout 120 "$HORA" launch "$T/local.yaml" -- --until-full-view >"$T/out" 2>&1; rc=$?
 [[ $rc == 0 && $(grep -cE '^\[[0-3] 127\.0\.0\.1\] worker .*: rank [0-3] of 4 in view' "$T/out") == 4 ]] \
   && grep -q "4 of 4 workers succeeded" "$T/out"
 check "hora launch local.yaml: 4 workers print rank and view, exit 0 (rc=$rc)" $? || sed 's/^/  | /' "$T/out" | tail -30
 # the training job of local.yaml (4 workers, 2 epochs) from the repository root
 if [[ -d $ROOT/data/mnist ]]; then
-  (cd "$ROOT" && timeout 180 "$HORA" launch deploy/clusters/local.yaml --set train.epochs=2 \
+  (cd "$ROOT" && timeout 180 "$HORA" launch "$T/local.yaml" --set train.epochs=2 \
      --set "train.metrics=$T/m.jsonl") >"$T/out" 2>&1; rc=$?
   [[ $rc == 0 ]] && grep -q '4 workers (global batch 128, lr x 4)' "$T/out" \
     && grep -q '^\[0 127.0.0.1\] epoch 2/2 .* val_acc 0\.[89]' "$T/out" \
     && [[ $(grep -c '"workers":4' "$T/m.jsonl") == 2 ]] && ! grep -q '^\[[123] ' "$T/out"
   check "hora launch local.yaml trains: rank 0 reports 2 epochs of 4 workers (rc=$rc)" $? \
     || sed 's/^/  | /' "$T/out" | tail -30
-  (cd "$ROOT" && timeout 60 "$HORA" launch deploy/clusters/local.yaml --set train.epochs=x) >"$T/out" 2>&1; rc=$?
+  (cd "$ROOT" && timeout 60 "$HORA" launch "$T/local.yaml" --set train.epochs=x) >"$T/out" 2>&1; rc=$?
   [[ $rc == 2 ]] && grep -q "train.epochs must be a positive integer (got 'x')" "$T/out"
   check "hora launch --set train.KEY is checked before starting (rc=$rc)" $?
 else
   echo "skip the training job: no data/mnist (deploy/get-data.sh)"
 fi
-timeout 60 "$HORA" launch "$ROOT/deploy/clusters/local.yaml" --set membership.probe_interval_ms=50 >"$T/out" 2>&1; rc=$?
+timeout 60 "$HORA" launch "$T/local.yaml" --set membership.probe_interval_ms=50 >"$T/out" 2>&1; rc=$?
 [[ $rc == 2 ]] && grep -q "membership.ping_timeout_ms (80) must be at least 1 and below membership.probe_interval_ms (50)" "$T/out"
 check "hora launch --set membership timings are checked together before starting (rc=$rc)" $?
-timeout 60 "$HORA" launch "$ROOT/deploy/clusters/local.yaml" -- --no-such-flag >"$T/out" 2>&1; rc=$?
+timeout 60 "$HORA" launch "$T/local.yaml" -- --no-such-flag >"$T/out" 2>&1; rc=$?
 [[ $rc == 1 ]] && grep -q "worker 2 on 127.0.0.1 exited with status 2; last lines:" "$T/out" \
   && grep -q "unrecognized option '--no-such-flag'" "$T/out"
 check "hora launch: failed workers named with their last lines, exit 1 (rc=$rc)" $?

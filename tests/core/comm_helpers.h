@@ -4,6 +4,7 @@
 #define HORA_TEST_COMM_HELPERS_H
 
 #include "hora.h"
+#include "../helpers.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -21,12 +22,7 @@ static const char *tc_addrs[TC_MAXR];
  * that no outgoing socket holds one */
 static inline void tc_pick_addrs(int n)
 {
-	static int round;
-	int base = 10000 + (int)((getpid() * 41 + time(NULL) + 97 * round++) % 20000);
-	for (int i = 0; i < n; i++) {
-		snprintf(tc_addr[i], sizeof(tc_addr[i]), "127.0.0.1:%d", base + i);
-		tc_addrs[i] = tc_addr[i];
-	}
+	th_rank_addrs(tc_addr, tc_addrs, n);
 }
 
 static inline void tc_config(struct hora_comm_config *cfg, int rank, int n)

@@ -8,6 +8,7 @@
  * uses random floats with a stated tolerance. */
 #include "net/coll.h"
 #include "net_helpers.h"
+#include "../helpers.h"
 
 #include <errno.h>
 #include <math.h>
@@ -21,16 +22,10 @@
 
 static char addr[MAXR][32];
 static const char *addrs[MAXR];
-static int base_port;
 
 static void pick_ports(int n)
 {
-	static int round; /* several communicators in one second get other ports */
-	base_port = 10000 + (int)((getpid() * 37 + time(NULL) + 97 * round++) % 20000); /* below the ephemeral ports */
-	for (int i = 0; i < n; i++) {
-		snprintf(addr[i], sizeof(addr[i]), "127.0.0.1:%d", base_port + i);
-		addrs[i] = addr[i];
-	}
+	th_rank_addrs(addr, addrs, n);
 }
 
 struct rank_arg {
@@ -459,10 +454,14 @@ Test(net_coll, killed_rank_fails_the_others_fast, .timeout = 60)
 			failed++;
 		cr_log_info("rank %d: rc %d: %s", r, jobs[r].rc, jobs[r].err);
 	}
-	/* it may have finished before the kill on a fast day; if not, both fail, fast */
+	/* It may have finished before the kill on a fast day. If not, a survivor
+	 * fails fast and says why; one may still finish when the kill lands in
+	 * the last step, after the victim sent everything the other needed. */
 	if (failed) {
-		cr_assert_eq(failed, 2, "only one survivor noticed: %s | %s", jobs[0].err, jobs[1].err);
 		cr_assert_lt(s, 5.0, "survivors took %.2f s to fail", s);
+		for (int r = 0; r < 2; r++)
+			if (jobs[r].rc < 0)
+				cr_assert(strstr(jobs[r].err, "allreduce"), "rank %d: %s", r, jobs[r].err);
 	}
 	for (int r = 0; r < 2; r++) {
 		free(jobs[r].buf);

@@ -161,13 +161,20 @@ Test(net_transport, sending_after_the_remote_closed_some_stripes_is_refused, .ti
 	cr_assert_eq(hora_net_isend(e.pa, &x, 8, NULL, NULL, &r), 0);
 	cr_assert_eq(hora_net_wait(r, err, sizeof(err)), 0, "%s", err);
 	hora_net_peer_close(e.pa);
-	usleep(300 * 1000); /* b reads CLOSE on the stripe that is not parked */
-	for (int i = 0; i < 2; i++) {
+	/* b reads CLOSE on the stripe that is not parked; until it has, a send
+	 * may still go out (TCP cannot tell yet), so wait for the first refusal
+	 * (10 s at most), then the next one must be refused too */
+	int rc = 0;
+	for (int tries = 0; rc == 0 && tries < 200; tries++) {
+		usleep(50 * 1000);
 		cr_assert_eq(hora_net_isend(e.pb, &y, 8, NULL, NULL, &r), 0);
-		int rc = hora_net_wait(r, err, sizeof(err));
-		cr_assert_lt(rc, 0, "send %d to a closed peer succeeded", i);
-		cr_assert(strstr(err, "closed the connection"), "%s", err);
+		rc = hora_net_wait(r, err, sizeof(err));
 	}
+	cr_assert_lt(rc, 0, "sends to a closed peer still succeed after 10 s");
+	cr_assert(strstr(err, "closed the connection"), "%s", err);
+	cr_assert_eq(hora_net_isend(e.pb, &y, 8, NULL, NULL, &r), 0);
+	cr_assert_lt(hora_net_wait(r, err, sizeof(err)), 0, "a second send to a closed peer succeeded");
+	cr_assert(strstr(err, "closed the connection"), "%s", err);
 	cr_assert_eq(hora_net_irecv(e.pb, &got, 8, NULL, NULL, &r), 0);
 	cr_assert_eq(hora_net_wait(r, err, sizeof(err)), 0, "the message sent before the close: %s", err);
 	cr_assert_eq(got, 7);

@@ -10,6 +10,7 @@
 #include "net/coll.h"
 #include "net/hora_net.h"
 #include "hora.h"
+#include "../helpers.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -77,12 +78,7 @@ static void *job(void *p)
 
 static int run(int sockets, int mismatch)
 {
-	static int round;
-	int base = 10000 + (int)((getpid() * 37 + time(NULL) + 97 * round++) % 20000);
-	for (int i = 0; i < N; i++) {
-		snprintf(addr[i], sizeof(addr[i]), "127.0.0.1:%d", base + i);
-		addrs[i] = addr[i];
-	}
+	th_rank_addrs(addr, addrs, N);
 	struct rank a[N];
 	pthread_t t[N];
 	for (int i = 0; i < N; i++) {
