@@ -30,6 +30,7 @@
 #include "fast.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdarg.h>
@@ -42,8 +43,13 @@
 
 #define FP_BYTES 32
 
+/* Notices on the fast sockets, sent before a failing rank closes everything
+ * (same 32 bytes as a fingerprint; the rank they name sits where root does):
+ * K_ABORT "I saw a mismatch and stop", K_LOST "I stop because I lost this
+ * rank" (itself: its own error). A rank waiting on the sender reads it
+ * instead of a bare end of stream, and its error names the cause. */
 enum kind { K_ALLREDUCE, K_BROADCAST, K_ALLGATHER, K_REDUCE_SCATTER, K_BARRIER, K_KINDS,
-	    K_ABORT = 0xab }; /* K_ABORT: "I saw a mismatch and stop", sent before closing */
+	    K_LOST = 0xa1, K_ABORT = 0xab };
 static const char *const kind_name[K_KINDS] = {"allreduce", "broadcast", "allgather",
 					       "reduce_scatter", "barrier"};
 
@@ -67,6 +73,7 @@ struct hora_net_comm {
 	_Atomic int p_inside;
 	_Atomic int64_t p_since_ms;
 	_Atomic int abort_origin; /* the rank that saw the mismatch first (-1: none seen) */
+	_Atomic int lost_origin;  /* the rank whose loss a K_LOST we read named (-1: none) */
 	int post_err;             /* why the last hora_net_isend/irecv was refused */
 	uint8_t *small; /* small_cap: the other rank's data in recursive doubling */
 };
@@ -213,6 +220,7 @@ int hora_net_comm_create(const struct hora_net_comm_cfg *cfg, struct hora_net_co
 	if (!c)
 		return -ENOMEM;
 	atomic_init(&c->abort_origin, -1);
+	atomic_init(&c->lost_origin, -1);
 	c->cfg = *cfg;
 	c->rank = cfg->rank;
 	c->n = cfg->nranks;
@@ -341,37 +349,90 @@ void hora_net_comm_destroy(struct hora_net_comm *c)
 
 /* ---- errors ---------------------------------------------------------------------- */
 
-static int fail(struct hora_net_comm *c, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(struct hora_net_comm *c, int rc, const char *fmt, ...)
+/* What rank `peer` said on its fast socket before it closed, if it did (a
+ * K_LOST or K_ABORT for this call), as " (rank P had stopped: ...)". Waits
+ * up to 20 ms for it: it was sent before the close that brought us here, but
+ * on another connection. Sets lost_origin from a K_LOST. */
+static void peer_notice(struct hora_net_comm *c, int peer, char *out, size_t n)
+{
+	out[0] = 0;
+	if (!c->fast || peer < 0 || peer >= c->n || c->fast[peer] < 0)
+		return;
+	uint8_t b[FP_BYTES];
+	ssize_t got = recv(c->fast[peer], b, sizeof(b), MSG_PEEK | MSG_DONTWAIT);
+	if (got != FP_BYTES) {
+		struct pollfd pf = {.fd = c->fast[peer], .events = POLLIN};
+		if (poll(&pf, 1, 20) != 1)
+			return;
+		got = recv(c->fast[peer], b, sizeof(b), MSG_PEEK | MSG_DONTWAIT);
+	}
+	uint64_t seq;
+	uint32_t kind, who;
+	memcpy(&seq, b, 8);
+	memcpy(&kind, b + 16, 4);
+	memcpy(&who, b + 24, 4);
+	/* this call or the one before (we may have finished it, it did not) */
+	if (got != FP_BYTES || seq > c->seq || seq + 1 < c->seq || who >= (uint32_t)c->n)
+		return;
+	char in[48] = "";
+	if (seq != c->seq)
+		snprintf(in, sizeof(in), " in call #%llu", (unsigned long long)seq);
+	if (kind == K_LOST && who == (uint32_t)peer) {
+		snprintf(out, n, " (rank %d had stopped%s on an error of its own)", peer, in);
+	} else if (kind == K_LOST) {
+		int none = -1;
+		atomic_compare_exchange_strong(&c->lost_origin, &none, (int)who);
+		snprintf(out, n, " (rank %d had stopped%s: it lost rank %u)", peer, in, who);
+	} else if (kind == K_ABORT) {
+		snprintf(out, n, " (rank %d had stopped%s: rank %u saw mismatched collectives)", peer, in, who);
+	}
+}
+
+/* The call fails: record why (once), tell every rank why, break every
+ * connection. peer: the rank the failure came from, -1 if none. */
+static int fail_peer(struct hora_net_comm *c, int rc, int peer, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static int fail_peer(struct hora_net_comm *c, int rc, int peer, const char *fmt, ...)
 {
 	if (!c->broken) {
 		int k = snprintf(c->err, sizeof(c->err), "rank %d (view %u), %s #%llu: ", c->rank,
 				 c->cfg.opts.view, kind_name[c->kind], (unsigned long long)c->seq);
 		va_list ap;
 		va_start(ap, fmt);
-		vsnprintf(c->err + k, sizeof(c->err) - (size_t)k, fmt, ap);
+		k += vsnprintf(c->err + k, sizeof(c->err) - (size_t)k, fmt, ap);
 		va_end(ap);
+		if (rc != -EBADE && k > 0 && (size_t)k < sizeof(c->err))
+			peer_notice(c, peer, c->err + k, sizeof(c->err) - (size_t)k);
 		c->broken = rc;
-		/* tell the ranks waiting on us why before closing; an ABORT we
-		 * received goes on naming the rank that sent it first */
-		const int origin = atomic_load(&c->abort_origin);
-		const uint32_t who = (uint32_t)(origin >= 0 ? origin : c->rank);
-		if (rc == -EBADE)
-			for (int i = 0; c->fast && i < c->n; i++)
-				if (c->fast[i] >= 0) {
-					uint8_t b[FP_BYTES] = {0};
-					uint32_t ab = K_ABORT;
-					memcpy(b, &c->seq, 8);
-					memcpy(b + 16, &ab, 4);
-					memcpy(b + 24, &who, 4);
-					ssize_t w = send(c->fast[i], b, sizeof(b), MSG_DONTWAIT | MSG_NOSIGNAL);
-					(void)w; /* best effort */
-				}
+		/* tell the ranks waiting on us why before closing: a mismatch names
+		 * the rank that saw one first, a loss the rank lost first (the one a
+		 * notice told us of, else the peer that failed us, else ourselves) */
+		uint32_t kind, who;
+		if (rc == -EBADE) {
+			const int origin = atomic_load(&c->abort_origin);
+			kind = K_ABORT;
+			who = (uint32_t)(origin >= 0 ? origin : c->rank);
+		} else {
+			const int origin = atomic_load(&c->lost_origin);
+			kind = K_LOST;
+			who = (uint32_t)(origin >= 0 ? origin : peer >= 0 ? peer : c->rank);
+		}
+		for (int i = 0; c->fast && i < c->n; i++)
+			if (c->fast[i] >= 0) {
+				uint8_t b[FP_BYTES] = {0};
+				memcpy(b, &c->seq, 8);
+				memcpy(b + 16, &kind, 4);
+				memcpy(b + 24, &who, 4);
+				ssize_t w = send(c->fast[i], b, sizeof(b), MSG_DONTWAIT | MSG_NOSIGNAL);
+				(void)w; /* best effort */
+			}
 		/* break every connection: ranks waiting on us fail too, now */
 		close_all(c);
 	}
 	return rc;
 }
+
+#define fail(c, rc, ...) fail_peer(c, rc, -1, __VA_ARGS__)
 
 /* ---- fingerprints -------------------------------------------------------------- */
 
@@ -457,6 +518,20 @@ static int fp_compare(const struct hora_net_comm *c, const uint8_t *b, const str
 			 (int)o.root);
 		return -EBADE;
 	}
+	if (o.kind == K_LOST && o.root < (uint32_t)c->n) {
+		char in[48] = "";
+		if (o.seq != mine->seq) /* it stopped in a call we had finished */
+			snprintf(in, sizeof(in), " in call #%llu", (unsigned long long)o.seq);
+		if (o.root == (uint32_t)from) {
+			snprintf(msg, len, "rank %d stopped%s on an error of its own (its error says which)", from,
+				 in);
+		} else {
+			int none = -1;
+			atomic_compare_exchange_strong(&((struct hora_net_comm *)c)->lost_origin, &none, (int)o.root);
+			snprintf(msg, len, "rank %d stopped%s: it lost rank %u", from, in, o.root);
+		}
+		return -ECONNRESET;
+	}
 	const bool same_call = o.seq == mine->seq && o.count == mine->count && o.kind == mine->kind &&
 			       o.dtype == mine->dtype && o.op == mine->op && o.nranks == mine->nranks &&
 			       o.root == mine->root;
@@ -503,7 +578,7 @@ static int xwait(struct hora_net_comm *c, struct hora_net_req *r, int peer, cons
 	char e[256];
 	int rc = hora_net_wait(r, e, sizeof(e));
 	if (rc)
-		return fail(c, rc, "%s rank %d: %s", what, peer, e);
+		return fail_peer(c, rc, peer, "%s rank %d: %s", what, peer, e);
 	return 0;
 }
 
@@ -529,8 +604,9 @@ static int fx2(struct hora_net_comm *c, int to, const void *obody, size_t obytes
 	}
 	if (rc && !c->broken) {
 		if (x.rc)
-			return fail(c, rc, "%s", x.msg);
-		return fail(c, rc, "%s rank %d: %s", dir ? "receive from" : "send to", dir ? from : to, e);
+			return fail_peer(c, rc, x.rc == -EBADE ? -1 : from, "%s", x.msg);
+		return fail_peer(c, rc, dir ? from : to, "%s rank %d: %s", dir ? "receive from" : "send to",
+				 dir ? from : to, e);
 	}
 	return rc;
 }
@@ -672,9 +748,11 @@ static int exchange_fp(struct hora_net_comm *c, int left, int right, const struc
 	fp_put(out, f);
 	int rc = 0;
 	if (left >= 0 && posted_ok(c, hora_net_irecv(c->peer[left], in, FP_BYTES, NULL, NULL, &r)))
-		rc = fail(c, c->post_err, "cannot post a receive from rank %d: %s", left, POST_WHY(c));
+		rc = fail_peer(c, c->post_err, left, "cannot post a receive from rank %d: %s", left,
+			       POST_WHY(c));
 	if (!rc && right >= 0 && posted_ok(c, hora_net_isend(c->peer[right], out, FP_BYTES, NULL, NULL, &sreq)))
-		rc = fail(c, c->post_err, "cannot post a send to rank %d: %s", right, POST_WHY(c));
+		rc = fail_peer(c, c->post_err, right, "cannot post a send to rank %d: %s", right,
+			       POST_WHY(c));
 	if (r) { /* after a failure the peers are closed: the wait only frees */
 		int r2 = c->broken ? (hora_net_wait(r, NULL, 0), c->broken) : xwait(c, r, left, "receive from");
 		if (!r2)
@@ -962,7 +1040,7 @@ static int ring_cb(struct hora_net_comm *c, enum ring_mode mode, const uint8_t *
 	if (rc && !r->err_dir) /* closing the peers finishes every request still out */
 		rc = fail(c, rc, "%s", r->errmsg);
 	else if (rc)
-		rc = fail(c, rc, "%s rank %d: %s", r->err_dir, r->err_peer, r->errmsg);
+		rc = fail_peer(c, rc, r->err_peer, "%s rank %d: %s", r->err_dir, r->err_peer, r->errmsg);
 	pthread_mutex_lock(&r->mu);
 	while (r->outstanding > 0)
 		pthread_cond_wait(&r->cv, &r->mu);
@@ -1029,7 +1107,8 @@ static int chain_bcast(struct hora_net_comm *c, uint8_t *buf, size_t bytes, int 
 	for (; left >= 0 && posted < ns && posted < depth && !rc; posted++)
 		if (posted_ok(c, hora_net_irecv(c->peer[left], buf + posted * seg, LEN(posted), NULL, NULL,
 						&rq[posted])))
-			rc = fail(c, c->post_err, "cannot post a receive from rank %d: %s", left, POST_WHY(c));
+			rc = fail_peer(c, c->post_err, left, "cannot post a receive from rank %d: %s", left,
+				       POST_WHY(c));
 	for (size_t k = 0; k < ns && !rc; k++) {
 		if (left >= 0) {
 			rc = xwait(c, rq[k], left, "receive from");
@@ -1039,13 +1118,15 @@ static int chain_bcast(struct hora_net_comm *c, uint8_t *buf, size_t bytes, int 
 			if (posted < ns) {
 				if (posted_ok(c, hora_net_irecv(c->peer[left], buf + posted * seg, LEN(posted), NULL, NULL,
 						   &rq[posted])))
-					rc = fail(c, c->post_err, "cannot post a receive from rank %d: %s", left, POST_WHY(c));
+					rc = fail_peer(c, c->post_err, left, "cannot post a receive from rank %d: %s", left,
+						       POST_WHY(c));
 				posted++;
 			}
 		}
 		if (right >= 0 && !rc) {
 			if (posted_ok(c, hora_net_isend(c->peer[right], buf + k * seg, LEN(k), NULL, NULL, &sq[sent])))
-				rc = fail(c, c->post_err, "cannot post a send to rank %d: %s", right, POST_WHY(c));
+				rc = fail_peer(c, c->post_err, right, "cannot post a send to rank %d: %s", right,
+					       POST_WHY(c));
 			else
 				sent++;
 		}

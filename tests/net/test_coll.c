@@ -15,6 +15,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 
@@ -407,6 +408,29 @@ Test(net_coll, overlapping_buffers_are_refused_and_the_ranks_stay_in_step, .time
 		hora_net_comm_destroy(ra[r].comm);
 }
 
+/* Allreduces of `count` f32 on ranks ra[0..nj) (threads), the process `pid`
+ * killed after delay_us; returns the seconds from the kill until every
+ * thread returned. jobs[i] says how each ended. */
+static double kill_during(struct rank_arg *ra, struct job *jobs, int nj, size_t count, pid_t pid,
+			  int delay_us)
+{
+	pthread_t th[MAXR];
+	for (int i = 0; i < nj; i++) {
+		jobs[i] = (struct job){.ra = &ra[i], .buf = calloc(count, 4), .count = count,
+				       .t = HORA_NET_F32, .op = HORA_NET_SUM};
+		pthread_create(&th[i], NULL, run_job, &jobs[i]);
+	}
+	usleep((useconds_t)delay_us);
+	kill(pid, SIGKILL);
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (int i = 0; i < nj; i++)
+		pthread_join(th[i], NULL);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	waitpid(pid, NULL, 0);
+	return (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+}
+
 Test(net_coll, killed_rank_fails_the_others_fast, .timeout = 60)
 {
 	const int n = 3;
@@ -432,22 +456,8 @@ Test(net_coll, killed_rank_fails_the_others_fast, .timeout = 60)
 		pthread_join(th[i], NULL);
 		cr_assert_eq(ra[i].rc, 0, "%s", ra[i].err);
 	}
-	size_t count = 16u << 20;
 	struct job jobs[2];
-	for (int r = 0; r < 2; r++) {
-		jobs[r] = (struct job){.ra = &ra[r], .buf = calloc(count, 4), .count = count,
-				       .t = HORA_NET_F32, .op = HORA_NET_SUM};
-		pthread_create(&th[r], NULL, run_job, &jobs[r]);
-	}
-	usleep(30000);
-	kill(pid, SIGKILL);
-	struct timespec t0, t1;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	for (int r = 0; r < 2; r++)
-		pthread_join(th[r], NULL);
-	clock_gettime(CLOCK_MONOTONIC, &t1);
-	double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-	waitpid(pid, NULL, 0);
+	double s = kill_during(ra, jobs, 2, 16u << 20, pid, 30000);
 	int failed = 0;
 	for (int r = 0; r < 2; r++) {
 		if (jobs[r].rc < 0)
@@ -468,6 +478,51 @@ Test(net_coll, killed_rank_fails_the_others_fast, .timeout = 60)
 		hora_net_comm_destroy(ra[r].comm);
 	}
 }
+
+/* Rank 2 of 4 joins, never calls, and is killed while the others wait in an
+ * allreduce of `count` floats. Every survivor fails within seconds, and its
+ * error names rank 2, also the survivors that were not waiting on rank 2
+ * itself but on a rank that gave up because of it (a K_LOST notice: before
+ * it they said only that their neighbour had closed the connection). */
+static void killed_rank_is_named(size_t count)
+{
+	const int n = 4, victim = 2, live[3] = {0, 1, 3};
+	pick_ports(n);
+	pid_t pid = fork();
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		struct rank_arg a = {.rank = victim, .n = n};
+		create_rank(&a);
+		if (a.rc)
+			_exit(3);
+		pause();
+		_exit(0);
+	}
+	struct rank_arg ra[3];
+	pthread_t th[3];
+	for (int i = 0; i < 3; i++) {
+		ra[i] = (struct rank_arg){.rank = live[i], .n = n};
+		pthread_create(&th[i], NULL, create_rank, &ra[i]);
+	}
+	for (int i = 0; i < 3; i++)
+		pthread_join(th[i], NULL);
+	for (int i = 0; i < 3; i++)
+		cr_assert_eq(ra[i].rc, 0, "rank %d: %s", live[i], ra[i].err);
+	struct job jobs[3];
+	double s = kill_during(ra, jobs, 3, count, pid, 200000);
+	cr_assert_lt(s, 5.0, "survivors took %.2f s to fail", s);
+	for (int i = 0; i < 3; i++) {
+		cr_log_info("rank %d: rc %d: %s", live[i], jobs[i].rc, jobs[i].err);
+		cr_assert_lt(jobs[i].rc, 0, "rank %d finished an allreduce without rank 2", live[i]);
+		cr_assert(strstr(jobs[i].err, "rank 2"), "rank %d does not name rank 2: %s", live[i],
+			  jobs[i].err);
+		free(jobs[i].buf);
+		hora_net_comm_destroy(ra[i].comm);
+	}
+}
+
+Test(net_coll, killed_rank_is_named_by_every_survivor_small, .timeout = 60) { killed_rank_is_named(2); }
+Test(net_coll, killed_rank_is_named_by_every_survivor_ring, .timeout = 60) { killed_rank_is_named(4u << 20); }
 
 /* The vector f16/bf16 loops (F16C, AVX2, chosen at run time) give the same
  * bits as the scalar conversions for every non-NaN input, including
