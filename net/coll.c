@@ -349,43 +349,64 @@ void hora_net_comm_destroy(struct hora_net_comm *c)
 
 /* ---- errors ---------------------------------------------------------------------- */
 
+/* Whom a notice from rank `from` names as the cause, for our own notices:
+ * the rank it names, or the sender if it names us (it gave up on us: to the
+ * others, the trouble started there). */
+static void note_lost(struct hora_net_comm *c, uint32_t who, int from)
+{
+	int none = -1;
+	atomic_compare_exchange_strong(&c->lost_origin, &none, who == (uint32_t)c->rank ? from : (int)who);
+}
+
 /* What rank `peer` said on its fast socket before it closed, if it did (a
- * K_LOST or K_ABORT for this call), as " (rank P had stopped: ...)". Waits
- * up to 20 ms for it: it was sent before the close that brought us here, but
- * on another connection. Sets lost_origin from a K_LOST. */
-static void peer_notice(struct hora_net_comm *c, int peer, char *out, size_t n)
+ * K_LOST or K_ABORT for this call or the one before), as " (rank P had
+ * stopped: ...)"; returns the notice's kind, 0 if none. Waits up to 20 ms
+ * for it: it was sent before the close that brought us here, but on another
+ * connection. Sets lost_origin or abort_origin from it. */
+static uint32_t peer_notice(struct hora_net_comm *c, int peer, char *out, size_t n)
 {
 	out[0] = 0;
 	if (!c->fast || peer < 0 || peer >= c->n || c->fast[peer] < 0)
-		return;
+		return 0;
 	uint8_t b[FP_BYTES];
 	ssize_t got = recv(c->fast[peer], b, sizeof(b), MSG_PEEK | MSG_DONTWAIT);
 	if (got != FP_BYTES) {
 		struct pollfd pf = {.fd = c->fast[peer], .events = POLLIN};
 		if (poll(&pf, 1, 20) != 1)
-			return;
+			return 0;
 		got = recv(c->fast[peer], b, sizeof(b), MSG_PEEK | MSG_DONTWAIT);
 	}
+	if (got != FP_BYTES)
+		return 0;
+	static const uint8_t zero[8];
 	uint64_t seq;
 	uint32_t kind, who;
 	memcpy(&seq, b, 8);
 	memcpy(&kind, b + 16, 4);
 	memcpy(&who, b + 24, 4);
-	/* this call or the one before (we may have finished it, it did not) */
-	if (got != FP_BYTES || seq > c->seq || seq + 1 < c->seq || who >= (uint32_t)c->n)
-		return;
+	/* a notice (zero where a fingerprint has count, dtype, op, nranks and
+	 * path) of this call or the one before (we may have finished it, it did
+	 * not) */
+	if (memcmp(b + 8, zero, 8) || memcmp(b + 20, zero, 4) || memcmp(b + 28, zero, 4) ||
+	    seq > c->seq || seq + 1 < c->seq || who >= (uint32_t)c->n)
+		return 0;
 	char in[48] = "";
 	if (seq != c->seq)
 		snprintf(in, sizeof(in), " in call #%llu", (unsigned long long)seq);
 	if (kind == K_LOST && who == (uint32_t)peer) {
 		snprintf(out, n, " (rank %d had stopped%s on an error of its own)", peer, in);
+		note_lost(c, who, peer);
 	} else if (kind == K_LOST) {
-		int none = -1;
-		atomic_compare_exchange_strong(&c->lost_origin, &none, (int)who);
 		snprintf(out, n, " (rank %d had stopped%s: it lost rank %u)", peer, in, who);
+		note_lost(c, who, peer);
 	} else if (kind == K_ABORT) {
+		int none = -1;
+		atomic_compare_exchange_strong(&c->abort_origin, &none, (int)who);
 		snprintf(out, n, " (rank %d had stopped%s: rank %u saw mismatched collectives)", peer, in, who);
+	} else {
+		return 0;
 	}
+	return kind;
 }
 
 /* The call fails: record why (once), tell every rank why, break every
@@ -401,14 +422,16 @@ static int fail_peer(struct hora_net_comm *c, int rc, int peer, const char *fmt,
 		va_start(ap, fmt);
 		k += vsnprintf(c->err + k, sizeof(c->err) - (size_t)k, fmt, ap);
 		va_end(ap);
+		uint32_t told = 0;
 		if (rc != -EBADE && k > 0 && (size_t)k < sizeof(c->err))
-			peer_notice(c, peer, c->err + k, sizeof(c->err) - (size_t)k);
+			told = peer_notice(c, peer, c->err + k, sizeof(c->err) - (size_t)k);
 		c->broken = rc;
-		/* tell the ranks waiting on us why before closing: a mismatch names
-		 * the rank that saw one first, a loss the rank lost first (the one a
-		 * notice told us of, else the peer that failed us, else ourselves) */
+		/* tell the ranks waiting on us why before closing: a mismatch (ours,
+		 * or one a notice told us of) names the rank that saw one first, a
+		 * loss the rank lost first (the one a notice told us of, else the
+		 * peer that failed us, else ourselves) */
 		uint32_t kind, who;
-		if (rc == -EBADE) {
+		if (rc == -EBADE || told == K_ABORT) {
 			const int origin = atomic_load(&c->abort_origin);
 			kind = K_ABORT;
 			who = (uint32_t)(origin >= 0 ? origin : c->rank);
@@ -497,7 +520,9 @@ struct fp_ctx {
 	char msg[400];
 };
 
-/* 0, or -EBADE with the reason in msg (no side effect: callbacks use it) */
+/* 0; -EBADE for a mismatch or an ABORT notice, -ECONNRESET for a LOST
+ * notice, with the reason in msg. Its only side effect is recording a
+ * notice's origin (atomics: callbacks on the comm thread use it too). */
 static int fp_compare(const struct hora_net_comm *c, const uint8_t *b, const struct fp *mine, int from,
 		      char *msg, size_t len)
 {
@@ -522,14 +547,12 @@ static int fp_compare(const struct hora_net_comm *c, const uint8_t *b, const str
 		char in[48] = "";
 		if (o.seq != mine->seq) /* it stopped in a call we had finished */
 			snprintf(in, sizeof(in), " in call #%llu", (unsigned long long)o.seq);
-		if (o.root == (uint32_t)from) {
+		if (o.root == (uint32_t)from)
 			snprintf(msg, len, "rank %d stopped%s on an error of its own (its error says which)", from,
 				 in);
-		} else {
-			int none = -1;
-			atomic_compare_exchange_strong(&((struct hora_net_comm *)c)->lost_origin, &none, (int)o.root);
+		else
 			snprintf(msg, len, "rank %d stopped%s: it lost rank %u", from, in, o.root);
-		}
+		note_lost((struct hora_net_comm *)c, o.root, from);
 		return -ECONNRESET;
 	}
 	const bool same_call = o.seq == mine->seq && o.count == mine->count && o.kind == mine->kind &&

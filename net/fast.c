@@ -340,9 +340,10 @@ int hora_net_fast_xchg(int ofd, const void *ohead, const void *obody, size_t obl
 	return 0;
 out:
 	/* Stopped inside our own message to ofd: its reader expects the rest
-	 * before anything else. When the check refused the head we got, the
-	 * caller will tell its peers why (an ABORT): finish the message first
-	 * (its reader is in the same call, so it drains), so that the ABORT is
+	 * before anything else. When the check refused the head we got (a
+	 * mismatch, or a peer's notice that it stopped), the caller will tell
+	 * its peers why (a notice of its own): finish the message first
+	 * (its reader is in the same call, so it drains), so that the notice is
 	 * read as a message and not as our data; if that cannot be done in
 	 * time, say so. */
 	if (sent > 0 && sent < ototal && refused) {

@@ -299,6 +299,29 @@ Test(net_coll, mismatched_op_on_the_ring_is_named_in_full, .timeout = 60)
 	cr_assert_geq(named, 1, "%s | %s", jobs[0].err, jobs[1].err);
 }
 
+/* A mismatch on the ring of 6: the ranks that hear of it only from a
+ * neighbour that stopped (its connection closed, its notice on the fast
+ * socket) say it was a mismatch too, never that a rank was lost. */
+Test(net_coll, mismatch_on_a_ring_of_six_is_called_a_mismatch_by_everyone, .timeout = 60)
+{
+	struct rank_arg ra[MAXR];
+	make_comms(ra, 6);
+	struct job jobs[6];
+	size_t count = 1 << 20;
+	for (int r = 0; r < 6; r++)
+		jobs[r] = (struct job){.ra = &ra[r], .buf = calloc(count, 4), .count = count,
+				       .t = HORA_NET_F32, .op = r == 2 ? HORA_NET_MAX : HORA_NET_SUM};
+	run_jobs(jobs, 6);
+	for (int r = 0; r < 6; r++) {
+		cr_log_info("rank %d: %s", r, jobs[r].err);
+		cr_assert_lt(jobs[r].rc, 0, "rank %d succeeded", r);
+		cr_assert(strstr(jobs[r].err, "mismatched") && !strstr(jobs[r].err, "lost rank"),
+			  "rank %d: %s", r, jobs[r].err);
+		free(jobs[r].buf);
+		hora_net_comm_destroy(ra[r].comm);
+	}
+}
+
 Test(net_coll, count_mismatch_on_the_sliced_ring_names_both_whole_counts, .timeout = 60)
 {
 	struct rank_arg ra[MAXR];
