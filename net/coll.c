@@ -358,6 +358,33 @@ static void note_lost(struct hora_net_comm *c, uint32_t who, int from)
 	atomic_compare_exchange_strong(&c->lost_origin, &none, who == (uint32_t)c->rank ? from : (int)who);
 }
 
+/* A notice from rank `from` about call `seq`, read in call `cur`: records
+ * its origin and says what it means in out. Returns its kind, 0 if it is
+ * none. */
+static uint32_t take_notice(struct hora_net_comm *c, uint32_t kind, uint32_t who, int from, uint64_t seq,
+			    uint64_t cur, char *out, size_t n)
+{
+	if (who >= (uint32_t)c->n || (kind != K_LOST && kind != K_ABORT))
+		return 0;
+	char in[48] = "";
+	if (seq != cur) /* it stopped in a call we had finished */
+		snprintf(in, sizeof(in), " in call #%llu", (unsigned long long)seq);
+	if (kind == K_ABORT) {
+		int none = -1; /* the first ABORT seen names the origin for good */
+		atomic_compare_exchange_strong(&c->abort_origin, &none, (int)who);
+		snprintf(out, n, "rank %u stopped%s: it saw mismatched collectives (its error names both calls)",
+			 who, in);
+	} else {
+		if (who == (uint32_t)from)
+			snprintf(out, n, "rank %d stopped%s on an error of its own (its error says which)", from,
+				 in);
+		else
+			snprintf(out, n, "rank %d stopped%s: it lost rank %u", from, in, who);
+		note_lost(c, who, from);
+	}
+	return kind;
+}
+
 /* What rank `peer` said on its fast socket before it closed, if it did (a
  * K_LOST or K_ABORT for this call or the one before), as " (rank P had
  * stopped: ...)"; returns the notice's kind, 0 if none. Waits up to 20 ms
@@ -388,24 +415,12 @@ static uint32_t peer_notice(struct hora_net_comm *c, int peer, char *out, size_t
 	 * path) of this call or the one before (we may have finished it, it did
 	 * not) */
 	if (memcmp(b + 8, zero, 8) || memcmp(b + 20, zero, 4) || memcmp(b + 28, zero, 4) ||
-	    seq > c->seq || seq + 1 < c->seq || who >= (uint32_t)c->n)
+	    seq > c->seq || seq + 1 < c->seq)
 		return 0;
-	char in[48] = "";
-	if (seq != c->seq)
-		snprintf(in, sizeof(in), " in call #%llu", (unsigned long long)seq);
-	if (kind == K_LOST && who == (uint32_t)peer) {
-		snprintf(out, n, " (rank %d had stopped%s on an error of its own)", peer, in);
-		note_lost(c, who, peer);
-	} else if (kind == K_LOST) {
-		snprintf(out, n, " (rank %d had stopped%s: it lost rank %u)", peer, in, who);
-		note_lost(c, who, peer);
-	} else if (kind == K_ABORT) {
-		int none = -1;
-		atomic_compare_exchange_strong(&c->abort_origin, &none, (int)who);
-		snprintf(out, n, " (rank %d had stopped%s: rank %u saw mismatched collectives)", peer, in, who);
-	} else {
-		return 0;
-	}
+	char what[200];
+	kind = take_notice(c, kind, who, peer, seq, c->seq, what, sizeof(what));
+	if (kind)
+		snprintf(out, n, " (%s)", what);
 	return kind;
 }
 
@@ -536,23 +551,10 @@ static int fp_compare(const struct hora_net_comm *c, const uint8_t *b, const str
 	memcpy(&o.root, b + 24, 4);
 	o.path = b[28];
 	memcpy(&o.layout, b + 29, 2);
-	if (o.kind == K_ABORT) {
-		int none = -1; /* the first ABORT seen names the origin for good */
-		atomic_compare_exchange_strong(&((struct hora_net_comm *)c)->abort_origin, &none, (int)o.root);
-		snprintf(msg, len, "rank %d stopped: it saw mismatched collectives (its error names both calls)",
-			 (int)o.root);
+	switch (take_notice((struct hora_net_comm *)c, o.kind, o.root, from, o.seq, mine->seq, msg, len)) {
+	case K_ABORT:
 		return -EBADE;
-	}
-	if (o.kind == K_LOST && o.root < (uint32_t)c->n) {
-		char in[48] = "";
-		if (o.seq != mine->seq) /* it stopped in a call we had finished */
-			snprintf(in, sizeof(in), " in call #%llu", (unsigned long long)o.seq);
-		if (o.root == (uint32_t)from)
-			snprintf(msg, len, "rank %d stopped%s on an error of its own (its error says which)", from,
-				 in);
-		else
-			snprintf(msg, len, "rank %d stopped%s: it lost rank %u", from, in, o.root);
-		note_lost((struct hora_net_comm *)c, o.root, from);
+	case K_LOST:
 		return -ECONNRESET;
 	}
 	const bool same_call = o.seq == mine->seq && o.count == mine->count && o.kind == mine->kind &&
