@@ -48,12 +48,17 @@ static int check_ops(const struct hora_gpu_ops *ops, const char *path, char *err
 			 HORA_GPU_PLUGIN_SYMBOL, ops->abi_version, HORA_GPU_ABI_VERSION);
 		return -EPROTO;
 	}
-	const char *null = !ops->build			? "build"
-			   : !ops->device_count	? "device_count"
-			   : !ops->describe		? "describe"
-			   : !ops->saxpy_check		? "saxpy_check"
-			   : !ops->nccl_version	? "nccl_version"
-						: NULL;
+	const char *null = NULL;
+	if (!ops->build)
+		null = "build";
+	else if (!ops->device_count)
+		null = "device_count";
+	else if (!ops->describe)
+		null = "describe";
+	else if (!ops->saxpy_check)
+		null = "saxpy_check";
+	else if (!ops->nccl_version)
+		null = "nccl_version";
 	if (null) {
 		snprintf(err, errlen, "%s: %s.%s is NULL", path, HORA_GPU_PLUGIN_SYMBOL, null);
 		return -EPROTO;
