@@ -15,6 +15,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <liburing.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -177,6 +178,21 @@ static int cmd_gpu_info(void)
 	return rc < 0 ? 1 : 0;
 }
 
+/* `hora --version`: the version, then what was compiled and what this
+ * machine has (io_uring from the kernel, CUDA through libhora_gpu.so). */
+static int cmd_version(void)
+{
+	struct io_uring ring;
+	char cuda[2048];
+	int rc = io_uring_queue_init(2, &ring, 0);
+	if (rc == 0)
+		io_uring_queue_exit(&ring);
+	hora_gpu_feature(cuda, sizeof(cuda));
+	printf("hora %s\nfeatures: io_uring (liburing %s) %s%s; %s\n", hora_version(),
+	       HORA_LIBURING_VERSION, rc ? "no: " : "yes", rc ? strerror(-rc) : "", cuda);
+	return 0;
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: hora <command> [options]\n"
@@ -214,11 +230,8 @@ int main(int argc, char **argv)
 		return hora_cmd_worker(argc - 1, argv + 1);
 	if (!strcmp(cmd, "gpu-info"))
 		return cmd_gpu_info();
-	if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
-		printf("hora %s (cuda %s, nccl %s)\n", hora_version(), HORA_HAVE_CUDA ? "yes" : "no",
-		       HORA_HAVE_NCCL ? "yes" : "no");
-		return 0;
-	}
+	if (!strcmp(cmd, "version") || !strcmp(cmd, "--version"))
+		return cmd_version();
 	if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
 		usage(stdout);
 		return 0;

@@ -1,11 +1,17 @@
-/* device.cu - CUDA device query and hora's first kernel (saxpy), plus the
- * NCCL version. The seed of gpu/: later issues add cuBLAS models, the NCCL
- * communicator and the hierarchical allreduce here.
+/* device.cu - libhora_gpu.so: CUDA device query and hora's first kernel
+ * (saxpy), plus the NCCL version, offered to libhora as the ops struct
+ * hora_gpu_plugin_v1 (hora_gpu_ops.h), its only exported symbol. The seed of
+ * gpu/: later issues add cuBLAS models, the NCCL communicator and the
+ * hierarchical allreduce here, as new slots of a new ABI version.
  *
+ * This is the only code of hora linked against the CUDA runtime and NCCL;
+ * it does not know libhora (loader.c loads it, forward.c calls it).
  * Every CUDA error is turned into a negative errno with the CUDA message in
  * the caller's buffer; nothing here exits.
  */
-#include "hora_gpu.h"
+#include "hora_gpu_ops.h"
+
+#include "hora_config.h"
 
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -23,7 +29,7 @@ static int no_device(cudaError_t e, char *why, size_t whylen)
 	return -ENODEV;
 }
 
-extern "C" int hora_gpu_device_count(char *why, size_t whylen)
+static int device_count(char *why, size_t whylen)
 {
 	int n = 0;
 	cudaError_t e = cudaGetDeviceCount(&n);
@@ -34,7 +40,7 @@ extern "C" int hora_gpu_device_count(char *why, size_t whylen)
 	return n;
 }
 
-extern "C" int hora_gpu_nccl_version(void)
+static int nccl_version(void)
 {
 	int v = 0;
 	if (ncclGetVersion(&v) != ncclSuccess)
@@ -42,14 +48,14 @@ extern "C" int hora_gpu_nccl_version(void)
 	return v;
 }
 
-extern "C" int hora_gpu_describe(char *buf, size_t len)
+static int describe(char *buf, size_t len)
 {
 	int rt = 0, drv = 0;
 	cudaRuntimeGetVersion(&rt);
 	cudaDriverGetVersion(&drv);
 	int k = snprintf(buf, len, "CUDA runtime %d, driver %d, NCCL %d\n", rt, drv,
-			 hora_gpu_nccl_version());
-	int n = hora_gpu_device_count(buf + k, len - (size_t)k);
+			 nccl_version());
+	int n = device_count(buf + k, len - (size_t)k);
 	if (n < 0) {
 		size_t used = (size_t)k + strlen(buf + k);
 		if (used + 1 < len) {
@@ -75,9 +81,9 @@ __global__ static void saxpy(int n, float a, const float *__restrict__ x, float 
 		y[i] = a * x[i] + y[i];
 }
 
-extern "C" int hora_gpu_saxpy_check(int n, float a, double *max_abs_err)
+static int saxpy_check(int n, float a, double *max_abs_err)
 {
-	int rc = hora_gpu_device_count(NULL, 0);
+	int rc = device_count(NULL, 0);
 	*max_abs_err = 0;
 	if (rc < 0)
 		return rc;
@@ -120,3 +126,12 @@ out:
 	free(out);
 	return rc;
 }
+
+extern "C" __attribute__((visibility("default"))) const struct hora_gpu_ops hora_gpu_plugin_v1 = {
+	HORA_GPU_ABI_VERSION,
+	"CUDA " HORA_CUDA_VERSION ", NCCL " HORA_NCCL_VERSION,
+	device_count,
+	describe,
+	saxpy_check,
+	nccl_version,
+};

@@ -1,12 +1,33 @@
 /* hora_gpu.h - what the GPU module offers the rest of hora (internal).
  *
- * Built from device.cu when CUDA + NCCL are found (HORA_HAVE_CUDA), from
- * stub.c otherwise, where every call returns -ENOTSUP. A build with CUDA
- * on a machine with no GPU answers -ENODEV at run time, so callers (and the
- * tests) can tell "not built" from "no device" and skip with a clear reason.
+ * The CUDA code lives in libhora_gpu.so (hora_gpu_ops.h), which libhora
+ * loads with dlopen the first time a GPU function is called (loader.c), so
+ * one build runs on machines with and without CUDA. Return values tell the
+ * cases apart, and the text always says why:
+ *   -ENOTSUP  hora was built without CUDA (HORA_HAVE_CUDA 0);
+ *   -ENOENT   libhora_gpu.so or a library it needs (libcudart.so.13,
+ *             libnccl.so.2) could not be loaded: the dlerror text;
+ *   -ENOEXEC  the file loaded but has no hora_gpu_plugin_v1;
+ *   -EPROTO   its abi_version is not ours, or a slot is NULL;
+ *   -ENODEV   the library is loaded but there is no usable CUDA device.
+ *
+ * Where libhora_gpu.so is looked for, first file that exists wins (a file
+ * that exists but fails to load is reported, not skipped):
+ *   1. next to the object holding libhora (libhora.so, or the executable
+ *      that links libhora statically), found with dladdr;
+ *   2. the build directory (HORA_GPU_BUILD_DIR, set by CMake);
+ *   3. the installed library directory (HORA_GPU_INSTALL_LIBDIR);
+ *   4. the dynamic loader's own search (LD_LIBRARY_PATH, ld.so.cache).
+ * Nothing here reads the environment.
+ *
+ * Thread-safety: every function may be called from any thread; the library
+ * is loaded at most once per process and never unloaded (the CUDA runtime
+ * does not survive dlclose).
  */
 #ifndef HORA_GPU_H
 #define HORA_GPU_H
+
+#include "hora_gpu_ops.h"
 
 #include <stddef.h>
 
@@ -14,20 +35,67 @@
 extern "C" {
 #endif
 
-/* Number of usable CUDA devices (>= 1), -ENODEV when there is none (reason
- * in why, if given), -ENOTSUP when built without CUDA. */
+/* ---- one library file ------------------------------------------------- */
+
+/* One dlopen'ed libhora_gpu.so (or a test double with the same ABI). */
+struct hora_gpu_lib;
+
+/* Load the file at path (RTLD_NOW | RTLD_LOCAL), find hora_gpu_plugin_v1,
+ * check abi_version and that no slot is NULL. On success *out is set; the
+ * caller closes it with hora_gpu_lib_close. On failure err says
+ * "<path>: <what>" (the dlerror text for -ENOENT). Works in every build,
+ * with or without CUDA. Returns 0, -ENOENT, -ENOEXEC, -EPROTO or -ENOMEM. */
+int hora_gpu_lib_open(const char *path, struct hora_gpu_lib **out, char *err, size_t errlen);
+
+/* The ops of an open library; valid until hora_gpu_lib_close. */
+const struct hora_gpu_ops *hora_gpu_lib_ops(const struct hora_gpu_lib *lib);
+
+/* The path it was opened from (owned by lib). */
+const char *hora_gpu_lib_path(const struct hora_gpu_lib *lib);
+
+/* dlclose and free. NULL is a no-op. Not for the process-wide library. */
+void hora_gpu_lib_close(struct hora_gpu_lib *lib);
+
+/* ---- the process-wide library ----------------------------------------- */
+
+/* Use the file at path instead of the search above, in every build (tests
+ * point it at a missing or broken file to play a machine without CUDA).
+ * Only before the first load: returns 0, -EBUSY after it, -ENAMETOOLONG. */
+int hora_gpu_use_library(const char *path);
+
+/* The process-wide ops, loading the library on the first call. Returns 0
+ * with *ops set, or one of the codes above with the reason in err (the
+ * same reason on every later call). */
+int hora_gpu_get(const struct hora_gpu_ops **ops, char *err, size_t errlen);
+
+/* The path the process-wide library was loaded from, or NULL. */
+const char *hora_gpu_loaded_path(void);
+
+/* One line for `hora --version`, without a newline, e.g.
+ *   "cuda: compiled (CUDA 13.0.88, NCCL 2.28.9), libhora_gpu.so loaded
+ *    from /usr/lib, 1 devices"
+ *   "cuda: compiled (...), not available: <the loader's reason>"
+ *   "cuda: not compiled"
+ * Loads the library if it is not loaded yet. Returns 1 when at least one
+ * device is usable, 0 otherwise. */
+int hora_gpu_feature(char *buf, size_t len);
+
+/* ---- the device functions, through the process-wide library ------------ */
+
+/* Number of usable CUDA devices (>= 1); otherwise a code above with the
+ * reason in why, if given. */
 int hora_gpu_device_count(char *why, size_t whylen);
 
 /* A human-readable list of devices and the CUDA/NCCL versions into buf.
- * Returns 0, -ENODEV (buf says why) or -ENOTSUP. */
+ * Returns 0, or a code above with buf saying why. */
 int hora_gpu_describe(char *buf, size_t len);
 
 /* Run y = a*x + y for n floats on device 0 with hora's saxpy kernel and
  * compare with the same computation on the CPU; *max_abs_err gets the
- * largest difference. Returns 0, -ENODEV, -ENOTSUP, -ENOMEM or -EIO. */
+ * largest difference. Returns 0, a code above, -EINVAL, -ENOMEM or -EIO. */
 int hora_gpu_saxpy_check(int n, float a, double *max_abs_err);
 
-/* NCCL's version code (e.g. 22703) or -ENOTSUP. */
+/* NCCL's version code (e.g. 22809), or a code above. */
 int hora_gpu_nccl_version(void);
 
 #ifdef __cplusplus

@@ -1,5 +1,7 @@
-/* test_gpu.c - gpu/: runs the saxpy kernel against the CPU when a CUDA
- * device exists; skips with the reason otherwise (no CUDA build, no GPU). */
+/* test_gpu.c - gpu/ through the loader: runs the saxpy kernel of
+ * libhora_gpu.so against the CPU when a CUDA device exists; skips with the
+ * reason otherwise (no CUDA build, libhora_gpu.so not loadable, no GPU).
+ * The loader itself is tested in test_loader.c. */
 #include "gpu/hora_gpu.h"
 
 #include <criterion/criterion.h>

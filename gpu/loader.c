@@ -1,0 +1,222 @@
+/* loader.c - finds and dlopens libhora_gpu.so, checks its ABI, and keeps the
+ * process-wide copy (hora_gpu.h has the search order and the codes).
+ *
+ * This file is part of libhora and is plain C: it links against no CUDA
+ * library, which is the point of it. It is not the CUDA code (device.cu)
+ * nor the calls that go through the loaded ops (forward.c).
+ */
+#include "hora_gpu.h"
+
+#include "hora_config.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#ifndef HORA_GPU_BUILD_DIR
+#define HORA_GPU_BUILD_DIR ""
+#endif
+#ifndef HORA_GPU_INSTALL_LIBDIR
+#define HORA_GPU_INSTALL_LIBDIR ""
+#endif
+
+struct hora_gpu_lib {
+	void *handle;
+	const struct hora_gpu_ops *ops;
+	char path[PATH_MAX];
+};
+
+/* The process-wide library; every field guarded by g_lock. */
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static int g_tried;
+static int g_rc;
+static struct hora_gpu_lib *g_lib;
+static char g_err[1024];
+static char g_path[PATH_MAX]; /* hora_gpu_use_library, "" = search */
+
+static int check_ops(const struct hora_gpu_ops *ops, const char *path, char *err, size_t errlen)
+{
+	if (ops->abi_version != HORA_GPU_ABI_VERSION) {
+		snprintf(err, errlen, "%s: %s has abi_version %d, this hora needs %d", path,
+			 HORA_GPU_PLUGIN_SYMBOL, ops->abi_version, HORA_GPU_ABI_VERSION);
+		return -EPROTO;
+	}
+	const char *null = NULL;
+	if (!ops->build)
+		null = "build";
+	else if (!ops->device_count)
+		null = "device_count";
+	else if (!ops->describe)
+		null = "describe";
+	else if (!ops->saxpy_check)
+		null = "saxpy_check";
+	else if (!ops->nccl_version)
+		null = "nccl_version";
+	if (null) {
+		snprintf(err, errlen, "%s: %s.%s is NULL", path, HORA_GPU_PLUGIN_SYMBOL, null);
+		return -EPROTO;
+	}
+	return 0;
+}
+
+int hora_gpu_lib_open(const char *path, struct hora_gpu_lib **out, char *err, size_t errlen)
+{
+	*out = NULL;
+	if (strlen(path) >= PATH_MAX) {
+		snprintf(err, errlen, "%.64s...: path too long", path);
+		return -ENAMETOOLONG;
+	}
+	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (!h) {
+		snprintf(err, errlen, "%s: cannot load: %s", path, dlerror());
+		return -ENOENT;
+	}
+	dlerror();
+	const struct hora_gpu_ops *ops = dlsym(h, HORA_GPU_PLUGIN_SYMBOL);
+	if (!ops) {
+		snprintf(err, errlen, "%s: missing entry symbol '%s'", path, HORA_GPU_PLUGIN_SYMBOL);
+		dlclose(h);
+		return -ENOEXEC;
+	}
+	int rc = check_ops(ops, path, err, errlen);
+	struct hora_gpu_lib *lib = rc ? NULL : calloc(1, sizeof(*lib));
+	if (!rc && !lib) {
+		snprintf(err, errlen, "%s: out of memory", path);
+		rc = -ENOMEM;
+	}
+	if (rc) {
+		dlclose(h);
+		return rc;
+	}
+	lib->handle = h;
+	lib->ops = ops;
+	snprintf(lib->path, sizeof(lib->path), "%s", path);
+	*out = lib;
+	return 0;
+}
+
+const struct hora_gpu_ops *hora_gpu_lib_ops(const struct hora_gpu_lib *lib)
+{
+	return lib->ops;
+}
+
+const char *hora_gpu_lib_path(const struct hora_gpu_lib *lib)
+{
+	return lib->path;
+}
+
+void hora_gpu_lib_close(struct hora_gpu_lib *lib)
+{
+	if (!lib)
+		return;
+	dlclose(lib->handle);
+	free(lib);
+}
+
+/* The directory of the object this code is in: libhora.so, or the program
+ * when libhora is linked statically (its link-map name is then ""). */
+static int own_dir(char *dir, size_t len)
+{
+	Dl_info info;
+	struct link_map *lm = NULL;
+	char self[PATH_MAX];
+	const char *name;
+	if (!dladdr1((void *)own_dir, &info, (void **)&lm, RTLD_DL_LINKMAP) || !lm)
+		return -ENOENT;
+	name = lm->l_name;
+	if (!name || !name[0]) {
+		ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+		if (n <= 0)
+			return -ENOENT;
+		self[n] = 0;
+		name = self;
+	}
+	const char *slash = strrchr(name, '/');
+	if (!slash)
+		return -ENOENT;
+	if ((size_t)(slash - name) >= len)
+		return -ENAMETOOLONG;
+	memcpy(dir, name, (size_t)(slash - name));
+	dir[slash - name] = 0;
+	return 0;
+}
+
+/* Search order of hora_gpu.h; the first candidate file that exists decides.
+ * Called with g_lock held. */
+static int search_and_open(struct hora_gpu_lib **out, char *err, size_t errlen)
+{
+	char dirs[3][PATH_MAX] = {"", HORA_GPU_BUILD_DIR, HORA_GPU_INSTALL_LIBDIR};
+	char path[PATH_MAX + sizeof(HORA_GPU_LIBRARY_NAME) + 1];
+	struct stat st;
+	own_dir(dirs[0], sizeof(dirs[0]));
+	for (int i = 0; i < 3; i++) {
+		int n = snprintf(path, sizeof(path), "%s/%s", dirs[i], HORA_GPU_LIBRARY_NAME);
+		if (!dirs[i][0] || n < 0 || (size_t)n >= sizeof(path))
+			continue;
+		if (stat(path, &st) == 0)
+			return hora_gpu_lib_open(path, out, err, errlen);
+	}
+	char why[256];
+	int rc = hora_gpu_lib_open(HORA_GPU_LIBRARY_NAME, out, why, sizeof(why));
+	if (rc == -ENOENT) {
+		/* dirs cut to 150 bytes: a cut path still says where we looked */
+		snprintf(err, errlen,
+			 "%s is not next to libhora (%.150s), in the build (%.150s) or the "
+			 "install (%.150s) directory, nor found by the dynamic loader (%s)",
+			 HORA_GPU_LIBRARY_NAME, dirs[0][0] ? dirs[0] : "?", dirs[1], dirs[2], why);
+	} else if (rc) {
+		snprintf(err, errlen, "%s", why);
+	}
+	return rc;
+}
+
+int hora_gpu_use_library(const char *path)
+{
+	int rc = 0;
+	pthread_mutex_lock(&g_lock);
+	if (g_tried)
+		rc = -EBUSY;
+	else if (strlen(path) >= sizeof(g_path))
+		rc = -ENAMETOOLONG;
+	else
+		snprintf(g_path, sizeof(g_path), "%s", path);
+	pthread_mutex_unlock(&g_lock);
+	return rc;
+}
+
+int hora_gpu_get(const struct hora_gpu_ops **ops, char *err, size_t errlen)
+{
+	pthread_mutex_lock(&g_lock);
+	if (!g_tried) {
+		g_tried = 1;
+		if (g_path[0])
+			g_rc = hora_gpu_lib_open(g_path, &g_lib, g_err, sizeof(g_err));
+		else if (!HORA_HAVE_CUDA) {
+			snprintf(g_err, sizeof(g_err),
+				 "hora was built without CUDA (HORA_CUDA=OFF or nvcc/NCCL not found)");
+			g_rc = -ENOTSUP;
+		} else
+			g_rc = search_and_open(&g_lib, g_err, sizeof(g_err));
+	}
+	int rc = g_rc;
+	*ops = g_lib ? g_lib->ops : NULL;
+	if (rc && err && errlen)
+		snprintf(err, errlen, "%s", g_err);
+	pthread_mutex_unlock(&g_lock);
+	return rc;
+}
+
+const char *hora_gpu_loaded_path(void)
+{
+	pthread_mutex_lock(&g_lock);
+	const char *p = g_lib ? g_lib->path : NULL;
+	pthread_mutex_unlock(&g_lock);
+	return p;
+}
