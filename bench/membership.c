@@ -11,7 +11,7 @@
  * and prints medians. SWIM's expectations: detection time about constant in
  * N, dissemination O(log N) periods, traffic per member constant.
  */
-#include "net/hora_net.h"
+#include "net/transport/transport.h"
 #include "report.h"
 
 #include <getopt.h>

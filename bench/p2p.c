@@ -13,8 +13,8 @@
  * flight from the client, then a 1-byte ack; GB/s = 1e9 B/s; median of reps.
  * Secret: HORA_SECRET (or a random one shared with the forked server).
  */
-#include "net/handshake.h"
-#include "net/hora_net.h"
+#include "net/transport/handshake.h"
+#include "net/transport/transport.h"
 #include "report.h"
 
 #include <errno.h>

@@ -8,7 +8,7 @@
 #include "cluster.h"
 
 #include "hora.h"
-#include "net/handshake.h"
+#include "net/transport/handshake.h"
 #include "yamlwalk.h"
 
 #include <arpa/inet.h>

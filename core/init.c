@@ -12,7 +12,7 @@
 #include "comm.h"
 #include "log.h"
 
-#include "net/handshake.h"
+#include "net/transport/handshake.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -10,8 +10,8 @@
  */
 #include "cluster.h"
 #include "hora.h"
-#include "net/handshake.h"
-#include "net/hora_net.h"
+#include "net/transport/handshake.h"
+#include "net/transport/transport.h"
 
 #include <errno.h>
 #include <getopt.h>

@@ -4,7 +4,7 @@
  * After each event the installed view is published, under qlock, for other
  * threads (hora_net_membership_view/wait).
  */
-#include "internal.h"
+#include "net/transport/internal.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -23,8 +23,8 @@
  * acknowledged. A member left out of the view, or seeing no majority of its
  * view alive, reports itself paused. Layouts: net/MEMBERSHIP.md.
  */
-#include "swim.h"
-#include "endian.h"
+#include "net/membership/swim.h"
+#include "net/transport/endian.h"
 
 #include <errno.h>
 #include <sodium.h>

@@ -15,7 +15,7 @@
  * the sender back: no unbounded buffering, no allocation from a header.
  * Send path: queued frames go out with one sendmsg of up to 32 iovecs.
  */
-#include "internal.h"
+#include "net/transport/internal.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -5,9 +5,9 @@
  * Each side's proof covers the other side's fresh nonce, so a recorded
  * exchange cannot be replayed, and the labels stop reflection.
  */
-#include "handshake.h"
-#include "endian.h"
-#include "frame.h"
+#include "net/transport/handshake.h"
+#include "net/transport/endian.h"
+#include "net/transport/frame.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -6,10 +6,10 @@
 #ifndef HORA_NET_INTERNAL_H
 #define HORA_NET_INTERNAL_H
 
-#include "frame.h"
-#include "handshake.h"
-#include "hora_net.h"
-#include "swim.h"
+#include "net/transport/frame.h"
+#include "net/transport/handshake.h"
+#include "net/transport/transport.h"
+#include "net/membership/swim.h"
 
 #include <liburing.h>
 #include <netinet/in.h>

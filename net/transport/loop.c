@@ -9,7 +9,7 @@
  *
  * Not here: socket state machines (conn.c) and the peer/request API (peer.c).
  */
-#include "internal.h"
+#include "net/transport/internal.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

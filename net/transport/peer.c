@@ -10,7 +10,7 @@
  * every socket's ops have left the kernel, so no buffer is written after its
  * request returned. Requests on a broken peer fail at once.
  */
-#include "internal.h"
+#include "net/transport/internal.h"
 
 #include <errno.h>
 #include <stdarg.h>

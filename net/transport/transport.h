@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "swim.h"
+#include "net/membership/swim.h"
 
 struct hora_net_opts {
 	uint32_t node_id;            /* this worker's id, sent in the handshake */
