@@ -1,34 +1,56 @@
-/* membership.c - runs the SWIM state machine (swim.c) on a loop's comm
- * thread: one UDP socket with a recvmsg op always armed, one timeout op at
- * the machine's next deadline, datagrams sent with non-blocking sendto(2).
- * After each event the installed view is published, under qlock, for other
- * threads (hora_net_membership_view/wait).
+/* membership.c - runs the SWIM state machine (swim.c) on a transport loop's
+ * comm thread, through the loop's service only: one datagram socket (its
+ * receive always armed by the loop), one timer at the machine's next
+ * deadline, calls posted for start, leave and status queries. After each
+ * event the installed view is published, under m->lock, for other threads
+ * (hora_net_membership_view/wait).
+ *
+ * Not here: the protocol itself (swim.c), anything about collectives.
  */
-#include "net/transport/internal.h"
+#include "net/membership/membership.h"
+
+#include "net/util/clock.h"
+#include "net/util/hostport.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
-#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
-int hora_net_post(struct hora_net_loop *loop, struct cmd *c);
-
-struct hora_net_membership_start {
-	struct hora_swim_cfg cfg;
-	struct sockaddr_in addr;
-	uint16_t *bound;
-	struct hora_swim_addr *seeds;
-	int nseeds;
+struct hora_net_membership {
+	struct hora_net_loop *loop;
+	/* comm thread */
+	struct hora_swim *swim;
+	struct hora_net_dgram *udp;
+	struct hora_net_timer *timer;
+	uint64_t bad_mac_seen;
+	/* [lock] snapshot for other threads */
+	pthread_mutex_t lock;
+	pthread_cond_t cond; /* CLOCK_MONOTONIC */
+	bool dead;
+	struct hora_swim_view view;
+	int rank;
+	bool paused, joined;
+	int alive; /* members this one believes alive, itself included */
+	char why[128];
+	struct hora_swim_stats stats;
+	struct { /* STATUS answers of the view's members */
+		uint64_t uid;
+		struct hora_swim_status st;
+		int64_t at; /* ms, the membership clock (now_ms); 0 = none */
+	} status[HORA_SWIM_MAX_VIEW];
+	int nstatus;
 };
 
-/* The swim clock (net/swim.h): monotonic, offset once to the wall clock so
- * that members on hosts with synchronised clocks share period boundaries. */
+/* The swim clock (net/membership/swim.h): monotonic, offset once to the
+ * wall clock so that members on hosts with synchronised clocks share
+ * period boundaries. */
 static int64_t clock_offset_ns;
 static pthread_once_t clock_once = PTHREAD_ONCE_INIT;
 
@@ -36,362 +58,339 @@ static void clock_init(void)
 {
 	struct timespec rt;
 	clock_gettime(CLOCK_REALTIME, &rt);
-	clock_offset_ns = (int64_t)rt.tv_sec * 1000000000 + rt.tv_nsec - hora_net_now_ns();
+	clock_offset_ns = (int64_t)rt.tv_sec * 1000000000 + rt.tv_nsec - hora_clock_ns();
 }
 
 static int64_t now_ms(void)
 {
 	pthread_once(&clock_once, clock_init);
-	return (hora_net_now_ns() + clock_offset_ns) / 1000000;
+	return (hora_clock_ns() + clock_offset_ns) / 1000000;
 }
 
-static void flush(struct hora_net_loop *loop)
+/* ---- comm thread ------------------------------------------------------------------ */
+
+/* Send what swim queued, then publish the view for other threads. */
+static void flush(struct hora_net_membership *m)
 {
 	struct hora_swim_out o;
-	while (hora_swim_pop(loop->swim, &o)) {
+	while (hora_swim_pop(m->swim, &o)) {
 		struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(o.to.port),
 					 .sin_addr.s_addr = o.to.ip};
-		/* UDP: a full socket buffer drops the datagram, as the network may */
-		sendto(loop->udp_fd, o.buf, o.len, MSG_DONTWAIT | MSG_NOSIGNAL, (struct sockaddr *)&to,
-		       sizeof(to));
+		hora_net_dgram_send(m->udp, &to, o.buf, o.len); /* UDP: a drop is a loss */
 	}
 	struct hora_swim_view v;
 	int rank;
 	bool paused;
 	char why[128];
-	hora_swim_view_get(loop->swim, &v, &rank, &paused, why, sizeof(why));
+	hora_swim_view_get(m->swim, &v, &rank, &paused, why, sizeof(why));
 	struct hora_swim_member mem[HORA_SWIM_MAX_MEMBERS];
-	int nm = hora_swim_members(loop->swim, mem, HORA_SWIM_MAX_MEMBERS), alive = 0;
+	int nm = hora_swim_members(m->swim, mem, HORA_SWIM_MAX_MEMBERS), alive = 0;
 	for (int i = 0; i < nm; i++)
 		alive += mem[i].state == HORA_SWIM_ALIVE || mem[i].state == HORA_SWIM_SUSPECT;
-	pthread_mutex_lock(&loop->qlock);
-	bool changed = v.id != loop->mview.id || paused != loop->mpaused ||
-		       hora_swim_joined(loop->swim) != loop->mjoined || alive != loop->malive;
-	loop->malive = alive;
-	loop->mview = v;
-	loop->mrank = rank;
-	loop->mpaused = paused;
-	loop->mjoined = hora_swim_joined(loop->swim);
-	snprintf(loop->mwhy, sizeof(loop->mwhy), "%s", why);
-	hora_swim_stats_get(loop->swim, &loop->mstats);
-	loop->nmstatus = v.n;
+	const bool joined = hora_swim_joined(m->swim);
+	pthread_mutex_lock(&m->lock);
+	bool changed = v.id != m->view.id || paused != m->paused || joined != m->joined ||
+		       alive != m->alive;
+	m->alive = alive;
+	m->view = v;
+	m->rank = rank;
+	m->paused = paused;
+	m->joined = joined;
+	snprintf(m->why, sizeof(m->why), "%s", why);
+	hora_swim_stats_get(m->swim, &m->stats);
+	m->nstatus = v.n;
 	for (int i = 0; i < v.n; i++) {
-		loop->mstatus[i].uid = v.uids[i];
-		if (hora_swim_status_of(loop->swim, v.uids[i], &loop->mstatus[i].st, &loop->mstatus[i].at))
-			loop->mstatus[i].at = 0;
+		m->status[i].uid = v.uids[i];
+		if (hora_swim_status_of(m->swim, v.uids[i], &m->status[i].st, &m->status[i].at))
+			m->status[i].at = 0;
 	}
 	if (changed)
-		pthread_cond_broadcast(&loop->qcond);
-	pthread_mutex_unlock(&loop->qlock);
+		pthread_cond_broadcast(&m->cond);
+	pthread_mutex_unlock(&m->lock);
 }
 
-static void arm_recv(struct hora_net_loop *loop)
+static void on_timer(void *arg)
 {
-	struct io_uring_sqe *sqe = hora_net_sqe(loop);
-	loop->udp_iov.iov_base = loop->udp_buf;
-	loop->udp_iov.iov_len = sizeof(loop->udp_buf);
-	memset(&loop->udp_msg, 0, sizeof(loop->udp_msg));
-	loop->udp_msg.msg_name = &loop->udp_from;
-	loop->udp_msg.msg_namelen = sizeof(loop->udp_from);
-	loop->udp_msg.msg_iov = &loop->udp_iov;
-	loop->udp_msg.msg_iovlen = 1;
-	io_uring_prep_recvmsg(sqe, loop->udp_fd, &loop->udp_msg, 0);
-	io_uring_sqe_set_data(sqe, &loop->udp_op);
+	struct hora_net_membership *m = arg;
+	hora_swim_tick(m->swim, now_ms());
+	flush(m);
+	hora_net_timer_arm(m->timer, hora_swim_next_ms(m->swim, now_ms()));
 }
 
-static void arm_timer(struct hora_net_loop *loop)
+static void on_datagram(void *arg, const struct sockaddr_in *src, const uint8_t *buf, size_t len)
 {
-	int ms = hora_swim_next_ms(loop->swim, now_ms());
-	struct io_uring_sqe *sqe = hora_net_sqe(loop);
-	loop->swim_ts.tv_sec = ms / 1000;
-	loop->swim_ts.tv_nsec = (long long)(ms % 1000) * 1000000;
-	io_uring_prep_timeout(sqe, &loop->swim_ts, 0, 0);
-	io_uring_sqe_set_data(sqe, &loop->swim_op);
-}
-
-static void on_udp(struct hora_net_loop *loop, struct op *op, const struct io_uring_cqe *cqe)
-{
-	(void)op;
-	if (loop->stopping)
-		return;
-	if (cqe->res > 0 && loop->udp_from.sin_family == AF_INET) {
-		struct hora_swim_addr from = {loop->udp_from.sin_addr.s_addr,
-					      ntohs(loop->udp_from.sin_port)};
-		uint64_t bad = loop->mstats.bad_mac;
-		hora_swim_input(loop->swim, now_ms(), from, loop->udp_buf, (size_t)cqe->res);
-		struct hora_swim_stats st;
-		hora_swim_stats_get(loop->swim, &st);
-		if (st.bad_mac > bad) {
-			char ip[INET_ADDRSTRLEN];
-			inet_ntop(AF_INET, &loop->udp_from.sin_addr, ip, sizeof(ip));
-			hora_net_refuse_log(loop, "membership: datagram from %s:%u failed authentication "
-					    "(wrong cluster secret?)", ip, ntohs(loop->udp_from.sin_port));
-		}
-		hora_swim_tick(loop->swim, now_ms());
-		flush(loop);
+	struct hora_net_membership *m = arg;
+	struct hora_swim_addr from = {src->sin_addr.s_addr, ntohs(src->sin_port)};
+	hora_swim_input(m->swim, now_ms(), from, buf, len);
+	struct hora_swim_stats st;
+	hora_swim_stats_get(m->swim, &st);
+	if (st.bad_mac > m->bad_mac_seen) {
+		char ip[INET_ADDRSTRLEN];
+		inet_ntop(AF_INET, &src->sin_addr, ip, sizeof(ip));
+		hora_net_refuse_log(m->loop, "membership: datagram from %s:%u failed authentication "
+				    "(wrong cluster secret?)", ip, ntohs(src->sin_port));
+		m->bad_mac_seen = st.bad_mac;
 	}
-	arm_recv(loop);
+	hora_swim_tick(m->swim, now_ms());
+	flush(m);
 }
 
-static void on_swim_timer(struct hora_net_loop *loop, struct op *op, const struct io_uring_cqe *cqe)
-{
-	(void)op;
-	(void)cqe;
-	if (loop->stopping)
-		return;
-	hora_swim_tick(loop->swim, now_ms());
-	flush(loop);
-	arm_timer(loop);
-}
+struct start {
+	struct hora_net_membership *m;
+	struct hora_swim_cfg cfg;
+	struct sockaddr_in addr;
+	uint16_t bound;
+	const struct hora_swim_addr *seeds;
+	int nseeds;
+	int rc;
+	char err[256];
+};
 
-void hora_net_membership_run(struct hora_net_loop *loop, struct cmd *c)
+static void do_start(void *arg)
 {
-	struct hora_net_membership_start *ms = c->arg;
-	struct hora_net_req *r = c->req;
-	char msg[192];
-	if (loop->swim) {
-		hora_net_req_finish(r, -EALREADY, "membership already running on this loop");
-		return;
-	}
-	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (fd < 0 || bind(fd, (struct sockaddr *)&ms->addr, sizeof(ms->addr))) {
-		int e = errno;
-		snprintf(msg, sizeof(msg), "membership: bind UDP %s:%u: %s", inet_ntoa(ms->addr.sin_addr),
-			 ntohs(ms->addr.sin_port), strerror(e));
-		if (fd >= 0)
-			close(fd);
-		hora_net_req_finish(r, -e, msg);
-		return;
-	}
+	struct start *s = arg;
+	struct hora_net_membership *m = s->m;
 	struct sockaddr_in b;
-	socklen_t bl = sizeof(b);
-	getsockname(fd, (struct sockaddr *)&b, &bl);
-	*ms->bound = ntohs(b.sin_port);
-	ms->cfg.self.ip = b.sin_addr.s_addr;
-	ms->cfg.self.port = ntohs(b.sin_port);
-	ms->cfg.secret = loop->o.secret;
-	ms->cfg.secret_len = loop->o.secret_len;
-	char why[256];
-	if (hora_swim_cfg_check(&ms->cfg, why, sizeof(why))) {
-		close(fd);
-		hora_net_req_finish(r, -EINVAL, why);
+	char why[200];
+	s->rc = hora_net_dgram_open(m->loop, &s->addr, HORA_SWIM_MTU + 64, on_datagram, m, &b, &m->udp,
+				    why, sizeof(why));
+	if (s->rc) {
+		snprintf(s->err, sizeof(s->err), "membership: %s", why);
 		return;
 	}
-	loop->swim = hora_swim_create(&ms->cfg);
-	if (!loop->swim) {
-		close(fd);
-		hora_net_req_finish(r, -ENOMEM, "membership: cannot create the SWIM state");
+	s->bound = ntohs(b.sin_port);
+	s->cfg.self.ip = b.sin_addr.s_addr;
+	s->cfg.self.port = s->bound;
+	s->cfg.secret = hora_net_loop_secret(m->loop, &s->cfg.secret_len);
+	if (hora_swim_cfg_check(&s->cfg, s->err, sizeof(s->err))) {
+		s->rc = -EINVAL;
+	} else if (!(m->swim = hora_swim_create(&s->cfg))) {
+		s->rc = -ENOMEM;
+		snprintf(s->err, sizeof(s->err), "membership: cannot create the SWIM state");
+	} else if ((s->rc = hora_net_timer_create(m->loop, on_timer, m, &m->timer))) {
+		snprintf(s->err, sizeof(s->err), "membership: cannot create its timer");
+	}
+	if (s->rc) {
+		hora_net_dgram_close(m->udp);
+		hora_swim_destroy(m->swim);
+		m->udp = NULL;
+		m->swim = NULL;
 		return;
 	}
-	loop->udp_fd = fd;
-	loop->udp_op.fn = on_udp;
-	loop->swim_op.fn = on_swim_timer;
-	hora_swim_join(loop->swim, now_ms(), ms->seeds, ms->nseeds);
-	flush(loop);
-	arm_recv(loop);
-	arm_timer(loop);
-	hora_net_req_finish(r, 0, NULL);
+	hora_swim_join(m->swim, now_ms(), s->seeds, s->nseeds);
+	flush(m);
+	hora_net_timer_arm(m->timer, hora_swim_next_ms(m->swim, now_ms()));
 }
 
-void hora_net_membership_do_leave(struct hora_net_loop *loop, struct hora_net_req *r)
+static void do_stop(void *arg)
 {
-	if (loop->swim) {
-		hora_swim_leave(loop->swim, now_ms());
-		flush(loop);
+	struct hora_net_membership *m = arg;
+	hora_net_timer_destroy(m->timer);
+	hora_net_dgram_close(m->udp);
+	hora_swim_destroy(m->swim);
+	m->timer = NULL;
+	m->udp = NULL;
+	m->swim = NULL;
+}
+
+static void do_leave(void *arg)
+{
+	struct hora_net_membership *m = arg;
+	hora_swim_leave(m->swim, now_ms());
+	flush(m);
+}
+
+/* ---- any thread -------------------------------------------------------------------- */
+
+static struct hora_net_membership *alloc_membership(struct hora_net_loop *loop)
+{
+	struct hora_net_membership *m = calloc(1, sizeof(*m));
+	if (!m)
+		return NULL;
+	m->loop = loop;
+	m->rank = -1;
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&m->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	pthread_mutex_init(&m->lock, NULL);
+	return m;
+}
+
+static void free_membership(struct hora_net_membership *m)
+{
+	pthread_mutex_destroy(&m->lock);
+	pthread_cond_destroy(&m->cond);
+	free(m);
+}
+
+int hora_net_membership_create(struct hora_net_loop *loop, const struct hora_swim_cfg *cfg,
+			       const char *host, uint16_t port, uint16_t *bound,
+			       const struct hora_swim_addr *seeds, int nseeds,
+			       struct hora_net_membership **out, char *err, size_t errlen)
+{
+	*out = NULL;
+	struct start s = {.cfg = *cfg, .seeds = seeds, .nseeds = nseeds, .rc = -ESHUTDOWN};
+	s.addr.sin_family = AF_INET;
+	s.addr.sin_port = htons(port);
+	if (inet_pton(AF_INET, host, &s.addr.sin_addr) != 1) {
+		snprintf(err, errlen, "membership: '%s' is not an IPv4 address", host);
+		return -EINVAL;
 	}
-	hora_net_req_finish(r, 0, NULL);
+	if (!s.cfg.uid && getrandom(&s.cfg.uid, sizeof(s.cfg.uid), 0) != sizeof(s.cfg.uid))
+		s.cfg.uid = (uint64_t)hora_clock_ns() ^ ((uint64_t)getpid() << 40);
+	if (!(s.m = alloc_membership(loop))) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	snprintf(s.err, sizeof(s.err), "membership: the transport loop is shut down");
+	int rc = hora_net_loop_call(loop, do_start, &s);
+	if (rc || s.rc) {
+		snprintf(err, errlen, "%s", s.err);
+		free_membership(s.m);
+		return rc ? rc : s.rc;
+	}
+	if (bound)
+		*bound = s.bound;
+	*out = s.m;
+	return 0;
+}
+
+void hora_net_membership_destroy(struct hora_net_membership *m)
+{
+	if (!m)
+		return;
+	if (hora_net_loop_call(m->loop, do_stop, m)) /* the comm thread is gone: nothing runs */
+		hora_swim_destroy(m->swim); /* its socket and timer go with the loop */
+	pthread_mutex_lock(&m->lock);
+	m->dead = true;
+	pthread_cond_broadcast(&m->cond);
+	pthread_mutex_unlock(&m->lock);
+	free_membership(m);
+}
+
+void hora_net_membership_leave(struct hora_net_membership *m)
+{
+	hora_net_loop_call(m->loop, do_leave, m);
 }
 
 int hora_net_swim_addr(const char *hp, struct hora_swim_addr *a)
 {
 	char host[64];
-	const char *c = strrchr(hp, ':');
-	if (!c || (size_t)(c - hp) >= sizeof(host))
-		return -EINVAL;
-	memcpy(host, hp, (size_t)(c - hp));
-	host[c - hp] = 0;
-	char *end;
-	long port = strtol(c + 1, &end, 10);
+	uint16_t port;
 	struct in_addr in;
-	if (*end || port < 0 || port > 65535 || inet_pton(AF_INET, host, &in) != 1)
+	if (hora_hostport_split(hp, host, sizeof(host), &port) || inet_pton(AF_INET, host, &in) != 1)
 		return -EINVAL;
 	a->ip = in.s_addr;
-	a->port = (uint16_t)port;
+	a->port = port;
 	return 0;
 }
 
-/* sync helpers shared with peer.c */
-struct hora_net_req *hora_net_sync_req(void);
-int hora_net_sync_wait(struct hora_net_loop *loop, struct cmd *c, struct hora_net_req *r, char *err,
-		       size_t errlen);
-
-int hora_net_membership_start(struct hora_net_loop *loop, const struct hora_swim_cfg *cfg,
-			      const char *host, uint16_t port, uint16_t *bound,
-			      const struct hora_swim_addr *seeds, int nseeds, char *err, size_t errlen)
-{
-	struct hora_net_membership_start ms = {.cfg = *cfg, .bound = bound,
-					       .seeds = (struct hora_swim_addr *)seeds, .nseeds = nseeds};
-	uint16_t b = 0;
-	if (!bound)
-		ms.bound = &b;
-	ms.addr.sin_family = AF_INET;
-	ms.addr.sin_port = htons(port);
-	if (inet_pton(AF_INET, host, &ms.addr.sin_addr) != 1) {
-		snprintf(err, errlen, "membership: '%s' is not an IPv4 address", host);
-		return -EINVAL;
-	}
-	if (!ms.cfg.uid && getrandom(&ms.cfg.uid, sizeof(ms.cfg.uid), 0) != sizeof(ms.cfg.uid))
-		ms.cfg.uid = (uint64_t)hora_net_now_ns() ^ ((uint64_t)getpid() << 40);
-	struct cmd *c = calloc(1, sizeof(*c));
-	struct hora_net_req *r = hora_net_sync_req();
-	if (!c || !r) {
-		free(c);
-		free(r);
-		return -ENOMEM;
-	}
-	c->kind = CMD_MEMBERSHIP;
-	c->arg = &ms;
-	return hora_net_sync_wait(loop, c, r, err, errlen);
-}
-
-void hora_net_membership_leave(struct hora_net_loop *loop)
-{
-	struct cmd *c = calloc(1, sizeof(*c));
-	struct hora_net_req *r = hora_net_sync_req();
-	char err[128];
-	if (!c || !r) {
-		free(c);
-		free(r);
-		return;
-	}
-	c->kind = CMD_LEAVE;
-	hora_net_sync_wait(loop, c, r, err, sizeof(err));
-}
-
-int hora_net_membership_view(struct hora_net_loop *loop, struct hora_swim_view *v, int *rank,
+int hora_net_membership_view(struct hora_net_membership *m, struct hora_swim_view *v, int *rank,
 			     bool *paused, char *why, size_t whylen)
 {
-	pthread_mutex_lock(&loop->qlock);
-	int rc = loop->swim ? 0 : -ENOTCONN;
-	*v = loop->mview;
-	*rank = loop->mrank;
-	*paused = loop->mpaused;
+	pthread_mutex_lock(&m->lock);
+	*v = m->view;
+	*rank = m->rank;
+	*paused = m->paused;
 	if (why && whylen)
-		snprintf(why, whylen, "%s", loop->mwhy);
-	pthread_mutex_unlock(&loop->qlock);
-	return rc;
+		snprintf(why, whylen, "%s", m->why);
+	pthread_mutex_unlock(&m->lock);
+	return 0;
 }
 
-int hora_net_membership_alive(struct hora_net_loop *loop)
+int hora_net_membership_alive(struct hora_net_membership *m)
 {
-	pthread_mutex_lock(&loop->qlock);
-	int n = loop->malive;
-	pthread_mutex_unlock(&loop->qlock);
+	pthread_mutex_lock(&m->lock);
+	int n = m->alive;
+	pthread_mutex_unlock(&m->lock);
 	return n;
 }
 
-bool hora_net_membership_joined(struct hora_net_loop *loop)
+bool hora_net_membership_joined(struct hora_net_membership *m)
 {
-	pthread_mutex_lock(&loop->qlock);
-	bool j = loop->mjoined;
-	pthread_mutex_unlock(&loop->qlock);
+	pthread_mutex_lock(&m->lock);
+	bool j = m->joined;
+	pthread_mutex_unlock(&m->lock);
 	return j;
 }
 
-void hora_net_membership_stats(struct hora_net_loop *loop, struct hora_swim_stats *st)
+void hora_net_membership_stats(struct hora_net_membership *m, struct hora_swim_stats *st)
 {
-	pthread_mutex_lock(&loop->qlock);
-	*st = loop->mstats;
-	pthread_mutex_unlock(&loop->qlock);
+	pthread_mutex_lock(&m->lock);
+	*st = m->stats;
+	pthread_mutex_unlock(&m->lock);
 }
 
-int hora_net_membership_wait(struct hora_net_loop *loop, uint64_t known, bool known_paused,
+int hora_net_membership_wait(struct hora_net_membership *m, uint64_t known, bool known_paused,
 			     int timeout_ms)
 {
-	struct timespec ts;
-	hora_net_deadline(&ts, timeout_ms);
+	int64_t until = hora_clock_ns() + (int64_t)timeout_ms * 1000000;
+	struct timespec ts = {.tv_sec = until / 1000000000, .tv_nsec = until % 1000000000};
 	int rc = 0;
-	pthread_mutex_lock(&loop->qlock);
-	int alive0 = loop->malive;
-	while (loop->mview.id == known && loop->mpaused == known_paused && loop->malive == alive0 &&
-	       !loop->dead && !rc) {
+	pthread_mutex_lock(&m->lock);
+	int alive0 = m->alive;
+	while (m->view.id == known && m->paused == known_paused && m->alive == alive0 && !m->dead &&
+	       !rc) {
 		if (timeout_ms < 0)
-			pthread_cond_wait(&loop->qcond, &loop->qlock);
-		else if (pthread_cond_timedwait(&loop->qcond, &loop->qlock, &ts))
+			pthread_cond_wait(&m->cond, &m->lock);
+		else if (pthread_cond_timedwait(&m->cond, &m->lock, &ts))
 			rc = -ETIMEDOUT;
 	}
-	if (!rc && loop->dead)
+	if (!rc && m->dead)
 		rc = -ESHUTDOWN;
-	pthread_mutex_unlock(&loop->qlock);
+	pthread_mutex_unlock(&m->lock);
 	return rc;
 }
 
-/* ---- application status (stall inspector) ------------------------------------ */
+/* ---- application status (opaque bytes) --------------------------------------------- */
 
-struct status_cmd {
-	int op; /* 0 set the source, 1 query */
-	void (*get)(void *arg, struct hora_swim_status *st);
+struct status_call {
+	struct hora_net_membership *m;
+	hora_swim_status_fn get; /* set the source */
 	void *arg;
-	int64_t at; /* query: when it was sent */
+	int64_t at; /* query: when it was sent; 0 = set the source */
 };
 
-void hora_net_membership_do_status(struct hora_net_loop *loop, struct cmd *c)
+static void do_status_source(void *arg)
 {
-	struct status_cmd *sc = c->arg;
-	if (!loop->swim) {
-		hora_net_req_finish(c->req, -ENOTCONN, "membership is not running");
-		return;
-	}
-	if (sc->op == 0) {
-		hora_swim_status_source(loop->swim, sc->get, sc->arg);
-	} else {
-		sc->at = now_ms();
-		hora_swim_status_query(loop->swim, sc->at);
-		flush(loop);
-	}
-	hora_net_req_finish(c->req, 0, NULL);
+	struct status_call *sc = arg;
+	hora_swim_status_source(sc->m->swim, sc->get, sc->arg);
 }
 
-static int status_cmd(struct hora_net_loop *loop, struct status_cmd *sc)
+static void do_status_query(void *arg)
 {
-	struct cmd *c = calloc(1, sizeof(*c));
-	struct hora_net_req *r = hora_net_sync_req();
-	char err[128];
-	if (!c || !r) {
-		free(c);
-		free(r);
-		return -ENOMEM;
-	}
-	c->kind = CMD_STATUS;
-	c->arg = sc;
-	return hora_net_sync_wait(loop, c, r, err, sizeof(err));
+	struct status_call *sc = arg;
+	sc->at = now_ms();
+	hora_swim_status_query(sc->m->swim, sc->at);
+	flush(sc->m);
 }
 
-int hora_net_membership_status_source(struct hora_net_loop *loop,
-				      void (*get)(void *arg, struct hora_swim_status *st), void *arg)
+int hora_net_membership_status_source(struct hora_net_membership *m, hora_swim_status_fn get,
+				      void *arg)
 {
-	struct status_cmd sc = {.op = 0, .get = get, .arg = arg};
-	return status_cmd(loop, &sc);
+	struct status_call sc = {.m = m, .get = get, .arg = arg};
+	return hora_net_loop_call(m->loop, do_status_source, &sc);
 }
 
-int hora_net_membership_status_query(struct hora_net_loop *loop, int64_t *sent_ms)
+int hora_net_membership_status_query(struct hora_net_membership *m, int64_t *sent_ms)
 {
-	struct status_cmd sc = {.op = 1};
-	int rc = status_cmd(loop, &sc);
+	struct status_call sc = {.m = m};
+	int rc = hora_net_loop_call(m->loop, do_status_query, &sc);
 	*sent_ms = sc.at;
 	return rc;
 }
 
-int hora_net_membership_status(struct hora_net_loop *loop, int rank, int64_t since_ms,
+int hora_net_membership_status(struct hora_net_membership *m, int rank, int64_t since_ms,
 			       struct hora_swim_status *st)
 {
-	pthread_mutex_lock(&loop->qlock);
+	pthread_mutex_lock(&m->lock);
 	int rc = -ENOENT;
-	if (rank >= 0 && rank < loop->nmstatus && loop->mstatus[rank].at &&
-	    loop->mstatus[rank].at >= since_ms) {
-		*st = loop->mstatus[rank].st;
+	if (rank >= 0 && rank < m->nstatus && m->status[rank].at && m->status[rank].at >= since_ms) {
+		*st = m->status[rank].st;
 		rc = 0;
 	}
-	pthread_mutex_unlock(&loop->qlock);
+	pthread_mutex_unlock(&m->lock);
 	return rc;
 }

@@ -248,7 +248,7 @@ static void on_connect(struct hora_net_loop *loop, struct op *op, const struct i
 	}
 	bool retry = res == -ECONNREFUSED || res == -ECONNRESET || res == -ETIMEDOUT ||
 		     res == -EAGAIN || res == -EHOSTUNREACH || res == -ENETUNREACH;
-	if (retry && hora_net_now_ns() + 50000000 < c->deadline_ns) {
+	if (retry && hora_clock_ns() + 50000000 < c->deadline_ns) {
 		close(c->fd);
 		c->fd = -1;
 		c->retry_ts.tv_sec = 0;
@@ -271,7 +271,7 @@ void hora_net_conn_start_server(struct conn *c)
 	struct hora_net_loop *loop = c->loop;
 	c->state = C_HANDSHAKE;
 	loop->pending_handshakes++;
-	c->deadline_ns = hora_net_now_ns() + (int64_t)loop->o.handshake_timeout_ms * 1000000;
+	c->deadline_ns = hora_clock_ns() + (int64_t)loop->o.handshake_timeout_ms * 1000000;
 	if (hora_net_hs_server_start(&c->hs, loop->o.secret, loop->o.secret_len, loop->o.node_id)) {
 		hs_fail(c, -EINVAL, "bad cluster secret");
 		return;
