@@ -200,9 +200,14 @@ int hora_net_hs_input(struct hora_net_hs *hs, const uint8_t *in, size_t n, uint8
 			return rc;
 		memcpy(hs->challenge, in, HORA_NET_CHALLENGE_BYTES);
 		mac(hs, "hora-v1-server", 48, m);
-		if (sodium_memcmp(m, in + 48, 32) != 0)
+		if (sodium_memcmp(m, in + 48, 32) != 0) {
+			/* tell the server why we hang up: a REJECT in AUTH's size */
+			reject(out, outlen, HORA_NET_REJ_AUTH);
+			memset(out + HORA_NET_RESULT_BYTES, 0, HORA_NET_AUTH_BYTES - HORA_NET_RESULT_BYTES);
+			*outlen = HORA_NET_AUTH_BYTES;
 			return fail(hs, -EACCES, "authentication failed: the peer does not know the "
 					       "cluster secret");
+		}
 		hs->peer_node = hora_get32(in + 8);
 		uint8_t *a = out;
 		memset(a, 0, HORA_NET_AUTH_BYTES);
@@ -213,6 +218,9 @@ int hora_net_hs_input(struct hora_net_hs *hs, const uint8_t *in, size_t n, uint8
 		return 0;
 	}
 	case S_S_WAIT_AUTH: {
+		if (hora_get32(in) == HORA_NET_MAGIC && in[4] == HORA_NET_VERSION && in[5] == HS_T_REJECT)
+			return fail(hs, -EACCES, "authentication failed: the peer could not verify this "
+						 "side's proof (the two have different cluster secrets)");
 		int rc = check_head(hs, in, HS_T_AUTH, "AUTH");
 		if (rc) {
 			reject(out, outlen, HORA_NET_REJ_MALFORMED);

@@ -206,6 +206,7 @@ struct hora_net_loop {
 	/* [q] the last handshake this loop refused or failed, for the error of
 	 * an accept or connect that then times out ("" = none) */
 	char last_hs_fail[256];
+	int64_t last_hs_fail_ns;
 };
 
 /* loop.c */

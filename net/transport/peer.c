@@ -458,7 +458,13 @@ int hora_net_accept(struct hora_net_loop *loop, int timeout_ms, struct hora_net_
 		snprintf(err, errlen, "transport loop is shut down");
 	} else {
 		rc = -ETIMEDOUT;
-		snprintf(err, errlen, "no peer connected within %d ms", timeout_ms);
+		if (loop->last_hs_fail[0])
+			snprintf(err, errlen, "no peer connected within %d ms; the last connection refused "
+					      "(%.1f s ago): %s", timeout_ms,
+				 1e-9 * (double)(hora_clock_ns() - loop->last_hs_fail_ns),
+				 loop->last_hs_fail);
+		else
+			snprintf(err, errlen, "no peer connected within %d ms", timeout_ms);
 	}
 	pthread_mutex_unlock(&loop->qlock);
 	return rc;

@@ -123,6 +123,25 @@ Test(net_handshake, wrong_secret_fails_on_client_first)
 	cr_assert(strstr(c.why, "does not know the cluster secret"), "%s", c.why);
 }
 
+/* Regression (issue 12 section 5): the client hung up without a word, so the
+ * server, whose secret may be the right one, could only report a closed
+ * connection; it now reads a REJECT in AUTH's size and says why. */
+Test(net_handshake, client_that_cannot_verify_the_server_tells_it_why)
+{
+	struct hora_net_hs s, c;
+	uint8_t a[HORA_NET_HS_MAX_OUT], b[HORA_NET_HS_MAX_OUT];
+	size_t na, nb;
+	hora_net_hs_server_start(&s, (const uint8_t *)TEST_SECRET, strlen(TEST_SECRET), 1);
+	hora_net_hs_client_start(&c, (const uint8_t *)"another-secret-of-some-length", 29, 2, 77, 0, 1, a,
+				 &na);
+	cr_assert_eq(hora_net_hs_input(&s, a, na, b, &nb), 0);
+	cr_assert_eq(hora_net_hs_input(&c, b, nb, a, &na), -EACCES);
+	cr_assert_eq(na, HORA_NET_AUTH_BYTES, "the client sent no REJECT (%zu bytes)", na);
+	cr_assert_eq(hora_net_hs_input(&s, a, na, b, &nb), -EACCES);
+	cr_assert(strstr(s.why, "could not verify") && strstr(s.why, "authentication failed"), "%s",
+		  s.why);
+}
+
 Test(net_handshake, client_with_wrong_secret_is_rejected_by_server)
 {
 	struct hora_net_hs s, c;
