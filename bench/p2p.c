@@ -345,7 +345,8 @@ int hora_bench_p2p(int argc, char **argv)
 		o.chunk_bytes = chunk;
 	uint8_t secret[HORA_NET_SECRET_MAX];
 	char err[256];
-	int slen = hora_net_secret_load(NULL, secret, sizeof(secret), err, sizeof(err));
+	int slen = hora_net_secret_load(NULL, getenv("HORA_SECRET"), secret, sizeof(secret), err,
+					sizeof(err), NULL, 0);
 	if (slen < 0 && role)
 		return die("secret", err);
 	if (slen < 0) { /* local run: a fresh random secret for both processes */

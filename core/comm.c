@@ -106,12 +106,15 @@ int hora_comm_create(const struct hora_comm_config *cfg, struct hora_comm **out,
 		}
 		memcpy(key, cfg->secret, klen);
 	} else {
-		char why[256];
-		int k = hora_net_secret_load(cfg->secret_file, key, sizeof(key), why, sizeof(why));
+		char why[256], warn[320];
+		int k = hora_net_secret_load(cfg->secret_file, getenv("HORA_SECRET"), key, sizeof(key), why,
+					     sizeof(why), warn, sizeof(warn));
 		if (k < 0) {
 			snprintf(err, errlen, "communicator: %s", why);
 			return k;
 		}
+		if (warn[0])
+			HORA_LOGW("%s", warn);
 		klen = (size_t)k;
 	}
 	struct hora_net_comm_cfg nc = {.rank = cfg->rank, .nranks = cfg->size, .addrs = cfg->addrs,

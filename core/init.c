@@ -48,14 +48,17 @@ int hora_init(const char *file, struct hora_comm **out, char *err, size_t errlen
 		rc = HORA_ERR_CONFIG;
 		goto out;
 	}
-	char why[256];
-	int slen = hora_net_secret_load(cc->secret_file[0] ? cc->secret_file : NULL, secret,
-					sizeof(secret), why, sizeof(why));
+	char why[256], warn[320];
+	int slen = hora_net_secret_load(cc->secret_file[0] ? cc->secret_file : NULL,
+					getenv("HORA_SECRET"), secret, sizeof(secret), why, sizeof(why),
+					warn, sizeof(warn));
 	if (slen < 0) {
 		snprintf(err, errlen, "%s", why);
 		rc = HORA_ERR_CONFIG;
 		goto out;
 	}
+	if (warn[0])
+		HORA_LOGW("%s", warn);
 	struct hora_net_opts no = cc->transport;
 	no.secret = secret;
 	no.secret_len = (size_t)slen;

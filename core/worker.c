@@ -119,11 +119,15 @@ static int run_node(struct node_opts *o, enum hora_swim_role role, const char *p
 {
 	uint8_t secret[HORA_NET_SECRET_MAX];
 	char err[256];
-	int slen = hora_net_secret_load(o->secret_file, secret, sizeof(secret), err, sizeof(err));
+	char warn[320];
+	int slen = hora_net_secret_load(o->secret_file, getenv("HORA_SECRET"), secret, sizeof(secret),
+					err, sizeof(err), warn, sizeof(warn));
 	if (slen < 0) {
 		fprintf(stderr, "%s: %s\n", prog, err);
 		return 2;
 	}
+	if (warn[0])
+		fprintf(stderr, "%s: warning: %s\n", prog, warn);
 	char host[64] = "0.0.0.0";
 	uint16_t port = 0;
 	if (o->listen) {
