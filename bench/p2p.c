@@ -15,6 +15,7 @@
  */
 #include "net/transport/handshake.h"
 #include "net/transport/transport.h"
+#include "net/util/hostport.h"
 #include "report.h"
 
 #include <errno.h>
@@ -278,17 +279,6 @@ static void usage(FILE *f)
 		   "  Secret: HORA_SECRET (random when forking a local server).\n");
 }
 
-static int split_hostport(const char *s, char *host, size_t n, uint16_t *port)
-{
-	const char *c = strrchr(s, ':');
-	if (!c || (size_t)(c - s) >= n)
-		return -1;
-	memcpy(host, s, (size_t)(c - s));
-	host[c - s] = 0;
-	*port = (uint16_t)atoi(c + 1);
-	return 0;
-}
-
 int hora_bench_p2p(int argc, char **argv);
 int hora_bench_p2p(int argc, char **argv)
 {
@@ -360,7 +350,7 @@ int hora_bench_p2p(int argc, char **argv)
 	char host[128] = "127.0.0.1";
 	uint16_t port = 0;
 	if (role && !strcmp(role, "server")) {
-		if (!listen_at || split_hostport(listen_at, host, sizeof(host), &port))
+		if (!listen_at || hora_hostport_split(listen_at, host, sizeof(host), &port))
 			return die("server", "--listen IP:PORT is required");
 		struct hora_net_loop *l;
 		struct hora_net_peer *p;
@@ -403,7 +393,7 @@ int hora_bench_p2p(int argc, char **argv)
 		if (pid < 0 || read(pfd[0], &port, sizeof(port)) != sizeof(port))
 			return die("server", "did not start");
 		close(pfd[0]);
-	} else if (!connect_to || split_hostport(connect_to, host, sizeof(host), &port)) {
+	} else if (!connect_to || hora_hostport_split(connect_to, host, sizeof(host), &port)) {
 		return die("client", "--connect IP:PORT is required");
 	}
 	o.node_id = 2;

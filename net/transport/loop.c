@@ -55,13 +55,6 @@ void hora_net_deadline(struct timespec *ts, int timeout_ms)
 	}
 }
 
-int64_t hora_net_now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 struct frame *hora_net_frame_get(struct hora_net_loop *loop)
 {
 	struct frame *f = loop->frame_cache;
