@@ -402,8 +402,6 @@ static bool live(const struct mem *x)
 	return x->m.state == HORA_SWIM_ALIVE || x->m.state == HORA_SWIM_SUSPECT;
 }
 
-static struct mem *find(struct hora_swim *s, uint64_t uid);
-
 /* Live workers, plus members of the installed view we have not heard of yet
  * (gossip about them is on its way; only evidence of death removes one). */
 static void desired(struct hora_swim *s, struct hora_swim_view *v)
