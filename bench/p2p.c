@@ -279,6 +279,31 @@ static void usage(FILE *f)
 		   "  Secret: HORA_SECRET (random when forking a local server).\n");
 }
 
+/* Listen on host:port, announce the bound port (on notify_fd when >= 0,
+ * else on stdout), serve one peer. Returns the exit status. */
+static int run_server(const struct hora_net_opts *o, const char *host, uint16_t port, int notify_fd)
+{
+	char err[256];
+	struct hora_net_loop *l;
+	struct hora_net_peer *p;
+	if (hora_net_loop_create(o, &l, err, sizeof(err)) ||
+	    hora_net_listen(l, host, port, &port, err, sizeof(err)))
+		return die("listen", err);
+	if (notify_fd >= 0) {
+		if (write(notify_fd, &port, sizeof(port)) != sizeof(port))
+			return 1;
+	} else {
+		printf("listening on %s:%u\n", host, port);
+		fflush(stdout);
+	}
+	if (hora_net_accept(l, 60000, &p, err, sizeof(err)))
+		return die("accept", err);
+	int rc = serve(p);
+	hora_net_peer_close(p);
+	hora_net_loop_destroy(l);
+	return rc;
+}
+
 int hora_bench_p2p(int argc, char **argv);
 int hora_bench_p2p(int argc, char **argv)
 {
@@ -352,19 +377,7 @@ int hora_bench_p2p(int argc, char **argv)
 	if (role && !strcmp(role, "server")) {
 		if (!listen_at || hora_hostport_split(listen_at, host, sizeof(host), &port))
 			return die("server", "--listen IP:PORT is required");
-		struct hora_net_loop *l;
-		struct hora_net_peer *p;
-		if (hora_net_loop_create(&o, &l, err, sizeof(err)) ||
-		    hora_net_listen(l, host, port, &port, err, sizeof(err)))
-			return die("listen", err);
-		printf("listening on %s:%u\n", host, port);
-		fflush(stdout);
-		if (hora_net_accept(l, 60000, &p, err, sizeof(err)))
-			return die("accept", err);
-		int rc = serve(p);
-		hora_net_peer_close(p);
-		hora_net_loop_destroy(l);
-		return rc;
+		return run_server(&o, host, port, -1);
 	}
 	pid_t pid = -1;
 	if (!role) {
@@ -374,20 +387,8 @@ int hora_bench_p2p(int argc, char **argv)
 		pid = fork();
 		if (pid == 0) {
 			close(pfd[0]);
-			struct hora_net_loop *l;
-			struct hora_net_peer *p;
 			o.node_id = 1;
-			if (hora_net_loop_create(&o, &l, err, sizeof(err)) ||
-			    hora_net_listen(l, "127.0.0.1", 0, &port, err, sizeof(err)))
-				_exit(die("listen", err));
-			if (write(pfd[1], &port, sizeof(port)) != sizeof(port))
-				_exit(1);
-			if (hora_net_accept(l, 60000, &p, err, sizeof(err)))
-				_exit(die("accept", err));
-			int rc = serve(p);
-			hora_net_peer_close(p);
-			hora_net_loop_destroy(l);
-			_exit(rc);
+			_exit(run_server(&o, "127.0.0.1", 0, pfd[1]));
 		}
 		close(pfd[1]);
 		if (pid < 0 || read(pfd[0], &port, sizeof(port)) != sizeof(port))
