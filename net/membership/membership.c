@@ -261,7 +261,10 @@ void hora_net_membership_destroy(struct hora_net_membership *m)
 {
 	if (!m)
 		return;
-	if (hora_net_loop_call(m->loop, do_stop, m)) /* the comm thread is gone: nothing runs */
+	int rc;
+	while ((rc = hora_net_loop_call(m->loop, do_stop, m)) == -ENOMEM)
+		usleep(1000); /* the comm thread still runs our callbacks: it must stop them */
+	if (rc) /* -ESHUTDOWN: the comm thread is gone, nothing of ours runs any more */
 		hora_swim_destroy(m->swim); /* its socket and timer go with the loop */
 	pthread_mutex_lock(&m->lock);
 	m->dead = true;
