@@ -1,6 +1,6 @@
 /* membership.c - `hora bench membership --members N`: SWIM + views at scale.
  *
- * N members in this process, each a full hora_net loop (own comm thread,
+ * N members in this process, each a full transport loop (own comm thread,
  * own io_uring ring, own UDP socket on 127.0.0.1) running the real
  * membership code, joined through member 0. Measures, per repetition:
  *   agree_ms   start of all members -> every member installed the N view
@@ -11,7 +11,7 @@
  * and prints medians. SWIM's expectations: detection time about constant in
  * N, dissemination O(log N) periods, traffic per member constant.
  */
-#include "net/hora_net.h"
+#include "net/membership/membership.h"
 #include "report.h"
 
 #include <getopt.h>
@@ -21,7 +21,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-static int all_have(struct hora_net_loop **l, int n, int skip, int want)
+static int all_have(struct hora_net_membership **l, int n, int skip, int want)
 {
 	struct hora_swim_view v0 = {0};
 	for (int i = 0; i < n; i++) {
@@ -41,7 +41,7 @@ static int all_have(struct hora_net_loop **l, int n, int skip, int want)
 	return 1;
 }
 
-static double wait_views(struct hora_net_loop **l, int n, int skip, int want, double limit_s)
+static double wait_views(struct hora_net_membership **l, int n, int skip, int want, double limit_s)
 {
 	double t0 = hora_bench_now();
 	while (hora_bench_now() - t0 < limit_s) {
@@ -92,6 +92,7 @@ int hora_bench_membership(int argc, char **argv)
 	double agree[50], detect[50], bps[50], false_susp[50];
 	for (int r = 0; r < reps; r++) {
 		struct hora_net_loop **l = calloc((size_t)n, sizeof(*l));
+		struct hora_net_membership **m = calloc((size_t)n, sizeof(*m));
 		struct hora_net_opts o;
 		hora_net_opts_default(&o);
 		o.secret = secret;
@@ -108,15 +109,15 @@ int hora_bench_membership(int argc, char **argv)
 		for (int i = 0; i < n; i++) {
 			uint16_t port;
 			if (hora_net_loop_create(&o, &l[i], err, sizeof(err)) ||
-			    hora_net_membership_start(l[i], &sc, "127.0.0.1", 0, &port, &seed, i ? 1 : 0,
-						      err, sizeof(err))) {
+			    hora_net_membership_create(l[i], &sc, "127.0.0.1", 0, &port, &seed, i ? 1 : 0,
+						       &m[i], err, sizeof(err))) {
 				fprintf(stderr, "hora bench membership: member %d: %s\n", i, err);
 				return 1;
 			}
 			if (!i)
 				hora_net_swim_addr("127.0.0.1:0", &seed), seed.port = port;
 		}
-		double a = wait_views(l, n, -1, n, 60);
+		double a = wait_views(m, n, -1, n, 60);
 		agree[r] = a < 0 ? -1 : (hora_bench_now() - t0) * 1e3; /* from the first start */
 		/* quiet window: traffic per member, once the join-time gossip (each
 		 * update sent lambda*log2(N+1) times) has drained */
@@ -124,14 +125,14 @@ int hora_bench_membership(int argc, char **argv)
 		struct hora_swim_stats s0, s1;
 		uint64_t b0 = 0, b1 = 0, f0 = 0, f1 = 0;
 		for (int i = 0; i < n; i++) {
-			hora_net_membership_stats(l[i], &s0);
+			hora_net_membership_stats(m[i], &s0);
 			b0 += s0.sent_bytes;
 			f0 += s0.suspicions;
 		}
 		double w0 = hora_bench_now();
 		usleep(3000000);
 		for (int i = 0; i < n; i++) {
-			hora_net_membership_stats(l[i], &s1);
+			hora_net_membership_stats(m[i], &s1);
 			b1 += s1.sent_bytes;
 			f1 += s1.suspicions;
 		}
@@ -139,13 +140,18 @@ int hora_bench_membership(int argc, char **argv)
 		bps[r] = (double)(b1 - b0) / (hora_bench_now() - w0) / n;
 		/* a crash: the last member's loop goes away without a word */
 		int victim = n - 1;
+		hora_net_membership_destroy(m[victim]);
 		hora_net_loop_destroy(l[victim]);
+		m[victim] = NULL;
 		l[victim] = NULL;
 		double t1 = hora_bench_now();
-		double d = wait_views(l, n - 1, -1, n - 1, 30);
+		double d = wait_views(m, n - 1, -1, n - 1, 30);
 		detect[r] = d < 0 ? -1 : (hora_bench_now() - t1) * 1e3;
-		for (int i = 0; i < n; i++)
+		for (int i = 0; i < n; i++) {
+			hora_net_membership_destroy(m[i]);
 			hora_net_loop_destroy(l[i]);
+		}
+		free(m);
 		free(l);
 		fprintf(stderr, "  rep %d: agree %.0f ms, detect+agree %.0f ms, %.0f B/s per member, "
 				"%.0f false suspicions in the quiet 3 s\n",

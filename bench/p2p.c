@@ -13,8 +13,9 @@
  * flight from the client, then a 1-byte ack; GB/s = 1e9 B/s; median of reps.
  * Secret: HORA_SECRET (or a random one shared with the forked server).
  */
-#include "net/handshake.h"
-#include "net/hora_net.h"
+#include "net/transport/handshake.h"
+#include "net/transport/transport.h"
+#include "net/util/hostport.h"
 #include "report.h"
 
 #include <errno.h>
@@ -278,15 +279,29 @@ static void usage(FILE *f)
 		   "  Secret: HORA_SECRET (random when forking a local server).\n");
 }
 
-static int split_hostport(const char *s, char *host, size_t n, uint16_t *port)
+/* Listen on host:port, announce the bound port (on notify_fd when >= 0,
+ * else on stdout), serve one peer. Returns the exit status. */
+static int run_server(const struct hora_net_opts *o, const char *host, uint16_t port, int notify_fd)
 {
-	const char *c = strrchr(s, ':');
-	if (!c || (size_t)(c - s) >= n)
-		return -1;
-	memcpy(host, s, (size_t)(c - s));
-	host[c - s] = 0;
-	*port = (uint16_t)atoi(c + 1);
-	return 0;
+	char err[256];
+	struct hora_net_loop *l;
+	struct hora_net_peer *p;
+	if (hora_net_loop_create(o, &l, err, sizeof(err)) ||
+	    hora_net_listen(l, host, port, &port, err, sizeof(err)))
+		return die("listen", err);
+	if (notify_fd >= 0) {
+		if (write(notify_fd, &port, sizeof(port)) != sizeof(port))
+			return 1;
+	} else {
+		printf("listening on %s:%u\n", host, port);
+		fflush(stdout);
+	}
+	if (hora_net_accept(l, 60000, &p, err, sizeof(err)))
+		return die("accept", err);
+	int rc = serve(p);
+	hora_net_peer_close(p);
+	hora_net_loop_destroy(l);
+	return rc;
 }
 
 int hora_bench_p2p(int argc, char **argv);
@@ -345,7 +360,8 @@ int hora_bench_p2p(int argc, char **argv)
 		o.chunk_bytes = chunk;
 	uint8_t secret[HORA_NET_SECRET_MAX];
 	char err[256];
-	int slen = hora_net_secret_load(NULL, secret, sizeof(secret), err, sizeof(err));
+	int slen = hora_net_secret_load(NULL, getenv("HORA_SECRET"), secret, sizeof(secret), err,
+					sizeof(err), NULL, 0);
 	if (slen < 0 && role)
 		return die("secret", err);
 	if (slen < 0) { /* local run: a fresh random secret for both processes */
@@ -359,21 +375,9 @@ int hora_bench_p2p(int argc, char **argv)
 	char host[128] = "127.0.0.1";
 	uint16_t port = 0;
 	if (role && !strcmp(role, "server")) {
-		if (!listen_at || split_hostport(listen_at, host, sizeof(host), &port))
+		if (!listen_at || hora_hostport_split(listen_at, host, sizeof(host), &port))
 			return die("server", "--listen IP:PORT is required");
-		struct hora_net_loop *l;
-		struct hora_net_peer *p;
-		if (hora_net_loop_create(&o, &l, err, sizeof(err)) ||
-		    hora_net_listen(l, host, port, &port, err, sizeof(err)))
-			return die("listen", err);
-		printf("listening on %s:%u\n", host, port);
-		fflush(stdout);
-		if (hora_net_accept(l, 60000, &p, err, sizeof(err)))
-			return die("accept", err);
-		int rc = serve(p);
-		hora_net_peer_close(p);
-		hora_net_loop_destroy(l);
-		return rc;
+		return run_server(&o, host, port, -1);
 	}
 	pid_t pid = -1;
 	if (!role) {
@@ -383,26 +387,14 @@ int hora_bench_p2p(int argc, char **argv)
 		pid = fork();
 		if (pid == 0) {
 			close(pfd[0]);
-			struct hora_net_loop *l;
-			struct hora_net_peer *p;
 			o.node_id = 1;
-			if (hora_net_loop_create(&o, &l, err, sizeof(err)) ||
-			    hora_net_listen(l, "127.0.0.1", 0, &port, err, sizeof(err)))
-				_exit(die("listen", err));
-			if (write(pfd[1], &port, sizeof(port)) != sizeof(port))
-				_exit(1);
-			if (hora_net_accept(l, 60000, &p, err, sizeof(err)))
-				_exit(die("accept", err));
-			int rc = serve(p);
-			hora_net_peer_close(p);
-			hora_net_loop_destroy(l);
-			_exit(rc);
+			_exit(run_server(&o, "127.0.0.1", 0, pfd[1]));
 		}
 		close(pfd[1]);
 		if (pid < 0 || read(pfd[0], &port, sizeof(port)) != sizeof(port))
 			return die("server", "did not start");
 		close(pfd[0]);
-	} else if (!connect_to || split_hostport(connect_to, host, sizeof(host), &port)) {
+	} else if (!connect_to || hora_hostport_split(connect_to, host, sizeof(host), &port)) {
 		return die("client", "--connect IP:PORT is required");
 	}
 	o.node_id = 2;

@@ -1,6 +1,8 @@
 /* report.c - timing and reporting helpers shared by every bench. */
 #include "report.h"
 
+#include "net/util/clock.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,9 +12,7 @@
 
 double hora_bench_now(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+	return hora_clock_s(); /* the one monotonic clock (net/util/clock.h) */
 }
 
 static int cmp_double(const void *a, const void *b)

@@ -8,7 +8,7 @@
 #include "cluster.h"
 
 #include "hora.h"
-#include "net/handshake.h"
+#include "net/transport/handshake.h"
 #include "yamlwalk.h"
 
 #include <arpa/inet.h>
@@ -337,10 +337,12 @@ int hora_cluster_load(struct hora_cluster_config *c, const char *path, char *err
 	uint8_t key[HORA_NET_SECRET_MAX];
 	char why[512];
 	if (tmp.secret_file[0]) {
-		if (hora_net_secret_load(tmp.secret_file, key, sizeof(key), why, sizeof(why)) < 0)
+		if (hora_net_secret_load(tmp.secret_file, NULL, key, sizeof(key), why, sizeof(why), NULL,
+					 0) < 0)
 			return hora_cfg_bad(err, errlen, "%s:%d:%d: cluster.secret_file: %s", path, tmp.secret_line,
 				   tmp.secret_col, why);
-	} else if (hora_net_secret_load(NULL, key, sizeof(key), why, sizeof(why)) < 0) {
+	} else if (hora_net_secret_load(NULL, getenv("HORA_SECRET"), key, sizeof(key), why, sizeof(why),
+					NULL, 0) < 0) {
 		return hora_cfg_bad(err, errlen, "%s: %s", path, why);
 	}
 	if (!tmp.nseeds) /* default: the first worker is the seed */

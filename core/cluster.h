@@ -3,7 +3,7 @@
 #ifndef HORA_CORE_CLUSTER_H
 #define HORA_CORE_CLUSTER_H
 
-#include "net/hora_net.h"
+#include "net/membership/membership.h"
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -10,7 +10,9 @@
 #include "comm.h"
 #include "log.h"
 
-#include "net/handshake.h"
+#include "net/membership/membership.h"
+#include "net/transport/endian.h"
+#include "net/transport/handshake.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -51,7 +53,8 @@ struct hora_comm {
 	pthread_t thread;
 	int local_rank, local_size; /* ranks on this rank's host (same address) */
 	struct hora_net_loop *owned_loop;
-	/* stall inspector (needs the membership loop) */
+	struct hora_net_membership *owned_m;
+	/* stall inspector (needs the membership) */
 	double stall_warn_s, stall_abort_s;
 	pthread_t monitor;
 	bool monitor_started, monitor_stop;
@@ -103,12 +106,15 @@ int hora_comm_create(const struct hora_comm_config *cfg, struct hora_comm **out,
 		}
 		memcpy(key, cfg->secret, klen);
 	} else {
-		char why[256];
-		int k = hora_net_secret_load(cfg->secret_file, key, sizeof(key), why, sizeof(why));
+		char why[256], warn[320];
+		int k = hora_net_secret_load(cfg->secret_file, getenv("HORA_SECRET"), key, sizeof(key), why,
+					     sizeof(why), warn, sizeof(warn));
 		if (k < 0) {
 			snprintf(err, errlen, "communicator: %s", why);
 			return k;
 		}
+		if (warn[0])
+			HORA_LOGW("%s", warn);
 		klen = (size_t)k;
 	}
 	struct hora_net_comm_cfg nc = {.rank = cfg->rank, .nranks = cfg->size, .addrs = cfg->addrs,
@@ -167,6 +173,36 @@ int hora_comm_create_net(const struct hora_net_comm_cfg *nc, enum hora_algo algo
 	return 0;
 }
 
+/* What the membership's STATUS answers carry for the stall inspector (opaque
+ * to the membership): the collective this rank's communicator is in or last
+ * finished. Wire: seq u64, kind u32, waiting u32 (1: inside it), waited_ms
+ * u32, little-endian, 20 bytes; no bytes: no communicator there. */
+#define PROGRESS_BYTES 20
+struct progress {
+	uint64_t seq;
+	uint32_t kind, waiting, waited_ms;
+};
+
+static void progress_encode(const struct progress *p, struct hora_swim_status *st)
+{
+	hora_put64(st->data, p->seq);
+	hora_put32(st->data + 8, p->kind);
+	hora_put32(st->data + 12, p->waiting);
+	hora_put32(st->data + 16, p->waited_ms);
+	st->len = PROGRESS_BYTES;
+}
+
+/* 0, or -1 when the member has no communicator (or sent something else). */
+static int progress_decode(const struct hora_swim_status *st, struct progress *p)
+{
+	if (st->len != PROGRESS_BYTES)
+		return -1;
+	*p = (struct progress){.seq = hora_get64(st->data), .kind = hora_get32(st->data + 8),
+			       .waiting = hora_get32(st->data + 12),
+			       .waited_ms = hora_get32(st->data + 16)};
+	return 0;
+}
+
 /* STATUS answers for the other members: what our collectives are doing */
 static void status_get(void *arg, struct hora_swim_status *st)
 {
@@ -176,18 +212,19 @@ static void status_get(void *arg, struct hora_swim_status *st)
 	int inside;
 	int64_t since;
 	hora_net_comm_progress(c->net, &seq, &kind, &inside, &since);
-	st->seq = seq;
-	st->kind = kind;
-	st->waiting = (uint32_t)inside;
 	int64_t w = inside ? (int64_t)(hora_now() * 1e3) - since : 0;
-	st->waited_ms = w < 0 ? 0 : w > UINT32_MAX ? UINT32_MAX : (uint32_t)w;
+	struct progress p = {.seq = seq, .kind = kind, .waiting = (uint32_t)inside,
+			     .waited_ms = w < 0 ? 0 : w > UINT32_MAX ? UINT32_MAX : (uint32_t)w};
+	progress_encode(&p, st);
 }
 
-void hora_comm_own_loop(struct hora_comm *c, struct hora_net_loop *loop)
+void hora_comm_own_loop(struct hora_comm *c, struct hora_net_loop *loop,
+			struct hora_net_membership *m)
 {
 	c->owned_loop = loop;
-	if (loop)
-		hora_net_membership_status_source(loop, status_get, c);
+	c->owned_m = m;
+	if (m)
+		hora_net_membership_status_source(m, status_get, c);
 }
 
 /* The stall inspector: when this rank has been inside one collective for
@@ -226,16 +263,17 @@ static void *monitor_main(void *arg)
 		char missing[1024] = "";
 		size_t k = 0;
 		const int n = hora_net_comm_size(c->net), me = hora_net_comm_rank(c->net);
-		if (!hora_net_membership_status_query(c->owned_loop, &sent)) {
+		if (!hora_net_membership_status_query(c->owned_m, &sent)) {
 			usleep(300000);
 			for (int r = 0; r < n && k + 96 < sizeof(missing); r++) {
-				struct hora_swim_status st;
+				struct hora_swim_status blob;
+				struct progress st;
 				if (r == me)
 					continue;
-				if (hora_net_membership_status(c->owned_loop, r, sent, &st)) {
+				if (hora_net_membership_status(c->owned_m, r, sent, &blob)) {
 					k += (size_t)snprintf(missing + k, sizeof(missing) - k, "%srank %d (no answer)",
 							      k ? ", " : "", r);
-				} else if (st.kind == UINT32_MAX) {
+				} else if (progress_decode(&blob, &st)) {
 					k += (size_t)snprintf(missing + k, sizeof(missing) - k,
 							      "%srank %d (no communicator)", k ? ", " : "", r);
 				} else if (st.seq < seq && !st.seq) {
@@ -276,15 +314,15 @@ void hora_comm_set_stall(struct hora_comm *c, double warn_s, double abort_s)
 	pthread_mutex_lock(&c->mu);
 	c->stall_warn_s = warn_s > 0 ? warn_s : 60;
 	c->stall_abort_s = abort_s > 0 ? abort_s : 0;
-	bool start = c->owned_loop && !c->monitor_started && hora_net_comm_size(c->net) > 1;
+	bool start = c->owned_m && !c->monitor_started && hora_net_comm_size(c->net) > 1;
 	if (start && !pthread_create(&c->monitor, NULL, monitor_main, c))
 		c->monitor_started = true;
 	pthread_mutex_unlock(&c->mu);
 }
 
-struct hora_net_loop *hora_comm_loop(const struct hora_comm *c)
+struct hora_net_membership *hora_comm_membership(const struct hora_comm *c)
 {
-	return c->owned_loop;
+	return c->owned_m;
 }
 
 static int execute(struct hora_comm *c, const struct hora_request *r)
@@ -465,8 +503,7 @@ void hora_comm_destroy(struct hora_comm *c)
 	pthread_mutex_unlock(&c->mu);
 	if (c->monitor_started)
 		pthread_join(c->monitor, NULL);
-	if (c->owned_loop)
-		hora_net_membership_status_source(c->owned_loop, NULL, NULL);
+	hora_net_membership_destroy(c->owned_m); /* no status callback after this */
 	hora_net_comm_destroy(c->net);
 	hora_net_loop_destroy(c->owned_loop);
 	pthread_mutex_destroy(&c->mu);

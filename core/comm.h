@@ -12,10 +12,14 @@
 int hora_comm_create_net(const struct hora_net_comm_cfg *nc, enum hora_algo algo,
 			 struct hora_comm **out, char *err, size_t errlen);
 
-/* The communicator owns loop from now on (the membership loop of hora_init:
- * it keeps gossiping while the job runs) and destroys it last. */
-void hora_comm_own_loop(struct hora_comm *c, struct hora_net_loop *loop);
-struct hora_net_loop *hora_comm_loop(const struct hora_comm *c);
+struct hora_net_membership;
+/* The communicator owns loop and the membership running on it from now on
+ * (hora_init's: it keeps gossiping while the job runs), answers the
+ * membership's status queries with its collective progress, and destroys
+ * the membership, then the loop, last. */
+void hora_comm_own_loop(struct hora_comm *c, struct hora_net_loop *loop,
+			struct hora_net_membership *m);
+struct hora_net_membership *hora_comm_membership(const struct hora_comm *c);
 
 /* hora_wait that also returns when the request started and finished
  * executing (CLOCK_MONOTONIC seconds). */

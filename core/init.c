@@ -12,7 +12,7 @@
 #include "comm.h"
 #include "log.h"
 
-#include "net/handshake.h"
+#include "net/transport/handshake.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -30,6 +30,7 @@ int hora_init(const char *file, struct hora_comm **out, char *err, size_t errlen
 	uint8_t secret[HORA_NET_SECRET_MAX];
 	int rc;
 	struct hora_net_loop *loop = NULL;
+	struct hora_net_membership *mem = NULL;
 	if (!file || !*file) { /* a job of one: no sockets at all */
 		static const char *const self[1] = {"127.0.0.1:0"};
 		struct hora_net_comm_cfg nc = {.rank = 0, .nranks = 1, .addrs = self};
@@ -47,14 +48,17 @@ int hora_init(const char *file, struct hora_comm **out, char *err, size_t errlen
 		rc = HORA_ERR_CONFIG;
 		goto out;
 	}
-	char why[256];
-	int slen = hora_net_secret_load(cc->secret_file[0] ? cc->secret_file : NULL, secret,
-					sizeof(secret), why, sizeof(why));
+	char why[256], warn[320];
+	int slen = hora_net_secret_load(cc->secret_file[0] ? cc->secret_file : NULL,
+					getenv("HORA_SECRET"), secret, sizeof(secret), why, sizeof(why),
+					warn, sizeof(warn));
 	if (slen < 0) {
 		snprintf(err, errlen, "%s", why);
 		rc = HORA_ERR_CONFIG;
 		goto out;
 	}
+	if (warn[0])
+		HORA_LOGW("%s", warn);
 	struct hora_net_opts no = cc->transport;
 	no.secret = secret;
 	no.secret_len = (size_t)slen;
@@ -73,8 +77,8 @@ int hora_init(const char *file, struct hora_comm **out, char *err, size_t errlen
 	const char *host = cc->nodes[node].host;
 	const int port = cc->port_base + 1 + g;
 	uint16_t bound;
-	if ((rc = hora_net_membership_start(loop, &sw, host, (uint16_t)port, &bound, seeds, nseeds, err,
-					    errlen)))
+	if ((rc = hora_net_membership_create(loop, &sw, host, (uint16_t)port, &bound, seeds, nseeds,
+					     &mem, err, errlen)))
 		goto out;
 	/* wait for the full view */
 	struct hora_swim_view v;
@@ -83,18 +87,18 @@ int hora_init(const char *file, struct hora_comm **out, char *err, size_t errlen
 	const double deadline = hora_now() + (cc->join_timeout_ms > 0 ? cc->join_timeout_ms : 10000) / 1e3 * 3;
 	uint64_t known = 0;
 	for (;;) {
-		hora_net_membership_view(loop, &v, &rank, &paused, why, sizeof(why));
+		hora_net_membership_view(mem, &v, &rank, &paused, why, sizeof(why));
 		if (v.id && rank >= 0 && v.n >= size && !paused)
 			break;
 		if (hora_now() > deadline) {
 			snprintf(err, errlen, "worker %d: no view with all %d workers after %.0f s (have %d "
 					      "alive%s%s; seeds down, workers missing, or a wrong secret?)",
 				 g, size, (cc->join_timeout_ms > 0 ? cc->join_timeout_ms : 10000) / 1e3 * 3,
-				 hora_net_membership_alive(loop), paused ? ", paused: " : "", paused ? why : "");
+				 hora_net_membership_alive(mem), paused ? ", paused: " : "", paused ? why : "");
 			rc = -ETIMEDOUT;
 			goto out;
 		}
-		hora_net_membership_wait(loop, known, paused, 100);
+		hora_net_membership_wait(mem, known, paused, 100);
 		known = v.id;
 	}
 	/* the communicator over the view */
@@ -130,11 +134,13 @@ int hora_init(const char *file, struct hora_comm **out, char *err, size_t errlen
 	free(addr);
 	free(addrs);
 	if (!rc) {
-		hora_comm_own_loop(*out, loop);
+		hora_comm_own_loop(*out, loop, mem);
 		loop = NULL;
+		mem = NULL;
 		HORA_LOGD("worker %d: rank %d of %d in view %llu", g, rank, v.n, (unsigned long long)v.id);
 	}
 out:
+	hora_net_membership_destroy(mem);
 	hora_net_loop_destroy(loop);
 	memset(secret, 0, sizeof(secret));
 	free(cc);
@@ -145,9 +151,9 @@ void hora_finalize(struct hora_comm *c)
 {
 	if (!c)
 		return;
-	struct hora_net_loop *loop = hora_comm_loop(c);
-	if (loop)
-		hora_net_membership_leave(loop);
+	struct hora_net_membership *m = hora_comm_membership(c);
+	if (m)
+		hora_net_membership_leave(m);
 	hora_comm_destroy(c);
 }
 

@@ -10,8 +10,8 @@
  */
 #include "cluster.h"
 #include "hora.h"
-#include "net/handshake.h"
-#include "net/hora_net.h"
+#include "net/transport/handshake.h"
+#include "net/membership/membership.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -93,13 +93,13 @@ static int64_t mono_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static void print_view(struct hora_net_loop *loop, const char *who)
+static void print_view(struct hora_net_membership *m, const char *who)
 {
 	struct hora_swim_view v;
 	int rank;
 	bool paused;
 	char why[128];
-	hora_net_membership_view(loop, &v, &rank, &paused, why, sizeof(why));
+	hora_net_membership_view(m, &v, &rank, &paused, why, sizeof(why));
 	if (!v.id && !paused)
 		return;
 	printf("%s: view %llu: %d members, rank %d%s%s [", who, (unsigned long long)v.id, v.n, rank,
@@ -119,11 +119,15 @@ static int run_node(struct node_opts *o, enum hora_swim_role role, const char *p
 {
 	uint8_t secret[HORA_NET_SECRET_MAX];
 	char err[256];
-	int slen = hora_net_secret_load(o->secret_file, secret, sizeof(secret), err, sizeof(err));
+	char warn[320];
+	int slen = hora_net_secret_load(o->secret_file, getenv("HORA_SECRET"), secret, sizeof(secret),
+					err, sizeof(err), warn, sizeof(warn));
 	if (slen < 0) {
 		fprintf(stderr, "%s: %s\n", prog, err);
 		return 2;
 	}
+	if (warn[0])
+		fprintf(stderr, "%s: warning: %s\n", prog, warn);
 	char host[64] = "0.0.0.0";
 	uint16_t port = 0;
 	if (o->listen) {
@@ -153,8 +157,9 @@ static int run_node(struct node_opts *o, enum hora_swim_role role, const char *p
 	}
 	o->swim.role = role;
 	uint16_t bound;
-	if (hora_net_membership_start(loop, &o->swim, host, port, &bound, o->seeds, o->nseeds, err,
-				      sizeof(err))) {
+	struct hora_net_membership *m;
+	if (hora_net_membership_create(loop, &o->swim, host, port, &bound, o->seeds, o->nseeds, &m, err,
+				       sizeof(err))) {
 		fprintf(stderr, "%s: %s\n", prog, err);
 		hora_net_loop_destroy(loop);
 		return 2;
@@ -175,13 +180,13 @@ static int run_node(struct node_opts *o, enum hora_swim_role role, const char *p
 		if (sig) {
 			printf("%s: leaving (signal %d)\n", who, sig);
 			fflush(stdout);
-			hora_net_membership_leave(loop);
+			hora_net_membership_leave(m);
 			break;
 		}
 		if (o->run_ms && mono_ms() - start > o->run_ms)
 			break;
 		if (!joined_said) {
-			if (hora_net_membership_joined(loop)) {
+			if (hora_net_membership_joined(m)) {
 				joined_said = true;
 				printf("%s: joined\n", who);
 				fflush(stdout);
@@ -193,12 +198,12 @@ static int run_node(struct node_opts *o, enum hora_swim_role role, const char *p
 				break;
 			}
 		}
-		hora_net_membership_wait(loop, known, known_paused, 100);
+		hora_net_membership_wait(m, known, known_paused, 100);
 		struct hora_swim_view v;
 		int rank;
 		bool paused;
-		hora_net_membership_view(loop, &v, &rank, &paused, NULL, 0);
-		int alive = hora_net_membership_alive(loop);
+		hora_net_membership_view(m, &v, &rank, &paused, NULL, 0);
+		int alive = hora_net_membership_alive(m);
 		if (role == HORA_SWIM_SEED && alive != known_alive) {
 			known_alive = alive;
 			printf("%s: %d members alive\n", who, alive);
@@ -208,7 +213,7 @@ static int run_node(struct node_opts *o, enum hora_swim_role role, const char *p
 			known = v.id;
 			known_paused = paused;
 			if (role == HORA_SWIM_WORKER)
-				print_view(loop, who);
+				print_view(m, who);
 		}
 		if (o->until_full && rank >= 0 && v.n >= o->swim.min_members) {
 			printf("%s: rank %d of %d in view %llu\n", who, rank, v.n,
@@ -224,6 +229,7 @@ static int run_node(struct node_opts *o, enum hora_swim_role role, const char *p
 			break;
 		}
 	}
+	hora_net_membership_destroy(m);
 	hora_net_loop_destroy(loop);
 	return rc;
 }

@@ -11,7 +11,7 @@
 #ifndef HORA_NET_COLL_H
 #define HORA_NET_COLL_H
 
-#include "hora_net.h"
+#include "net/transport/transport.h"
 #include "reduce.h"
 
 /* Defaults from `hora bench allreduce --crossover` (bench/RESULTS.md): on a

@@ -1,7 +1,7 @@
 /* fast.c - the small-message channel (see fast.h). */
 #include "fast.h"
 
-#include "handshake.h"
+#include "net/transport/handshake.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -92,6 +92,15 @@ timeout 60 "$HORA" launch "$T/local.yaml" -- --no-such-flag >"$T/out" 2>&1; rc=$
 [[ $rc == 1 ]] && grep -q "worker 2 on 127.0.0.1 exited with status 2; last lines:" "$T/out" \
   && grep -q "unrecognized option '--no-such-flag'" "$T/out"
 check "hora launch: failed workers named with their last lines, exit 1 (rc=$rc)" $?
+# the secret file: a directory is named a directory (not "too short: 0
+# bytes"); a mode others may read is warned about once, naming file and mode
+mkdir -p "$T/secret.d"
+expect "secret_file is a directory" $'cluster:\n  secret_file: '"$T"$'/secret.d\n  nodes:\n    - {host: 127.0.0.1, workers: 1}\n' \
+  "cluster.secret_file: secret file $T/secret.d is a directory, not a regular file"
+printf 'world-readable-secret-0123456789\n' >"$T/secret.644"; chmod 644 "$T/secret.644"
+timeout 30 "$HORA" worker --secret-file "$T/secret.644" --listen 127.0.0.1:0 --run-ms 300 >"$T/out" 2>&1; rc=$?
+[[ $rc == 0 && $(grep -c "warning: secret file $T/secret.644 has mode 0644" "$T/out") == 1 ]]
+check "a secret file others may read is warned about once (rc=$rc)" $? || sed 's/^/  | /' "$T/out" | head -5
 
 echo "cluster-cli: $pass passed, $fail failed"
 [[ $fail == 0 ]]

@@ -3,8 +3,8 @@
  * state machine fed arbitrary bytes (HELLO then AUTH), plus the client side
  * fed an arbitrary CHALLENGE/RESULT. Nothing here may crash, read out of
  * bounds or accept without the secret. */
-#include "net/frame.h"
-#include "net/handshake.h"
+#include "net/transport/frame.h"
+#include "net/transport/handshake.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -3,7 +3,7 @@
  * fed to a member; nothing may crash, and without the secret nothing may
  * change its table or view. A second pass signs each datagram with the
  * secret so the parser behind the MAC check is reached too. */
-#include "net/swim.h"
+#include "net/membership/swim.h"
 
 #include <sodium.h>
 #include <stdint.h>

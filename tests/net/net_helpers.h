@@ -2,9 +2,9 @@
 #ifndef HORA_TEST_NET_HELPERS_H
 #define HORA_TEST_NET_HELPERS_H
 
-#include "net/handshake.h"
-#include "net/frame.h"
-#include "net/hora_net.h"
+#include "net/transport/handshake.h"
+#include "net/transport/frame.h"
+#include "net/transport/transport.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -3,7 +3,7 @@
  * partitions): joins converge to one view, a crash is detected and a view
  * without it agreed, a 2|2 partition pauses both sides and heals, a graceful
  * leave is immediate, a wrong secret is ignored. */
-#include "net/swim.h"
+#include "net/membership/swim.h"
 
 #include <criterion/criterion.h>
 #include <stdio.h>

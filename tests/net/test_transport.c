@@ -432,3 +432,33 @@ Test(net_transport, io_timeout_on_silent_peer)
 		  err);
 	tn_down(&e);
 }
+
+/* Regression (issue 12 section 5): a rank with the right secret facing a
+ * peer with a wrong one used to report only "no peer connected within N
+ * ms"; the error must say that a peer failed the handshake, and which. */
+static void wrong_secret(struct hora_net_opts *o)
+{
+	o->secret = (const uint8_t *)"a-wrong-cluster-secret-xyz";
+	o->secret_len = strlen("a-wrong-cluster-secret-xyz");
+	o->handshake_timeout_ms = 500;
+}
+
+Test(net_transport, accept_timeout_names_a_peer_that_failed_the_handshake, .timeout = 30)
+{
+	struct hora_net_loop *srv = tn_loop(1, 1, NULL), *cli = tn_loop(1, 2, wrong_secret);
+	char err[512];
+	uint16_t port = 0;
+	cr_assert_eq(hora_net_listen(srv, "127.0.0.1", 0, &port, err, sizeof(err)), 0, "%s", err);
+	struct hora_net_peer *p = NULL;
+	int rc = hora_net_connect(cli, "127.0.0.1", port, 2000, &p, err, sizeof(err));
+	cr_assert_neq(rc, 0, "a wrong secret was accepted");
+	cr_assert(strstr(err, "refused") || strstr(err, "authentication"), "connect: %s", err);
+	rc = hora_net_accept(srv, 300, &p, err, sizeof(err));
+	cr_assert_eq(rc, -ETIMEDOUT);
+	cr_assert(strstr(err, "no peer connected within 300 ms"), "accept: %s", err);
+	cr_assert(strstr(err, "failed the handshake") && strstr(err, "127.0.0.1:") &&
+			  strstr(err, "authentication failed"),
+		  "accept does not name the peer that failed the handshake: %s", err);
+	hora_net_loop_destroy(cli);
+	hora_net_loop_destroy(srv);
+}

@@ -8,7 +8,7 @@
  * communicator was destroyed. Exit status 0 only when all of that holds; TSan makes any data
  * race a failure of its own (exit 66). */
 #include "net/coll.h"
-#include "net/hora_net.h"
+#include "net/transport/transport.h"
 #include "hora.h"
 #include "../helpers.h"
 

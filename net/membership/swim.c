@@ -23,8 +23,8 @@
  * acknowledged. A member left out of the view, or seeing no majority of its
  * view alive, reports itself paused. Layouts: net/MEMBERSHIP.md.
  */
-#include "swim.h"
-#include "endian.h"
+#include "net/membership/swim.h"
+#include "net/transport/endian.h"
 
 #include <errno.h>
 #include <sodium.h>
@@ -40,7 +40,6 @@
 
 enum { T_PING = 1, T_ACK, T_PING_REQ, T_JOIN, T_JOIN_REPLY, T_LEAVE, T_PROPOSE, T_VACK, T_COMMIT, T_CACK,
        T_VNACK, T_SYNC, T_NEWS, T_STATUS_Q, T_STATUS_R };
-#define STATUS_BODY 24
 
 struct mem {
 	struct hora_swim_member m;
@@ -89,8 +88,8 @@ struct hora_swim {
 		struct hora_swim_addr requester;
 		int64_t until;
 	} fwd[32];
-	/* status answers (stall inspector) */
-	void (*status_get)(void *arg, struct hora_swim_status *st);
+	/* application status answers (opaque bytes) */
+	hora_swim_status_fn status_get;
 	void *status_arg;
 	/* outbox */
 	struct hora_swim_out *out;
@@ -402,8 +401,6 @@ static bool live(const struct mem *x)
 {
 	return x->m.state == HORA_SWIM_ALIVE || x->m.state == HORA_SWIM_SUSPECT;
 }
-
-static struct mem *find(struct hora_swim *s, uint64_t uid);
 
 /* Live workers, plus members of the installed view we have not heard of yet
  * (gossip about them is on its way; only evidence of death removes one). */
@@ -774,14 +771,22 @@ static void handle_ack(struct hora_swim *s, int64_t now, uint32_t seq, uint64_t 
 		}
 }
 
-void hora_swim_input(struct hora_swim *s, int64_t now, struct hora_swim_addr from,
-		     const uint8_t *b, size_t len)
+/* A datagram's header, once its length, magic, version and MAC checked. */
+struct in_msg {
+	int type, nupd;
+	uint64_t uid, seq, aux64;
+	uint32_t aux32, blen;
+	const uint8_t *body, *upd;
+};
+
+/* Check what a datagram must be before anything in it is believed: length,
+ * magic, version, MAC, then that the lengths add up and it is not our own.
+ * false: dropped (counted). */
+static bool in_parse(struct hora_swim *s, const uint8_t *b, size_t len, struct in_msg *m)
 {
-	s->st.recv_msgs++;
-	s->st.recv_bytes += len;
 	if (len < HDR + MAC || hora_get32(b) != MAGIC || b[4] != VERSION) {
 		s->st.malformed++;
-		return;
+		return false;
 	}
 	uint8_t full[32];
 	crypto_auth_hmacsha256_state hs;
@@ -790,95 +795,163 @@ void hora_swim_input(struct hora_swim *s, int64_t now, struct hora_swim_addr fro
 	crypto_auth_hmacsha256_final(&hs, full);
 	if (sodium_memcmp(full, b + len - MAC, MAC) != 0) {
 		s->st.bad_mac++;
-		return;
+		return false;
 	}
-	int type = b[5], nupd = hora_get16(b + 6);
-	uint64_t uid = hora_get64(b + 8), seq = hora_get64(b + 16), aux64 = hora_get64(b + 32);
-	uint32_t aux32 = hora_get32(b + 28), blen = hora_get32(b + 40);
-	if (uid == s->cfg.uid || HDR + (size_t)blen + (size_t)nupd * UPD + MAC != len) {
+	*m = (struct in_msg){.type = b[5], .nupd = hora_get16(b + 6), .uid = hora_get64(b + 8),
+			     .seq = hora_get64(b + 16), .aux32 = hora_get32(b + 28),
+			     .aux64 = hora_get64(b + 32), .blen = hora_get32(b + 40)};
+	if (m->uid == s->cfg.uid || HDR + (size_t)m->blen + (size_t)m->nupd * UPD + MAC != len) {
 		s->st.malformed++;
-		return;
+		return false;
 	}
-	struct mem *snd = find(s, uid);
-	if (snd) {
-		if (seq <= snd->m.last_seq) {
-			s->st.replays++;
-			return;
-		}
-		snd->m.last_seq = seq;
+	m->body = b + HDR;
+	m->upd = m->body + m->blen;
+	return true;
+}
+
+/* Replay guard: a known sender's sequence must grow. false: a replay. */
+static bool in_fresh(struct hora_swim *s, const struct in_msg *m)
+{
+	struct mem *snd = find(s, m->uid);
+	if (!snd)
+		return true;
+	if (m->seq <= snd->m.last_seq) {
+		s->st.replays++;
+		return false;
 	}
-	if (s->left)
-		return;
-	const uint8_t *body = b + HDR, *upd = body + blen;
-	for (int i = 0; i < nupd; i++) {
-		const uint8_t *p = upd + UPD * i;
+	snd->m.last_seq = m->seq;
+	return true;
+}
+
+/* Apply the piggybacked member updates. false: a malformed one (counted;
+ * the ones before it stay applied). */
+static bool in_updates(struct hora_swim *s, int64_t now, const struct in_msg *m)
+{
+	for (int i = 0; i < m->nupd; i++) {
+		const uint8_t *p = m->upd + UPD * i;
 		struct hora_swim_member u = {.uid = hora_get64(p), .addr = {hora_get32(p + 8), hora_get16(p + 12)},
 					     .data_port = hora_get16(p + 14), .incarnation = hora_get32(p + 16),
 					     .state = p[20], .role = p[21]};
 		if (u.state > HORA_SWIM_LEFT || u.role > HORA_SWIM_SEED) {
 			s->st.malformed++;
-			return;
+			return false;
 		}
 		apply(s, now, &u);
 	}
-	snd = find(s, uid);
-	if (snd && !snd->m.last_seq)
-		snd->m.last_seq = seq;
-	if (snd && snd->m.state == HORA_SWIM_ALIVE)
-		snd->m.addr = from; /* NAT-free clusters: the source is the address */
-	if (type != T_JOIN)
-		s->joined = true; /* any authenticated message from a member */
+	return true;
+}
 
-	switch (type) {
-	case T_STATUS_Q: {
-		struct hora_swim_status st = {0};
-		if (s->status_get)
-			s->status_get(s->status_arg, &st);
-		else
-			st.kind = UINT32_MAX; /* no communicator here */
-		uint8_t sb[STATUS_BODY] = {0};
-		hora_put64(sb, st.seq);
-		hora_put32(sb + 8, st.kind);
-		hora_put32(sb + 12, st.waiting);
-		hora_put32(sb + 16, st.waited_ms);
-		send_simple(s, T_STATUS_R, 0, 0, sb, sizeof(sb), from, false);
-		break;
+/* STATUS_Q: answer with the application's bytes (none without a source). */
+static void in_status_q(struct hora_swim *s, struct hora_swim_addr from)
+{
+	struct hora_swim_status st = {0};
+	if (s->status_get)
+		s->status_get(s->status_arg, &st);
+	if (st.len > HORA_SWIM_STATUS_MAX)
+		st.len = HORA_SWIM_STATUS_MAX;
+	send_simple(s, T_STATUS_R, 0, 0, st.data, st.len, from, false);
+}
+
+static void in_status_r(struct hora_swim *s, int64_t now, const struct in_msg *m, struct mem *snd)
+{
+	if (m->blen > HORA_SWIM_STATUS_MAX || !snd) {
+		s->st.malformed++;
+		return;
 	}
-	case T_STATUS_R:
-		if (blen != STATUS_BODY || !snd) {
-			s->st.malformed++;
-			break;
+	snd->status.len = m->blen;
+	memcpy(snd->status.data, m->body, m->blen);
+	snd->status_at = now;
+}
+
+/* PING_REQ: ping the target for the requester and remember to forward. */
+static void in_ping_req(struct hora_swim *s, int64_t now, struct hora_swim_addr from,
+			const struct in_msg *m)
+{
+	if (m->blen < 6)
+		return;
+	struct hora_swim_addr t = {hora_get32(m->body), hora_get16(m->body + 4)};
+	int slot = 0;
+	for (int i = 0; i < 32; i++)
+		if (s->fwd[i].until < s->fwd[slot].until)
+			slot = i;
+	s->fwd[slot].target = m->aux64;
+	s->fwd[slot].our_seq = (uint32_t)s->seq + 1;
+	s->fwd[slot].their_seq = m->aux32;
+	s->fwd[slot].requester = from;
+	s->fwd[slot].until = now + s->cfg.probe_interval_ms;
+	send_simple(s, T_PING, s->fwd[slot].our_seq, m->aux64, NULL, 0, t, true);
+}
+
+/* PROPOSE: promise (VACK) unless we promised or installed at least as high. */
+static void in_propose(struct hora_swim *s, struct hora_swim_addr from, const struct in_msg *m)
+{
+	const uint64_t id = m->aux64;
+	if (m->blen < 10)
+		return;
+	if (id <= s->view.id || id < s->promised ||
+	    (id == s->promised && s->promised_by && s->promised_by != m->uid)) {
+		/* tell the proposer which id to beat */
+		uint64_t beat = s->promised > s->view.id ? s->promised : s->view.id;
+		if (beat < id)
+			beat = id; /* same id, other proposer */
+		send_simple(s, T_VNACK, 0, beat, NULL, 0, from, true);
+		return;
+	}
+	s->promised = id;
+	s->promised_by = m->uid;
+	if (id > s->highest)
+		s->highest = id;
+	send_simple(s, T_VACK, 0, id, NULL, 0, from, true);
+}
+
+/* COMMIT: install a newer view (pulling the table if it names strangers)
+ * and acknowledge the installed one. */
+static void in_commit(struct hora_swim *s, struct hora_swim_addr from, const struct in_msg *m)
+{
+	const uint64_t id = m->aux64;
+	int n = m->blen >= 10 ? hora_get16(m->body + 8) : -1;
+	if (n < 0 || n > HORA_SWIM_MAX_VIEW || m->blen != 10 + 8u * (uint32_t)n) {
+		s->st.malformed++;
+		return;
+	}
+	if (id > s->view.id) {
+		struct hora_swim_view v = {.id = id, .n = n};
+		bool unknown = false;
+		for (int i = 0; i < n; i++) {
+			v.uids[i] = hora_get64(m->body + 10 + 8 * i);
+			unknown |= !find(s, v.uids[i]);
 		}
-		snd->status = (struct hora_swim_status){.seq = hora_get64(body), .kind = hora_get32(body + 8),
-							.waiting = hora_get32(body + 12),
-							.waited_ms = hora_get32(body + 16)};
-		snd->status_at = now;
+		install(s, &v);
+		if (unknown) /* members we have not heard of: pull the sender's table */
+			send_table(s, T_SYNC, from);
+		if (s->prop.id && s->prop.id <= id)
+			s->prop.id = 0;
+	}
+	if (id == s->view.id)
+		send_simple(s, T_CACK, 0, id, NULL, 0, from, true);
+}
+
+/* What the message asks of us, by type. */
+static void in_dispatch(struct hora_swim *s, int64_t now, struct hora_swim_addr from,
+			const struct in_msg *m, struct mem *snd)
+{
+	switch (m->type) {
+	case T_STATUS_Q:
+		in_status_q(s, from);
+		break;
+	case T_STATUS_R:
+		in_status_r(s, now, m, snd);
 		break;
 	case T_PING:
-		send_simple(s, T_ACK, aux32, s->cfg.uid, NULL, 0, from, true);
+		send_simple(s, T_ACK, m->aux32, s->cfg.uid, NULL, 0, from, true);
 		break;
 	case T_ACK:
-		handle_ack(s, now, aux32, aux64); /* a suspect's refutation comes by gossip */
+		handle_ack(s, now, m->aux32, m->aux64); /* a suspect's refutation comes by gossip */
 		break;
-	case T_PING_REQ: {
-		if (blen < 6)
-			break;
-		struct hora_swim_addr t = {hora_get32(body), hora_get16(body + 4)};
-		int slot = 0;
-		for (int i = 0; i < 32; i++)
-			if (s->fwd[i].until < s->fwd[slot].until)
-				slot = i;
-		s->fwd[slot].target = aux64;
-		s->fwd[slot].our_seq = (uint32_t)s->seq + 1;
-		s->fwd[slot].their_seq = aux32;
-		s->fwd[slot].requester = from;
-		s->fwd[slot].until = now + s->cfg.probe_interval_ms;
-		send_simple(s, T_PING, s->fwd[slot].our_seq, aux64, NULL, 0, t, true);
+	case T_PING_REQ:
+		in_ping_req(s, now, from, m);
 		break;
-	}
 	case T_JOIN:
-		send_table(s, T_JOIN_REPLY, from);
-		break;
 	case T_SYNC: /* push-pull anti-entropy: they pushed, we answer with ours */
 		send_table(s, T_JOIN_REPLY, from);
 		break;
@@ -887,68 +960,50 @@ void hora_swim_input(struct hora_swim *s, int64_t now, struct hora_swim_addr fro
 		break;
 	case T_LEAVE:
 	case T_NEWS:
-		break; /* the updates were applied above */
-	case T_PROPOSE: {
-		if (blen < 10)
-			break;
-		if (aux64 <= s->view.id || aux64 < s->promised ||
-		    (aux64 == s->promised && s->promised_by && s->promised_by != uid)) {
-			/* tell the proposer which id to beat */
-			uint64_t beat = s->promised > s->view.id ? s->promised : s->view.id;
-			if (beat < aux64)
-				beat = aux64; /* same id, other proposer */
-			send_simple(s, T_VNACK, 0, beat, NULL, 0, from, true);
-			break;
-		}
-		s->promised = aux64;
-		s->promised_by = uid;
-		if (aux64 > s->highest)
-			s->highest = aux64;
-		send_simple(s, T_VACK, 0, aux64, NULL, 0, from, true);
+		break; /* the updates were applied already */
+	case T_PROPOSE:
+		in_propose(s, from, m);
 		break;
-	}
 	case T_VACK:
-		if (snd && s->prop.id == aux64) {
+		if (snd && s->prop.id == m->aux64) {
 			snd->vack = true;
 			try_commit(s, now);
 		}
 		break;
-	case T_COMMIT: {
-		int n = blen >= 10 ? hora_get16(body + 8) : -1;
-		if (n < 0 || n > HORA_SWIM_MAX_VIEW || blen != 10 + 8u * (uint32_t)n) {
-			s->st.malformed++;
-			break;
-		}
-		if (aux64 > s->view.id) {
-			struct hora_swim_view v = {.id = aux64, .n = n};
-			bool unknown = false;
-			for (int i = 0; i < n; i++) {
-				v.uids[i] = hora_get64(body + 10 + 8 * i);
-				unknown |= !find(s, v.uids[i]);
-			}
-			install(s, &v);
-			if (unknown) /* members we have not heard of: pull the sender's table */
-				send_table(s, T_SYNC, from);
-			if (s->prop.id && s->prop.id <= aux64)
-				s->prop.id = 0;
-		}
-		if (aux64 == s->view.id)
-			send_simple(s, T_CACK, 0, aux64, NULL, 0, from, true);
+	case T_COMMIT:
+		in_commit(s, from, m);
 		break;
-	}
 	case T_VNACK:
-		if (aux64 > s->highest) {
-			s->highest = aux64;
+		if (m->aux64 > s->highest) {
+			s->highest = m->aux64;
 			s->prop.id = 0; /* re-propose above it at the next tick */
 		}
 		break;
 	case T_CACK:
-		if (snd && s->commit.id == aux64)
+		if (snd && s->commit.id == m->aux64)
 			snd->cack = true;
 		break;
 	default:
 		s->st.malformed++;
 	}
+}
+
+void hora_swim_input(struct hora_swim *s, int64_t now, struct hora_swim_addr from,
+		     const uint8_t *b, size_t len)
+{
+	s->st.recv_msgs++;
+	s->st.recv_bytes += len;
+	struct in_msg m;
+	if (!in_parse(s, b, len, &m) || !in_fresh(s, &m) || s->left || !in_updates(s, now, &m))
+		return;
+	struct mem *snd = find(s, m.uid);
+	if (snd && !snd->m.last_seq)
+		snd->m.last_seq = m.seq;
+	if (snd && snd->m.state == HORA_SWIM_ALIVE)
+		snd->m.addr = from; /* NAT-free clusters: the source is the address */
+	if (m.type != T_JOIN)
+		s->joined = true; /* any authenticated message from a member */
+	in_dispatch(s, now, from, &m, snd);
 }
 
 /* ---- queries ---------------------------------------------------------------------- */
@@ -1006,8 +1061,7 @@ bool hora_swim_joined(const struct hora_swim *s)
 	return s->joined;
 }
 
-void hora_swim_status_source(struct hora_swim *s, void (*get)(void *arg, struct hora_swim_status *st),
-			     void *arg)
+void hora_swim_status_source(struct hora_swim *s, hora_swim_status_fn get, void *arg)
 {
 	s->status_get = get;
 	s->status_arg = arg;

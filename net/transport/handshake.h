@@ -63,10 +63,16 @@ size_t hora_net_hs_want(const struct hora_net_hs *hs);
 int hora_net_hs_input(struct hora_net_hs *hs, const uint8_t *in, size_t n, uint8_t *out,
 		      size_t *outlen);
 
-/* Load the cluster secret: from `file` when not NULL/empty, else from the
- * environment variable HORA_SECRET. Trailing newlines are dropped; at least
- * HORA_NET_SECRET_MIN bytes. Returns the length (> 0) or a negative errno
- * with the reason (file, problem) in why. Never reads argv. */
-int hora_net_secret_load(const char *file, uint8_t *key, size_t cap, char *why, size_t whylen);
+/* Load the cluster secret: from `file` when not NULL/empty, else from
+ * env_value, the value of the environment variable HORA_SECRET that the
+ * caller read (NULL or "": none; the library reads no environment).
+ * Trailing newlines are dropped; at least HORA_NET_SECRET_MIN bytes. A file
+ * must be a regular file ("is a directory, not a regular file": -EISDIR).
+ * Returns the length (> 0) or a negative errno with the reason (file,
+ * problem) in why. warn (may be NULL with warnlen 0) gets "" or a warning
+ * for the caller to print once: the file's mode lets group or others read
+ * it ("secret file F has mode 0644: ..."). Never reads argv. */
+int hora_net_secret_load(const char *file, const char *env_value, uint8_t *key, size_t cap,
+			 char *why, size_t whylen, char *warn, size_t warnlen);
 
 #endif

@@ -1,6 +1,8 @@
-/* hora_net.h - hora's transport: authenticated, framed TCP peers driven by
- * one io_uring event loop per worker (internal API of libhora; core/, bench/
- * and tests use it).
+/* transport.h - hora's transport: authenticated, framed TCP peers driven by
+ * one io_uring event loop per worker, and the loop's service (posted calls,
+ * timers, datagrams) for the layers above (internal API of libhora; core/,
+ * net/membership, net's collectives, bench/ and tests use it). Knows
+ * nothing of membership or collectives.
  *
  * Model (net/README.md): a loop owns one io_uring ring and one comm thread;
  * only that thread touches the ring and the sockets. A *peer* is an
@@ -13,14 +15,13 @@
  * Every call is thread-safe. Callbacks run on the comm thread and must not
  * block; they may call isend/irecv (which then run inline).
  */
-#ifndef HORA_NET_H
-#define HORA_NET_H
+#ifndef HORA_NET_TRANSPORT_H
+#define HORA_NET_TRANSPORT_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "swim.h"
 
 struct hora_net_opts {
 	uint32_t node_id;            /* this worker's id, sent in the handshake */
@@ -92,45 +93,58 @@ int hora_net_irecv(struct hora_net_peer *peer, void *buf, size_t len, hora_net_d
 /* Block until req finishes; frees it. Returns its status, with the reason
  * ("peer 127.0.0.1:29501 closed the connection during frame 17") in err. */
 int hora_net_wait(struct hora_net_req *req, char *err, size_t errlen);
-/* 1 if req has finished (then hora_net_wait returns at once), else 0. */
-int hora_net_test(struct hora_net_req *req);
 
-/* ---- membership (SWIM + agreed views, net/MEMBERSHIP.md) -------------------- */
+/* ---- service for the layers above (membership) --------------------------------
+ * The loop runs, on its comm thread, calls posted by whoever registers,
+ * one-shot timers and UDP sockets whose datagrams arrive by callback. The
+ * loop knows nothing of what they are for. Functions marked "comm thread"
+ * must be called from a posted call or a callback of this loop. */
 
-/* Bind UDP host:port (0 = any; *bound gets it) and run SWIM on this loop's
- * comm thread, joining through the seeds (none: start alone). cfg's uid,
- * self address and secret are filled in here (secret: the loop's). */
-int hora_net_membership_start(struct hora_net_loop *loop, const struct hora_swim_cfg *cfg,
-			      const char *host, uint16_t port, uint16_t *bound,
-			      const struct hora_swim_addr *seeds, int nseeds, char *err, size_t errlen);
-/* The installed view, this member's rank (-1 if not in it), paused and why.
- * Returns 0, or -ENOTCONN when membership is not running. Thread-safe. */
-int hora_net_membership_view(struct hora_net_loop *loop, struct hora_swim_view *v, int *rank,
-			     bool *paused, char *why, size_t whylen);
-/* Wait until the installed view id differs from `known`, its paused state
- * changes, or the number of live members changes; timeout_ms -1 = forever.
- * 0, -ETIMEDOUT or -ESHUTDOWN. */
-int hora_net_membership_wait(struct hora_net_loop *loop, uint64_t known, bool known_paused,
-			     int timeout_ms);
-/* Members this one believes alive (itself included). */
-int hora_net_membership_alive(struct hora_net_loop *loop);
-/* Whether a seed (or any member) has answered. */
-bool hora_net_membership_joined(struct hora_net_loop *loop);
-/* Announce a graceful leave to every member; returns once sent. */
-void hora_net_membership_leave(struct hora_net_loop *loop);
-void hora_net_membership_stats(struct hora_net_loop *loop, struct hora_swim_stats *st);
-/* Stall inspection: where this member's STATUS answers come from (get runs
- * on the comm thread and must only read atomics); ask every live member for
- * theirs (*sent_ms: when, on the clock of the answers); read the answer of
- * the member with this rank in the installed view if it came at or after
- * since_ms (0, or -ENOENT). */
-int hora_net_membership_status_source(struct hora_net_loop *loop,
-				      void (*get)(void *arg, struct hora_swim_status *st), void *arg);
-int hora_net_membership_status_query(struct hora_net_loop *loop, int64_t *sent_ms);
-int hora_net_membership_status(struct hora_net_loop *loop, int rank, int64_t since_ms,
-			       struct hora_swim_status *st);
-/* Parse "a.b.c.d:port" into a SWIM address. 0 or -EINVAL. */
-int hora_net_swim_addr(const char *hostport, struct hora_swim_addr *a);
+typedef void (*hora_net_call_fn)(void *arg);
+/* Run fn(arg) on the comm thread and return once it returned (at once, on
+ * this thread, when called on the comm thread). 0, or -ESHUTDOWN / -ENOMEM
+ * when fn did not run. Any thread. */
+int hora_net_loop_call(struct hora_net_loop *loop, hora_net_call_fn fn, void *arg);
+/* The loop's cluster secret (a copy made at create; valid until destroy),
+ * for layers that authenticate their own messages with it. */
+const uint8_t *hora_net_loop_secret(const struct hora_net_loop *loop, size_t *len);
+/* Log one refusal (a peer that failed authentication...) to stderr,
+ * rate-limited to a few lines per second per loop. Comm thread. */
+void hora_net_refuse_log(struct hora_net_loop *loop, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+struct hora_net_timer;
+typedef void (*hora_net_timer_fn)(void *arg);
+/* A one-shot timer: after hora_net_timer_arm(t, ms), fn(arg) runs on the
+ * comm thread once ms have passed. Comm thread. 0 or -ENOMEM. */
+int hora_net_timer_create(struct hora_net_loop *loop, hora_net_timer_fn fn, void *arg,
+			  struct hora_net_timer **out);
+/* Arm t to fire in ms (>= 0); an armed timer is re-armed. Comm thread. */
+void hora_net_timer_arm(struct hora_net_timer *t, int ms);
+/* fn is not called again; the loop frees t once the kernel let go of it.
+ * NULL: no-op. Comm thread. */
+void hora_net_timer_destroy(struct hora_net_timer *t);
+
+struct sockaddr_in;
+struct hora_net_dgram;
+/* A datagram arrived: from its sender, buf[0..len) valid during the call.
+ * Comm thread. */
+typedef void (*hora_net_dgram_fn)(void *arg, const struct sockaddr_in *from, const uint8_t *buf,
+				  size_t len);
+/* Bind a UDP socket to addr (port 0: any; *bound, when not NULL, gets the
+ * bound address) and receive datagrams of up to max_bytes with fn, one
+ * receive always armed. Comm thread. 0 or -errno with the reason in err
+ * (then fn is never called). */
+int hora_net_dgram_open(struct hora_net_loop *loop, const struct sockaddr_in *addr,
+			size_t max_bytes, hora_net_dgram_fn fn, void *arg, struct sockaddr_in *bound,
+			struct hora_net_dgram **out, char *err, size_t errlen);
+/* Send one datagram now, without blocking: a full socket buffer drops it,
+ * as the network may. 0 or -errno. Comm thread. */
+int hora_net_dgram_send(struct hora_net_dgram *d, const struct sockaddr_in *to, const void *buf,
+			size_t len);
+/* Close: fn is not called again; the loop frees d once the kernel let go
+ * of it. NULL: no-op. Comm thread. */
+void hora_net_dgram_close(struct hora_net_dgram *d);
 
 struct hora_net_stats {
 	uint64_t accepted, refused, auth_failures, handshake_timeouts, protocol_errors;

@@ -10,7 +10,7 @@
  * every socket's ops have left the kernel, so no buffer is written after its
  * request returned. Requests on a broken peer fail at once.
  */
-#include "internal.h"
+#include "net/transport/internal.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -22,9 +22,6 @@
 #include <time.h>
 #include <unistd.h>
 
-int hora_net_post(struct hora_net_loop *loop, struct cmd *c);
-int hora_net_parse_addr(const char *host, uint16_t port, struct sockaddr_storage *ss,
-			socklen_t *len);
 
 /* ---- requests ------------------------------------------------------------------ */
 
@@ -98,14 +95,6 @@ int hora_net_wait(struct hora_net_req *r, char *err, size_t errlen)
 	return st;
 }
 
-int hora_net_test(struct hora_net_req *r)
-{
-	pthread_mutex_lock(&r->lock);
-	int d = r->done;
-	pthread_mutex_unlock(&r->lock);
-	return d;
-}
-
 /* A request another thread waits on while the comm thread runs cmd; its
  * buf, when result is given, is what the command produced. */
 static int sync_cmd(struct hora_net_loop *loop, struct cmd *c, struct hora_net_req *r, char *err,
@@ -127,14 +116,11 @@ static int sync_cmd(struct hora_net_loop *loop, struct cmd *c, struct hora_net_r
 	return hora_net_wait(r, err, errlen);
 }
 
-struct hora_net_req *hora_net_sync_req(void);
 struct hora_net_req *hora_net_sync_req(void)
 {
 	return req_new(REQ_SYNC, NULL, NULL, 0, NULL, NULL);
 }
 
-int hora_net_sync_wait(struct hora_net_loop *loop, struct cmd *c, struct hora_net_req *r, char *err,
-		       size_t errlen);
 int hora_net_sync_wait(struct hora_net_loop *loop, struct cmd *c, struct hora_net_req *r, char *err,
 		       size_t errlen)
 {
@@ -160,7 +146,7 @@ static struct hora_net_peer *peer_new(struct hora_net_loop *loop, int nconns)
 	loop->all_peers[loop->npeers++] = p;
 	p->loop = loop;
 	p->nconns = nconns;
-	p->created_ns = p->idle_since_ns = hora_net_now_ns();
+	p->created_ns = p->idle_since_ns = hora_clock_ns();
 	return p;
 }
 
@@ -359,10 +345,10 @@ void hora_net_client_connect(struct hora_net_loop *loop, struct cmd *cmd)
 		return;
 	}
 	if (getrandom(&p->session, sizeof(p->session), 0) != sizeof(p->session))
-		p->session = (uint64_t)hora_net_now_ns() ^ (uint64_t)getpid() << 32;
+		p->session = (uint64_t)hora_clock_ns() ^ (uint64_t)getpid() << 32;
 	p->connect_req = r;
 	char tmp[HORA_NET_NAME] = "";
-	int64_t deadline = hora_net_now_ns() + (int64_t)cmd->timeout_ms * 1000000;
+	int64_t deadline = hora_clock_ns() + (int64_t)cmd->timeout_ms * 1000000;
 	for (int i = 0; i < k; i++) {
 		int fd = socket(cmd->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 		struct conn *c = fd < 0 ? NULL : hora_net_conn_new(loop, fd, false, &cmd->addr,
@@ -472,7 +458,13 @@ int hora_net_accept(struct hora_net_loop *loop, int timeout_ms, struct hora_net_
 		snprintf(err, errlen, "transport loop is shut down");
 	} else {
 		rc = -ETIMEDOUT;
-		snprintf(err, errlen, "no peer connected within %d ms", timeout_ms);
+		if (loop->last_hs_fail[0])
+			snprintf(err, errlen, "no peer connected within %d ms; the last connection refused "
+					      "(%.1f s ago): %s", timeout_ms,
+				 1e-9 * (double)(hora_clock_ns() - loop->last_hs_fail_ns),
+				 loop->last_hs_fail);
+		else
+			snprintf(err, errlen, "no peer connected within %d ms", timeout_ms);
 	}
 	pthread_mutex_unlock(&loop->qlock);
 	return rc;

@@ -5,9 +5,9 @@
  * Each side's proof covers the other side's fresh nonce, so a recorded
  * exchange cannot be replayed, and the labels stop reflection.
  */
-#include "handshake.h"
-#include "endian.h"
-#include "frame.h"
+#include "net/transport/handshake.h"
+#include "net/transport/endian.h"
+#include "net/transport/frame.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -200,9 +200,14 @@ int hora_net_hs_input(struct hora_net_hs *hs, const uint8_t *in, size_t n, uint8
 			return rc;
 		memcpy(hs->challenge, in, HORA_NET_CHALLENGE_BYTES);
 		mac(hs, "hora-v1-server", 48, m);
-		if (sodium_memcmp(m, in + 48, 32) != 0)
+		if (sodium_memcmp(m, in + 48, 32) != 0) {
+			/* tell the server why we hang up: a REJECT in AUTH's size */
+			reject(out, outlen, HORA_NET_REJ_AUTH);
+			memset(out + HORA_NET_RESULT_BYTES, 0, HORA_NET_AUTH_BYTES - HORA_NET_RESULT_BYTES);
+			*outlen = HORA_NET_AUTH_BYTES;
 			return fail(hs, -EACCES, "authentication failed: the peer does not know the "
 					       "cluster secret");
+		}
 		hs->peer_node = hora_get32(in + 8);
 		uint8_t *a = out;
 		memset(a, 0, HORA_NET_AUTH_BYTES);
@@ -213,6 +218,9 @@ int hora_net_hs_input(struct hora_net_hs *hs, const uint8_t *in, size_t n, uint8
 		return 0;
 	}
 	case S_S_WAIT_AUTH: {
+		if (hora_get32(in) == HORA_NET_MAGIC && in[4] == HORA_NET_VERSION && in[5] == HS_T_REJECT)
+			return fail(hs, -EACCES, "authentication failed: the peer could not verify this "
+						 "side's proof (the two have different cluster secrets)");
 		int rc = check_head(hs, in, HS_T_AUTH, "AUTH");
 		if (rc) {
 			reject(out, outlen, HORA_NET_REJ_MALFORMED);
@@ -243,38 +251,72 @@ int hora_net_hs_input(struct hora_net_hs *hs, const uint8_t *in, size_t n, uint8
 	}
 }
 
-int hora_net_secret_load(const char *file, uint8_t *key, size_t cap, char *why, size_t whylen)
+/* Read the secret file into key; 0 or -errno with the reason in why. What
+ * is not a regular file is named for what it is; a mode that lets group or
+ * others read it is a warning (deploy/README.md asks for 0600). */
+static int read_secret_file(const char *file, uint8_t *key, size_t cap, size_t *n, char *why,
+			    size_t whylen, char *warn, size_t warnlen)
+{
+	/* O_NONBLOCK: a FIFO named as the secret must not hang the open */
+	int fd = open(file, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0) {
+		int e = errno;
+		snprintf(why, whylen, "secret file %s: %s", file, strerror(e));
+		return -e;
+	}
+	struct stat st;
+	if (fstat(fd, &st)) {
+		int e = errno;
+		close(fd);
+		snprintf(why, whylen, "secret file %s: %s", file, strerror(e));
+		return -e;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		close(fd);
+		snprintf(why, whylen, "secret file %s is %s, not a regular file", file,
+			 S_ISDIR(st.st_mode)    ? "a directory"
+			 : S_ISFIFO(st.st_mode) ? "a FIFO"
+			 : S_ISSOCK(st.st_mode) ? "a socket"
+			 : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
+								      : "something else");
+		return S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
+	}
+	if ((st.st_mode & 0077) && warn && warnlen)
+		snprintf(warn, warnlen, "secret file %s has mode %04o: group or others may read it "
+					"(use chmod 600 %s)", file, (unsigned)(st.st_mode & 07777), file);
+	ssize_t r;
+	while (*n < cap && (r = read(fd, key + *n, cap - *n)) > 0)
+		*n += (size_t)r;
+	uint8_t extra;
+	int more = *n == cap && read(fd, &extra, 1) > 0;
+	close(fd);
+	if (more) {
+		snprintf(why, whylen, "secret file %s is longer than %zu bytes", file, cap);
+		return -EFBIG;
+	}
+	return 0;
+}
+
+int hora_net_secret_load(const char *file, const char *env_value, uint8_t *key, size_t cap,
+			 char *why, size_t whylen, char *warn, size_t warnlen)
 {
 	size_t n = 0;
+	if (warn && warnlen)
+		warn[0] = 0;
 	if (file && *file) {
-		int fd = open(file, O_RDONLY | O_CLOEXEC);
-		if (fd < 0)
-			return snprintf(why, whylen, "secret file %s: %s", file, strerror(errno)), -errno;
-		struct stat st;
-		if (fstat(fd, &st) == 0 && (st.st_mode & 0077))
-			snprintf(why, whylen, "secret file %s is readable by others (mode %03o)", file,
-				 st.st_mode & 0777); /* a warning the caller may log */
-		ssize_t r;
-		while (n < cap && (r = read(fd, key + n, cap - n)) > 0)
-			n += (size_t)r;
-		uint8_t extra;
-		int more = n == cap && read(fd, &extra, 1) > 0;
-		close(fd);
-		if (more)
-			return snprintf(why, whylen, "secret file %s is longer than %zu bytes", file,
-					cap),
-			       -EFBIG;
+		int rc = read_secret_file(file, key, cap, &n, why, whylen, warn, warnlen);
+		if (rc)
+			return rc;
 	} else {
-		const char *e = getenv("HORA_SECRET");
-		if (!e || !*e)
+		if (!env_value || !*env_value)
 			return snprintf(why, whylen, "no cluster secret: set cluster.secret_file or "
 						     "HORA_SECRET"),
 			       -ENOKEY;
-		n = strlen(e);
+		n = strlen(env_value);
 		if (n > cap)
 			return snprintf(why, whylen, "HORA_SECRET is longer than %zu bytes", cap),
 			       -EFBIG;
-		memcpy(key, e, n);
+		memcpy(key, env_value, n);
 	}
 	while (n && (key[n - 1] == '\n' || key[n - 1] == '\r'))
 		n--;

@@ -15,7 +15,7 @@
  * the sender back: no unbounded buffering, no allocation from a header.
  * Send path: queued frames go out with one sendmsg of up to 32 iovecs.
  */
-#include "internal.h"
+#include "net/transport/internal.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -158,30 +158,37 @@ static bool op_done(struct conn *c)
 	return false;
 }
 
-/* Handshake failed or timed out: count, log (rate-limited), close. */
+/* Handshake failed or timed out: count, log (rate-limited), remember it for
+ * the error of an accept that then times out, close. */
 static void hs_fail(struct conn *c, int rc, const char *why)
 {
 	struct hora_net_loop *loop = c->loop;
-	if (c->server) {
-		if (rc == -EACCES) {
-			loop->stats.auth_failures++;
-			hora_net_refuse_log(loop, "authentication failed from %s: %s", c->name, why);
-		} else if (rc == -ETIMEDOUT) {
-			loop->stats.handshake_timeouts++;
-			hora_net_refuse_log(loop, "handshake timeout from %s: %s", c->name, why);
-		} else if (rc == -EPROTONOSUPPORT) {
-			loop->stats.refused++;
-			hora_net_refuse_log(loop, "protocol version %d from %s not supported (this is %d)",
-					    c->hs.peer_version, c->name, HORA_NET_VERSION);
-		} else {
-			loop->stats.refused++;
-			hora_net_refuse_log(loop, "refused %s: %s", c->name, why);
-		}
-	} else if (c->peer) {
+	if (c->peer && !c->server) {
 		/* shuts down every stripe, c included (c may be freed here) */
 		hora_net_peer_fail(c->peer, rc, "%s: %s", c->name, why);
 		return;
 	}
+	char line[320];
+	if (rc == -EACCES) {
+		loop->stats.auth_failures++;
+		snprintf(line, sizeof(line), "authentication failed from %s: %s", c->name, why);
+	} else if (rc == -ETIMEDOUT) {
+		loop->stats.handshake_timeouts++;
+		snprintf(line, sizeof(line), "handshake timeout from %s: %s", c->name, why);
+	} else if (rc == -EPROTONOSUPPORT) {
+		loop->stats.refused++;
+		snprintf(line, sizeof(line), "protocol version %d from %s not supported (this is %d)",
+			 c->hs.peer_version, c->name, HORA_NET_VERSION);
+	} else {
+		loop->stats.refused++;
+		snprintf(line, sizeof(line), "refused %s: %s", c->name, why);
+	}
+	hora_net_refuse_log(loop, "%s", line);
+	pthread_mutex_lock(&loop->qlock);
+	snprintf(loop->last_hs_fail, sizeof(loop->last_hs_fail), "%s failed the handshake: %s%s",
+		 c->name, why, rc == -EACCES ? " (wrong cluster secret?)" : "");
+	loop->last_hs_fail_ns = hora_clock_ns();
+	pthread_mutex_unlock(&loop->qlock);
 	hora_net_conn_shutdown(c);
 }
 
@@ -248,7 +255,7 @@ static void on_connect(struct hora_net_loop *loop, struct op *op, const struct i
 	}
 	bool retry = res == -ECONNREFUSED || res == -ECONNRESET || res == -ETIMEDOUT ||
 		     res == -EAGAIN || res == -EHOSTUNREACH || res == -ENETUNREACH;
-	if (retry && hora_net_now_ns() + 50000000 < c->deadline_ns) {
+	if (retry && hora_clock_ns() + 50000000 < c->deadline_ns) {
 		close(c->fd);
 		c->fd = -1;
 		c->retry_ts.tv_sec = 0;
@@ -271,7 +278,7 @@ void hora_net_conn_start_server(struct conn *c)
 	struct hora_net_loop *loop = c->loop;
 	c->state = C_HANDSHAKE;
 	loop->pending_handshakes++;
-	c->deadline_ns = hora_net_now_ns() + (int64_t)loop->o.handshake_timeout_ms * 1000000;
+	c->deadline_ns = hora_clock_ns() + (int64_t)loop->o.handshake_timeout_ms * 1000000;
 	if (hora_net_hs_server_start(&c->hs, loop->o.secret, loop->o.secret_len, loop->o.node_id)) {
 		hs_fail(c, -EINVAL, "bad cluster secret");
 		return;

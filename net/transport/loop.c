@@ -7,9 +7,11 @@
  * tcp/loop.h "deferrables"). A 100 ms timeout op drives deadlines
  * (handshakes, I/O progress). Accepts use one multishot accept op.
  *
- * Not here: socket state machines (conn.c) and the peer/request API (peer.c).
+ * Not here: socket state machines (conn.c), the peer/request API (peer.c),
+ * and the timers and datagram sockets offered to the layers above
+ * (service.c).
  */
-#include "internal.h"
+#include "net/transport/internal.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -51,13 +53,6 @@ void hora_net_deadline(struct timespec *ts, int timeout_ms)
 		ts->tv_sec++;
 		ts->tv_nsec -= 1000000000;
 	}
-}
-
-int64_t hora_net_now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 struct frame *hora_net_frame_get(struct hora_net_loop *loop)
@@ -104,7 +99,7 @@ struct io_uring_sqe *hora_net_sqe(struct hora_net_loop *loop)
 
 void hora_net_refuse_log(struct hora_net_loop *loop, const char *fmt, ...)
 {
-	int64_t now = hora_net_now_ns();
+	int64_t now = hora_clock_ns();
 	if (now - loop->log_window_ns > 1000000000) {
 		if (loop->log_suppressed)
 			fprintf(stderr, "hora net: (%llu more refusals not logged)\n",
@@ -157,14 +152,10 @@ static void run_cmd(struct hora_net_loop *loop, struct cmd *c)
 	case CMD_STOP:
 		loop->stopping = true;
 		break;
-	case CMD_MEMBERSHIP:
-		hora_net_membership_run(loop, c);
-		break;
-	case CMD_LEAVE:
-		hora_net_membership_do_leave(loop, c->req);
-		break;
-	case CMD_STATUS:
-		hora_net_membership_do_status(loop, c);
+	case CMD_CALL:
+		c->fn(c->arg);
+		if (c->req)
+			hora_net_req_finish(c->req, 0, NULL);
 		break;
 	}
 	free(c);
@@ -187,8 +178,6 @@ static void on_efd(struct hora_net_loop *loop, struct op *op, const struct io_ur
 		arm_efd(loop);
 }
 
-/* Queue a command for the comm thread (or run it now when on it). */
-int hora_net_post(struct hora_net_loop *loop, struct cmd *c);
 int hora_net_post(struct hora_net_loop *loop, struct cmd *c)
 {
 	if (hora_net_on_loop(loop)) {
@@ -232,7 +221,7 @@ static void on_tick(struct hora_net_loop *loop, struct op *op, const struct io_u
 {
 	(void)op;
 	(void)cqe;
-	int64_t now = hora_net_now_ns();
+	int64_t now = hora_clock_ns();
 	if (loop->log_suppressed && now - loop->log_window_ns > 1000000000) {
 		fprintf(stderr, "hora net: (%llu more refusals not logged)\n",
 			(unsigned long long)loop->log_suppressed);
@@ -294,8 +283,6 @@ static void on_accept(struct hora_net_loop *loop, struct op *op, const struct io
 		arm_accept(loop);
 }
 
-int hora_net_parse_addr(const char *host, uint16_t port, struct sockaddr_storage *ss,
-			socklen_t *len);
 int hora_net_parse_addr(const char *host, uint16_t port, struct sockaddr_storage *ss, socklen_t *len)
 {
 	memset(ss, 0, sizeof(*ss));
@@ -427,8 +414,6 @@ int hora_net_loop_create(const struct hora_net_opts *o, struct hora_net_loop **o
 	memcpy(loop->secret, o->secret, o->secret_len);
 	loop->o.secret = loop->secret;
 	loop->listen_fd = -1;
-	loop->udp_fd = -1;
-	loop->mrank = -1;
 	loop->efd_op.fn = on_efd;
 	loop->tick_op.fn = on_tick;
 	loop->accept_op.fn = on_accept;
@@ -524,9 +509,7 @@ void hora_net_loop_destroy(struct hora_net_loop *loop)
 	}
 	if (loop->listen_fd >= 0)
 		close(loop->listen_fd);
-	if (loop->udp_fd >= 0)
-		close(loop->udp_fd);
-	hora_swim_destroy(loop->swim);
+	hora_net_service_free_all(loop);
 	close(loop->efd);
 	io_uring_queue_exit(&loop->ring);
 	pthread_mutex_destroy(&loop->qlock);

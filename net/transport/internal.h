@@ -1,4 +1,5 @@
-/* internal.h - structures shared by loop.c, conn.c and peer.c (net/ only).
+/* internal.h - structures shared by loop.c, conn.c, peer.c and service.c
+ * (net/transport only: the layers above use transport.h).
  *
  * Threading: everything below is owned by the comm thread, except the fields
  * marked [q] (guarded by loop->qlock) and [r] (guarded by req->lock).
@@ -6,10 +7,10 @@
 #ifndef HORA_NET_INTERNAL_H
 #define HORA_NET_INTERNAL_H
 
-#include "frame.h"
-#include "handshake.h"
-#include "hora_net.h"
-#include "swim.h"
+#include "net/transport/frame.h"
+#include "net/transport/handshake.h"
+#include "net/transport/transport.h"
+#include "net/util/clock.h"
 
 #include <liburing.h>
 #include <netinet/in.h>
@@ -148,8 +149,7 @@ struct hora_net_peer {
 	int64_t created_ns;
 };
 
-enum cmd_kind { CMD_LISTEN, CMD_CONNECT, CMD_SEND, CMD_RECV, CMD_CLOSE, CMD_STOP, CMD_MEMBERSHIP,
-		CMD_LEAVE, CMD_STATUS };
+enum cmd_kind { CMD_LISTEN, CMD_CONNECT, CMD_SEND, CMD_RECV, CMD_CLOSE, CMD_STOP, CMD_CALL };
 
 struct cmd {
 	struct cmd *next;
@@ -160,7 +160,8 @@ struct cmd {
 	socklen_t addrlen;
 	int timeout_ms;
 	uint16_t *bound;
-	void *arg; /* CMD_MEMBERSHIP: struct hora_net_membership_start */
+	hora_net_call_fn fn; /* CMD_CALL: fn(arg) on the comm thread */
+	void *arg;
 };
 
 struct hora_net_loop {
@@ -198,46 +199,34 @@ struct hora_net_loop {
 	bool dead;
 	struct hora_net_stats stats; /* [q] when read from outside; comm thread writes */
 
-	/* membership (membership.c); swim is owned by the comm thread */
-	struct hora_swim *swim;
-	int udp_fd;
-	struct op udp_op, swim_op;
-	struct __kernel_timespec swim_ts;
-	struct msghdr udp_msg;
-	struct iovec udp_iov;
-	struct sockaddr_in udp_from;
-	uint8_t udp_buf[HORA_SWIM_MTU + 64];
-	bool leaving;
-	/* [q] snapshot for other threads */
-	struct hora_swim_view mview;
-	int mrank;
-	bool mpaused, mjoined;
-	int malive; /* members this one believes alive, itself included */
-	char mwhy[128];
-	struct hora_swim_stats mstats;
-	struct { /* [q] STATUS answers of the view's members */
-		uint64_t uid;
-		struct hora_swim_status st;
-		int64_t at; /* ms, the membership clock (membership.c now_ms); 0 = none */
-	} mstatus[HORA_SWIM_MAX_VIEW];
-	int nmstatus;
+	/* what the loop's service (service.c) keeps for the layers above: live
+	 * timers and datagram sockets, freed with the loop (comm thread) */
+	struct hora_net_timer *timers;
+	struct hora_net_dgram *dgrams;
+	/* [q] the last handshake this loop refused or failed, for the error of
+	 * an accept or connect that then times out ("" = none) */
+	char last_hs_fail[256];
+	int64_t last_hs_fail_ns;
 };
 
 /* loop.c */
-int64_t hora_net_now_ns(void);
 /* ts = now (CLOCK_REALTIME) + timeout_ms, for pthread_cond_timedwait. */
 void hora_net_deadline(struct timespec *ts, int timeout_ms);
 struct frame *hora_net_frame_get(struct hora_net_loop *loop);
 void hora_net_frame_put(struct hora_net_loop *loop, struct frame *f);
 struct io_uring_sqe *hora_net_sqe(struct hora_net_loop *loop);
-void hora_net_refuse_log(struct hora_net_loop *loop, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
 bool hora_net_on_loop(struct hora_net_loop *loop);
 
-/* membership.c */
-void hora_net_membership_run(struct hora_net_loop *loop, struct cmd *c);
-void hora_net_membership_do_leave(struct hora_net_loop *loop, struct hora_net_req *r);
-void hora_net_membership_do_status(struct hora_net_loop *loop, struct cmd *c);
+/* Queue a command for the comm thread (or run it now when on it); the loop
+ * frees c. 0 or -ESHUTDOWN. */
+int hora_net_post(struct hora_net_loop *loop, struct cmd *c);
+/* "a.b.c.d" or an IPv6 literal + port into a sockaddr. 0 or -EINVAL. */
+int hora_net_parse_addr(const char *host, uint16_t port, struct sockaddr_storage *ss, socklen_t *len);
+
+/* service.c */
+/* Free every timer and datagram socket still open (loop destroy, after the
+ * comm thread stopped). */
+void hora_net_service_free_all(struct hora_net_loop *loop);
 
 /* conn.c */
 struct conn *hora_net_conn_new(struct hora_net_loop *loop, int fd, bool server,
@@ -263,5 +252,11 @@ void hora_net_peer_recv_complete(struct hora_net_peer *p, struct hora_net_req *r
 void hora_net_peer_send_frame_done(struct hora_net_req *r);
 void hora_net_peer_tick(struct hora_net_peer *p, int64_t now);
 void hora_net_client_connect(struct hora_net_loop *loop, struct cmd *c);
+/* A request for a command another thread waits on (peer.c). */
+struct hora_net_req *hora_net_sync_req(void);
+/* Post c with r attached and wait until the comm thread finished r; frees
+ * both. Returns r's status with its reason in err. */
+int hora_net_sync_wait(struct hora_net_loop *loop, struct cmd *c, struct hora_net_req *r, char *err,
+		       size_t errlen);
 
 #endif

@@ -3,8 +3,8 @@
  * Every field of a received header is untrusted: it is checked here, before
  * anything uses a length or an offset. Decoding never allocates.
  */
-#include "frame.h"
-#include "endian.h"
+#include "net/transport/frame.h"
+#include "net/transport/endian.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -118,19 +118,20 @@ int hora_swim_members(const struct hora_swim *s, struct hora_swim_member *out, i
 void hora_swim_stats_get(const struct hora_swim *s, struct hora_swim_stats *st);
 bool hora_swim_joined(const struct hora_swim *s);
 
-/* Application status, for the stall inspector: the collective a member's
- * communicator is in (or last finished). */
+/* Application status: up to HORA_SWIM_STATUS_MAX opaque bytes a member's
+ * application says about itself when asked (STATUS_Q / STATUS_R,
+ * net/MEMBERSHIP.md). SWIM neither reads nor checks them; hora's stall
+ * inspector (core/comm.c) puts its collective progress there. */
+#define HORA_SWIM_STATUS_MAX 32
 struct hora_swim_status {
-	uint64_t seq;       /* collective sequence number (0: none yet) */
-	uint32_t kind;      /* collective kind (0 allreduce, 1 broadcast, ...) */
-	uint32_t waiting;   /* 1: inside seq now, 0: between collectives */
-	uint32_t waited_ms; /* how long it has been inside */
-	uint32_t pad;
+	size_t len; /* 0..HORA_SWIM_STATUS_MAX; 0: the member has nothing to say */
+	uint8_t data[HORA_SWIM_STATUS_MAX];
 };
 /* Where STATUS answers come from: get() is called on the thread that runs
- * swim (it must only read atomics). NULL: answer "no job". */
-void hora_swim_status_source(struct hora_swim *s, void (*get)(void *arg, struct hora_swim_status *st),
-			     void *arg);
+ * swim and fills st (len 0 on entry); it must not block. NULL: answer with
+ * no bytes. */
+typedef void (*hora_swim_status_fn)(void *arg, struct hora_swim_status *st);
+void hora_swim_status_source(struct hora_swim *s, hora_swim_status_fn get, void *arg);
 /* Ask every live member (STATUS_Q); their STATUS_R answers are kept. */
 void hora_swim_status_query(struct hora_swim *s, int64_t now_ms);
 /* Member uid's last answer and when it came (now_ms clock): 0, or -1 if

@@ -1,0 +1,186 @@
+/* test_membership.c - the loop's service (posted calls, timers, datagram
+ * sockets) and the membership running over it, in one process: loops on
+ * 127.0.0.1, members agreeing on a view, the application's opaque status
+ * bytes going from one member to another. */
+#include "net/membership/membership.h"
+#include "net_helpers.h"
+
+#include <arpa/inet.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <time.h>
+
+static void sleep_ms(int ms)
+{
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+	nanosleep(&ts, NULL);
+}
+
+/* ---- the service --------------------------------------------------------------- */
+
+struct svc {
+	struct hora_net_loop *loop;
+	struct hora_net_timer *t;
+	struct hora_net_dgram *d;
+	struct sockaddr_in bound;
+	atomic_int fired, got, calls;
+	char last[64];
+	int rc;
+	char err[128];
+};
+
+static void on_fire(void *arg)
+{
+	struct svc *s = arg;
+	atomic_fetch_add(&s->fired, 1);
+}
+
+static void on_dgram(void *arg, const struct sockaddr_in *from, const uint8_t *buf, size_t len)
+{
+	struct svc *s = arg;
+	(void)from;
+	snprintf(s->last, sizeof(s->last), "%.*s", (int)len, (const char *)buf);
+	atomic_fetch_add(&s->got, 1);
+}
+
+static void setup(void *arg)
+{
+	struct svc *s = arg;
+	atomic_fetch_add(&s->calls, 1);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	s->rc = hora_net_timer_create(s->loop, on_fire, s, &s->t);
+	if (!s->rc)
+		s->rc = hora_net_dgram_open(s->loop, &a, 256, on_dgram, s, &s->bound, &s->d, s->err,
+					    sizeof(s->err));
+}
+
+static void arm(void *arg)
+{
+	struct svc *s = arg;
+	hora_net_timer_arm(s->t, 20);
+	hora_net_timer_arm(s->t, 30); /* re-armed: fires once */
+}
+
+static void send_self(void *arg)
+{
+	struct svc *s = arg;
+	s->rc = hora_net_dgram_send(s->d, &s->bound, "hello", 5);
+}
+
+static void teardown(void *arg)
+{
+	struct svc *s = arg;
+	hora_net_timer_arm(s->t, 10000); /* destroyed while armed: never fires */
+	hora_net_timer_destroy(s->t);
+	hora_net_dgram_close(s->d);
+}
+
+Test(net_service, calls_timers_and_datagrams_run_on_the_comm_thread, .timeout = 30)
+{
+	struct svc s = {.loop = tn_loop(1, 1, NULL)};
+	cr_assert_eq(hora_net_loop_call(s.loop, setup, &s), 0);
+	cr_assert_eq(atomic_load(&s.calls), 1, "the call did not run before loop_call returned");
+	cr_assert_eq(s.rc, 0, "%s", s.err);
+	cr_assert_neq(s.bound.sin_port, 0);
+	cr_assert_eq(hora_net_loop_call(s.loop, arm, &s), 0);
+	cr_assert_eq(hora_net_loop_call(s.loop, send_self, &s), 0);
+	cr_assert_eq(s.rc, 0);
+	for (int i = 0; i < 200 && (atomic_load(&s.fired) < 1 || atomic_load(&s.got) < 1); i++)
+		sleep_ms(10);
+	cr_assert_eq(atomic_load(&s.got), 1);
+	cr_assert_str_eq(s.last, "hello");
+	sleep_ms(100);
+	cr_assert_eq(atomic_load(&s.fired), 1, "a re-armed timer fired %d times", atomic_load(&s.fired));
+	cr_assert_eq(hora_net_loop_call(s.loop, teardown, &s), 0);
+	hora_net_loop_destroy(s.loop); /* frees what is still in the kernel (ASan: no leak) */
+}
+
+/* ---- membership over loops -------------------------------------------------------- */
+
+#define N 3
+
+static void app_status(void *arg, struct hora_swim_status *st)
+{
+	const char *say = arg;
+	st->len = strlen(say);
+	memcpy(st->data, say, st->len);
+}
+
+Test(net_membership, members_agree_and_carry_opaque_status_bytes, .timeout = 60)
+{
+	struct hora_net_loop *l[N];
+	struct hora_net_membership *m[N];
+	struct hora_swim_addr seed = {0};
+	char err[256];
+	for (int i = 0; i < N; i++) {
+		l[i] = tn_loop(1, (uint32_t)i, NULL);
+		struct hora_swim_cfg c;
+		hora_swim_cfg_default(&c);
+		c.min_members = N;
+		c.probe_interval_ms = 50;
+		c.ping_timeout_ms = 20;
+		c.suspect_timeout_ms = 2000;
+		uint16_t port;
+		int rc = hora_net_membership_create(l[i], &c, "127.0.0.1", 0, &port, &seed, i ? 1 : 0, &m[i],
+						    err, sizeof(err));
+		cr_assert_eq(rc, 0, "member %d: %s", i, err);
+		if (!i) {
+			cr_assert_eq(hora_net_swim_addr("127.0.0.1:0", &seed), 0);
+			seed.port = port;
+		}
+	}
+	struct hora_swim_view v;
+	int rank = -1;
+	bool paused = true;
+	int ok = 0;
+	for (int t = 0; t < 1000 && ok < N; t++) {
+		uint64_t id0 = 0;
+		ok = 0;
+		for (int i = 0; i < N; i++) {
+			hora_net_membership_view(m[i], &v, &rank, &paused, NULL, 0);
+			if (!i)
+				id0 = v.id;
+			ok += v.n == N && rank >= 0 && !paused && v.id == id0;
+		}
+		if (ok < N)
+			sleep_ms(20);
+	}
+	cr_assert_eq(ok, N, "no view of %d members agreed", N);
+	hora_net_membership_view(m[0], &v, &rank, &paused, NULL, 0);
+	cr_assert(hora_net_membership_joined(m[1]));
+	cr_assert_eq(hora_net_membership_alive(m[0]), N);
+	/* member 1 says 32 bytes, member 2 nothing: member 0 reads them by rank */
+	static char say[] = "0123456789abcdef0123456789ABCDEF";
+	int r1 = -1, r2 = -1;
+	for (int i = 0; i < N; i++) {
+		struct hora_swim_view vi;
+		int ri;
+		hora_net_membership_view(m[i], &vi, &ri, &paused, NULL, 0);
+		if (i == 1)
+			r1 = ri;
+		if (i == 2)
+			r2 = ri;
+	}
+	cr_assert_eq(hora_net_membership_status_source(m[1], app_status, say), 0);
+	int64_t sent;
+	struct hora_swim_status st;
+	cr_assert_eq(hora_net_membership_status(m[0], r1, 0, &st), -ENOENT, "an answer before asking");
+	int got1 = -ENOENT, got2 = -ENOENT;
+	struct hora_swim_status st2;
+	for (int t = 0; t < 50 && (got1 || got2); t++) {
+		cr_assert_eq(hora_net_membership_status_query(m[0], &sent), 0);
+		sleep_ms(50);
+		got1 = hora_net_membership_status(m[0], r1, sent, &st);
+		got2 = hora_net_membership_status(m[0], r2, sent, &st2);
+	}
+	cr_assert_eq(got1, 0, "no STATUS answer from member 1");
+	cr_assert_eq(st.len, HORA_SWIM_STATUS_MAX);
+	cr_assert_eq(memcmp(st.data, say, HORA_SWIM_STATUS_MAX), 0);
+	cr_assert_eq(got2, 0, "no STATUS answer from member 2");
+	cr_assert_eq(st2.len, 0, "a member without a source answers with no bytes");
+	hora_net_membership_leave(m[2]);
+	for (int i = 0; i < N; i++) {
+		hora_net_membership_destroy(m[i]);
+		hora_net_loop_destroy(l[i]);
+	}
+}
