@@ -23,7 +23,7 @@
  * collectives.small_bytes and collectives.medium_bytes.
  */
 #include "hora.h"
-#include "net/reduce.h"
+#include "net/coll/reduce.h"
 #include "report.h"
 
 #include <errno.h>

@@ -32,27 +32,41 @@ int hora_net_fast_connect(const char *host, uint16_t port, const uint8_t *key, s
 int hora_net_fast_accept(int lfd, const uint8_t *key, size_t keylen, uint32_t node, int timeout_ms,
 			 int io_timeout_ms, int *fd, uint32_t *peer_node, char *err, size_t errlen);
 
-/* Send the message {ohead (hl bytes), obody (obl bytes)} on ofd and receive
- * {ihead (hl), ibody (ibl)} from ifd (either fd may be
- * -1: one direction only; they may be different peers). Both directions
- * progress together, so two ranks exchanging messages larger than the
- * socket buffers cannot deadlock. When check is not NULL it is called once
- * the head is in; a non-zero return stops with that code (a mismatched call
- * is named before waiting for bytes that never come). Returns 0 or -errno
- * (-ECONNRESET: the peer closed, -ETIMEDOUT: nothing moved for timeout_ms)
- * with the direction that failed in *dir (0 send, 1 receive) and the cause
- * in err. When check refuses while the message to ofd is partly out, the
- * rest is sent first (for up to a second: its reader is in the same call),
- * so that the caller can tell that peer why; check must not touch the
- * sockets itself. *torn is 1 when the message is still partly out after an
- * error, and nothing more may be written to ofd then (the reader would
- * take it for the message's bytes).
- * A receive that finds nothing polls without sleeping for up to spin_us
- * (yielding the CPU to any other runnable thread between polls), then
- * sleeps in recvmsg(2). */
-int hora_net_fast_xchg(int ofd, const void *ohead, const void *obody, size_t obl, int ifd,
-		       void *ihead, void *ibody, size_t ibl, size_t hl,
-		       int (*check)(void *arg, const void *h), void *arg, int timeout_ms, int spin_us,
-		       int *dir, int *torn, char *err, size_t errlen);
+/* One exchange on the fast sockets: send the message {out_head (head_bytes),
+ * out_body (out_bytes)} on out_fd and receive {in_head (head_bytes),
+ * in_body (in_bytes)} from in_fd (either fd may be -1: one direction only;
+ * they may be different peers). Both directions progress together, so two
+ * ranks exchanging messages larger than the socket buffers cannot deadlock.
+ * When check is not NULL it is called once the head is in; a non-zero return
+ * stops with that code (a mismatched call is named before waiting for bytes
+ * that never come). When check refuses while the message to out_fd is
+ * partly out, the rest is sent first (for up to a second: its reader is in
+ * the same call), so that the caller can tell that peer why; check must not
+ * touch the sockets itself. A receive that finds nothing polls without
+ * sleeping for up to spin_us (yielding the CPU to any other runnable thread
+ * between polls), then sleeps in recvmsg(2). */
+struct hora_net_fast_xchg {
+	int out_fd;
+	const void *out_head, *out_body;
+	size_t out_bytes;
+	int in_fd;
+	void *in_head, *in_body;
+	size_t in_bytes;
+	size_t head_bytes;
+	int (*check)(void *arg, const void *head); /* optional */
+	void *check_arg;
+	int timeout_ms, spin_us;
+	char *err; /* the cause of a failure (errlen bytes) */
+	size_t errlen;
+	/* results */
+	int dir;  /* the direction that failed: 0 send, 1 receive */
+	int torn; /* the message is still partly out after an error: nothing more
+		     may be written to out_fd (the reader would take it for the
+		     message's bytes) */
+};
+
+/* Returns 0 or -errno (-ECONNRESET: the peer closed, -ETIMEDOUT: nothing
+ * moved for timeout_ms), with dir, torn and err set as above. */
+int hora_net_fast_xchg(struct hora_net_fast_xchg *x);
 
 #endif
