@@ -260,3 +260,20 @@ Test(net_coll_args, ranks_created_with_different_sizes_say_so, .timeout = 60)
 	cr_assert(strstr(ra[0].err, "rank 1 was created with size 3, this rank with size 2"), "%s", ra[0].err);
 	cr_assert(strstr(ra[1].err, "rank 0 was created with size 2, this rank with size 3"), "%s", ra[1].err);
 }
+
+/* the last rank thinks there are 4: it reaches both others before it waits
+ * for any, so all three say so */
+Test(net_coll_args, a_rank_created_with_a_larger_size_is_named_by_every_rank, .timeout = 60)
+{
+	struct rank ra[MAXR];
+	th_rank_addrs(addr, addrs, 4);
+	for (int r = 0; r < 3; r++)
+		ra[r] = (struct rank){.rank = r, .n = 3, .size = r == 2 ? 4 : 3};
+	run_all(ra, 3, create);
+	for (int r = 0; r < 3; r++) {
+		cr_assert_eq(ra[r].rc, -EINVAL, "rank %d: %s", r, ra[r].err);
+		cr_assert(strstr(ra[r].err, r == 2 ? "was created with size 3, this rank with size 4"
+						   : "rank 2 was created with size 4, this rank with size 3"),
+			  "rank %d: %s", r, ra[r].err);
+	}
+}
