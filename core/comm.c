@@ -22,6 +22,9 @@
 #include <time.h>
 #include <unistd.h>
 
+_Static_assert((int)HORA_ALGO_DIRECT_RING == (int)HORA_NET_ALGO_DIRECT_RING && (int)HORA_ALGO_AUTO == 0,
+	       "enum hora_algo and enum hora_net_algo have the same values");
+
 struct hora_request {
 	struct hora_comm *c;
 	enum hora_net_coll_kind kind;
