@@ -207,46 +207,64 @@ static int connect_lower(struct link_tcp *t, struct hora_net_req **hs, char *err
 	return 0;
 }
 
-/* Accept every higher rank: send our hello, check theirs. */
-static int accept_higher(struct link_tcp *t, struct hora_net_req **hs, char *err, size_t errlen)
+/* Accept one higher rank within timeout_ms: send our hello, check theirs.
+ * -EINVAL: it was created with another size (named in err). */
+static int accept_one(struct link_tcp *t, int timeout_ms, struct hora_net_req **hs, char *err, size_t errlen)
 {
 	const int me = t->base.rank, n = t->base.nranks;
-	for (int k = me + 1; k < n; k++) {
-		struct hora_net_peer *p;
-		char e2[256] = "";
-		int rc = hora_net_accept(t->loop, t->cfg->connect_timeout_ms, &p, e2, sizeof(e2));
-		if (rc)
-			return snprintf(err, errlen, "rank %d: waiting for ranks above: %s", me, e2), rc;
-		uint32_t j = hora_net_peer_node(p);
-		if (j < (uint32_t)n && j > (uint32_t)me && !t->peer[j]) {
-			t->peer[j] = p;
-			if ((rc = post_hello(t, (int)j, &hs[j])))
-				return snprintf(err, errlen, "rank %d: cannot send to rank %u: %s", me, j,
-						strerror(-rc)),
-				       rc;
-			if ((rc = check_hello(t, (int)j, err, errlen)))
-				return rc;
-			continue;
-		}
-		/* a rank of another size may number itself beyond ours: its hello says */
-		struct hello h;
-		struct hora_net_req *r;
-		if (j != (uint32_t)me && !hora_net_irecv(p, &h, sizeof(h), NULL, NULL, &r) &&
-		    !hora_net_wait(r, NULL, 0) && h.magic == HELLO_MAGIC && h.size != (uint32_t)n)
-			snprintf(err, errlen, "rank %d: rank %u was created with size %u, this rank with size %d: "
-					      "every rank of a communicator must be created with the same size",
-				 me, j, h.size, n);
-		else
-			snprintf(err, errlen, "rank %d: unexpected peer claiming rank %u", me, j);
-		hora_net_peer_close(p);
-		return -EPROTO;
+	struct hora_net_peer *p;
+	char e2[256] = "";
+	int rc = hora_net_accept(t->loop, timeout_ms, &p, e2, sizeof(e2));
+	if (rc)
+		return snprintf(err, errlen, "rank %d: waiting for ranks above: %s", me, e2), rc;
+	uint32_t j = hora_net_peer_node(p);
+	if (j < (uint32_t)n && j > (uint32_t)me && !t->peer[j]) {
+		t->peer[j] = p;
+		if ((rc = post_hello(t, (int)j, &hs[j])))
+			return snprintf(err, errlen, "rank %d: cannot send to rank %u: %s", me, j, strerror(-rc)), rc;
+		return check_hello(t, (int)j, err, errlen);
 	}
-	return 0;
+	/* a rank of another size may number itself beyond ours: its hello says */
+	struct hello h;
+	struct hora_net_req *r;
+	rc = -EPROTO;
+	if (j != (uint32_t)me && !hora_net_irecv(p, &h, sizeof(h), NULL, NULL, &r) && !hora_net_wait(r, NULL, 0) &&
+	    h.magic == HELLO_MAGIC && h.size != (uint32_t)n) {
+		snprintf(err, errlen, "rank %d: rank %u was created with size %u, this rank with size %d: "
+				      "every rank of a communicator must be created with the same size",
+			 me, j, h.size, n);
+		rc = -EINVAL;
+	} else {
+		snprintf(err, errlen, "rank %d: unexpected peer claiming rank %u", me, j);
+	}
+	hora_net_peer_close(p);
+	return rc;
+}
+
+/* After a size mismatch a rank goes on accepting for a while (LINGER_MS a
+ * peer): our hello still reaches the ranks that wait for it, which may be
+ * of our size and meet the odd rank only later. */
+#define LINGER_MS 500
+
+/* Accept every higher rank. rc: -EINVAL when a size mismatch was seen
+ * already (its text in err, which stays the error). */
+static int accept_higher(struct link_tcp *t, struct hora_net_req **hs, char *err, size_t errlen, int rc)
+{
+	for (int k = t->base.rank + 1; k < t->base.nranks; k++) {
+		char e3[512];
+		const int r = rc ? accept_one(t, LINGER_MS, hs, e3, sizeof(e3))
+				 : accept_one(t, t->cfg->connect_timeout_ms, hs, err, errlen);
+		if (r && (rc || r != -EINVAL))
+			return rc ? rc : r;
+		rc = r ? r : rc;
+	}
+	return rc;
 }
 
 /* The transport mesh with hellos: our hello goes to every lower rank before
- * we wait for any of theirs, so that a rank created with another size is
- * named by every rank it reached. */
+ * we wait for any of theirs, and a size mismatch does not stop the hellos
+ * (accept_higher), so that a rank created with another size is named by
+ * every rank it reached. */
 static int transport_setup(struct link_tcp *t, char *err, size_t errlen)
 {
 	const int me = t->base.rank, n = t->base.nranks;
@@ -254,10 +272,15 @@ static int transport_setup(struct link_tcp *t, char *err, size_t errlen)
 	if (!hs)
 		return -ENOMEM;
 	int rc = connect_lower(t, hs, err, errlen);
-	for (int j = 0; j < me && !rc; j++)
-		rc = check_hello(t, j, err, errlen);
-	if (!rc)
-		rc = accept_higher(t, hs, err, errlen);
+	for (int j = 0; j < me && (!rc || rc == -EINVAL); j++) {
+		char e3[512];
+		const int r = rc ? check_hello(t, j, e3, sizeof(e3)) : check_hello(t, j, err, errlen);
+		if (r && rc)
+			break;
+		rc = r ? r : rc;
+	}
+	if (!rc || rc == -EINVAL)
+		rc = accept_higher(t, hs, err, errlen, rc);
 	for (int j = 0; j < n; j++)
 		if (hs[j])
 			hora_net_wait(hs[j], NULL, 0);
