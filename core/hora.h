@@ -243,9 +243,15 @@ HORA_API int hora_comm_size(const struct hora_comm *c);
  * (rank, view, collective and sequence, peer, cause) is in
  * hora_comm_last_error. After a failure (mismatch, dead or silent peer) the
  * communicator is broken: every later call returns the same error at once.
+ * An invalid argument on one rank (dtype, op, root outside 0..size-1,
+ * overlapping buffers other than in place) is a failure of that call on
+ * every rank: -EINVAL with "rank 2 refused broadcast #5: root 7 >= size 4"
+ * (in a broadcast a rank that did not need the refusing rank may learn it
+ * at its next call), and the communicator is broken.
  *
  * send == recv is in place. f16 and bf16 are reduced in f32 (round to
- * nearest even); AVG divides once, at the end (integers truncate). */
+ * nearest even; see enum hora_dtype for the error); AVG divides once, at
+ * the end (integers truncate). */
 
 /* recv[i] = op over ranks of send[i], count elements. */
 HORA_API int hora_allreduce(struct hora_comm *c, const void *send, void *recv, size_t count,
