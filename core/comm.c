@@ -1,4 +1,4 @@
-/* comm.c - the public communicator: net/coll.c's collectives behind
+/* comm.c - the public communicator: net/coll/'s collectives behind
  * hora.h's names, plus the async forms.
  *
  * Async calls go to a FIFO that one background thread per communicator
