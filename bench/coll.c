@@ -23,7 +23,7 @@
  * collectives.small_bytes and collectives.medium_bytes.
  */
 #include "hora.h"
-#include "net/reduce.h"
+#include "net/coll/coll.h"
 #include "report.h"
 
 #include <errno.h>
@@ -39,11 +39,8 @@
 #include <time.h>
 #include <unistd.h>
 
-enum coll { C_ALLREDUCE, C_BROADCAST, C_ALLGATHER, C_REDUCE_SCATTER };
-static const char *const coll_name[] = {"allreduce", "broadcast", "allgather", "reduce_scatter"};
-
 struct opts {
-	enum coll coll;
+	enum hora_net_coll_kind coll;
 	int n, algo, crossover, bind, sockets, iters, rcvlowat;
 	size_t lo, hi, segment, slice;
 	enum hora_dtype t;
@@ -85,7 +82,7 @@ static double get(const void *p, size_t i, enum hora_dtype t)
 static size_t count_for(const struct opts *o, size_t bytes)
 {
 	size_t c = bytes / esz(o->t);
-	if (o->coll == C_ALLGATHER || o->coll == C_REDUCE_SCATTER)
+	if (o->coll == HORA_NET_COLL_ALLGATHER || o->coll == HORA_NET_COLL_REDUCE_SCATTER)
 		c /= (size_t)o->n;
 	return c;
 }
@@ -93,10 +90,11 @@ static size_t count_for(const struct opts *o, size_t bytes)
 static int call(struct hora_comm *c, const struct opts *o, void *send, void *recv, size_t count)
 {
 	switch (o->coll) {
-	case C_ALLREDUCE: return hora_allreduce(c, send, recv, count, o->t, o->op);
-	case C_BROADCAST: return hora_broadcast(c, recv, count, o->t, 0);
-	case C_ALLGATHER: return hora_allgather(c, send, recv, count, o->t);
-	case C_REDUCE_SCATTER: return hora_reduce_scatter(c, send, recv, count, o->t, o->op);
+	case HORA_NET_COLL_ALLREDUCE: return hora_allreduce(c, send, recv, count, o->t, o->op);
+	case HORA_NET_COLL_BROADCAST: return hora_broadcast(c, recv, count, o->t, 0);
+	case HORA_NET_COLL_ALLGATHER: return hora_allgather(c, send, recv, count, o->t);
+	case HORA_NET_COLL_REDUCE_SCATTER: return hora_reduce_scatter(c, send, recv, count, o->t, o->op);
+	default: break;
 	}
 	return -EINVAL;
 }
@@ -125,11 +123,11 @@ static long verify(struct hora_comm *c, const struct opts *o, int rank, uint8_t 
 		   size_t count, int *rc)
 {
 	const int n = o->n;
-	size_t in = o->coll == C_REDUCE_SCATTER ? count * (size_t)n : count;
-	size_t out = o->coll == C_ALLGATHER ? count * (size_t)n : count;
+	size_t in = o->coll == HORA_NET_COLL_REDUCE_SCATTER ? count * (size_t)n : count;
+	size_t out = o->coll == HORA_NET_COLL_ALLGATHER ? count * (size_t)n : count;
 	for (size_t i = 0; i < in; i++)
-		put(send, i, o->t, o->coll == C_ALLGATHER ? in_val(i, rank) + rank : in_val(i, rank));
-	if (o->coll == C_BROADCAST)
+		put(send, i, o->t, o->coll == HORA_NET_COLL_ALLGATHER ? in_val(i, rank) + rank : in_val(i, rank));
+	if (o->coll == HORA_NET_COLL_BROADCAST)
 		for (size_t i = 0; i < out; i++)
 			put(recv, i, o->t, rank == 0 ? in_val(i, 3) : 0);
 	*rc = call(c, o, send, recv, count);
@@ -139,9 +137,9 @@ static long verify(struct hora_comm *c, const struct opts *o, int rank, uint8_t 
 	for (size_t i = 0; i < out; i++) {
 		double want;
 		switch (o->coll) {
-		case C_ALLREDUCE: want = reduce_ref(o, i); break;
-		case C_BROADCAST: want = in_val(i, 3); break;
-		case C_ALLGATHER: want = in_val(i % count, (int)(i / count)) + (double)(i / count); break;
+		case HORA_NET_COLL_ALLREDUCE: want = reduce_ref(o, i); break;
+		case HORA_NET_COLL_BROADCAST: want = in_val(i, 3); break;
+		case HORA_NET_COLL_ALLGATHER: want = in_val(i % count, (int)(i / count)) + (double)(i / count); break;
 		default: want = reduce_ref(o, (size_t)rank * count + i); break;
 		}
 		double got = get(recv, i, o->t);
@@ -175,7 +173,7 @@ static double time_calls(struct hora_comm *c, const struct opts *o, uint8_t *sen
 static double busbw_factor(const struct opts *o)
 {
 	double n = o->n;
-	return o->coll == C_ALLREDUCE ? 2 * (n - 1) / n : o->coll == C_BROADCAST ? 1 : (n - 1) / n;
+	return o->coll == HORA_NET_COLL_ALLREDUCE ? 2 * (n - 1) / n : o->coll == HORA_NET_COLL_BROADCAST ? 1 : (n - 1) / n;
 }
 
 static int run_rank(const struct opts *o, int rank, const char *const *addrs, const uint8_t *secret,
@@ -205,20 +203,20 @@ static int run_rank(const struct opts *o, int rank, const char *const *addrs, co
 	struct hora_comm *c;
 	char err[512];
 	if (hora_comm_create(&cfg, &c, err, sizeof(err))) {
-		fprintf(stderr, "hora bench %s: rank %d: %s\n", coll_name[o->coll], rank, err);
+		fprintf(stderr, "hora bench %s: rank %d: %s\n", hora_net_coll_name(o->coll), rank, err);
 		return 1;
 	}
 	size_t cap = o->hi + 64;
 	uint8_t *send = malloc(cap), *recv = malloc(cap);
 	double *t = malloc(sizeof(double) * 1000);
 	const char *tn = hora_net_dtype_name((enum hora_net_dtype)o->t);
-	const char *on = o->coll == C_ALLREDUCE || o->coll == C_REDUCE_SCATTER
+	const char *on = o->coll == HORA_NET_COLL_ALLREDUCE || o->coll == HORA_NET_COLL_REDUCE_SCATTER
 				 ? hora_net_op_name((enum hora_net_op)o->op) : "none";
 	int rc = 0;
 	if (out && !o->crossover) {
 		fprintf(out, "# hora bench %s: %d ranks (%s), %s %s, %s, %s algorithm, %s\n",
-			coll_name[o->coll], o->n, o->setup, tn, on,
-			o->coll == C_BROADCAST ? "root 0" : "out of place",
+			hora_net_coll_name(o->coll), o->n, o->setup, tn, on,
+			o->coll == HORA_NET_COLL_BROADCAST ? "root 0" : "out of place",
 			o->algo == 1 ? "ring" : o->algo == 2 ? "latency" : o->algo == 3 ? "direct ring" : "auto",
 			o->bind ? "rank r on CPU r mod ncpu" : "not bound");
 		if (o->rcvlowat)
@@ -234,7 +232,7 @@ static int run_rank(const struct opts *o, int rank, const char *const *addrs, co
 		int small_done = 0, medium_done = 0; /* the first loss ends each run of wins */
 		if (out)
 			fprintf(out, "# %s crossover, %d ranks (%s): median us per call\n%12s %12s %12s %12s\n",
-				coll_name[o->coll], o->n, o->setup, "size", "latency", "direct", "ring");
+				hora_net_coll_name(o->coll), o->n, o->setup, "size", "latency", "direct", "ring");
 		static const enum hora_algo algs[3] = {HORA_ALGO_LATENCY, HORA_ALGO_DIRECT_RING, HORA_ALGO_RING};
 		for (size_t sz = 1024; sz <= (4u << 20) && sz <= o->hi && !rc; sz *= 2) {
 			size_t count = count_for(o, sz);
@@ -269,7 +267,7 @@ static int run_rank(const struct opts *o, int rank, const char *const *addrs, co
 		size_t count = count_for(o, sz);
 		if (!count && sz)
 			continue;
-		size_t bytes = o->coll == C_ALLGATHER || o->coll == C_REDUCE_SCATTER
+		size_t bytes = o->coll == HORA_NET_COLL_ALLGATHER || o->coll == HORA_NET_COLL_REDUCE_SCATTER
 				       ? count * (size_t)o->n * esz(o->t) : count * esz(o->t);
 		double wrong = (double)verify(c, o, rank, send, recv, count, &rc);
 		if (rc || (rc = hora_allreduce(c, &wrong, &wrong, 1, HORA_F64, HORA_SUM)))
@@ -293,7 +291,7 @@ static int run_rank(const struct opts *o, int rank, const char *const *addrs, co
 			rc = 1;
 	}
 	if (rc < 0)
-		fprintf(stderr, "hora bench %s: rank %d: %s\n", coll_name[o->coll], rank, hora_comm_last_error(c));
+		fprintf(stderr, "hora bench %s: rank %d: %s\n", hora_net_coll_name(o->coll), rank, hora_comm_last_error(c));
 	if (json)
 		fprintf(json, "\n]\n");
 	free(send);
@@ -365,7 +363,7 @@ static int plot(const struct opts *o, const char *hora_json)
 			 "'1MiB' 1048576, '16MiB' 16777216, '64MiB' 67108864); set xlabel 'size'; "
 			 "set ylabel 'busbw (GB/s = 1e9 B/s)'; set key left top; set grid; "
 			 "set title '%s, %d ranks (%s), %s'; plot ",
-			 o->plot, coll_name[o->coll], o->n, o->setup,
+			 o->plot, hora_net_coll_name(o->coll), o->n, o->setup,
 			 hora_net_dtype_name((enum hora_net_dtype)o->t));
 	int idx = 0, any = 0;
 	for (int i = 0; i < 6; i++) {
@@ -445,8 +443,8 @@ int hora_bench_coll(const char *what, int argc, char **argv)
 	const char *from = NULL;
 	char *addrlist = NULL;
 	for (int i = 0; i < 4; i++)
-		if (!strcmp(what, coll_name[i]))
-			o.coll = (enum coll)i;
+		if (!strcmp(what, hora_net_coll_name(i)))
+			o.coll = (enum hora_net_coll_kind)i;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "", lopts, NULL)) != -1) {
 		switch (c) {

@@ -11,7 +11,7 @@
  * writes one, memcpy reads one and writes one, so ~0.67 is the memory-bound
  * ceiling).
  */
-#include "net/reduce.h"
+#include "net/coll/reduce.h"
 #include "report.h"
 
 #include <getopt.h>

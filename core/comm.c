@@ -1,4 +1,4 @@
-/* comm.c - the public communicator: net/coll.c's collectives behind
+/* comm.c - the public communicator: net/coll/'s collectives behind
  * hora.h's names, plus the async forms.
  *
  * Async calls go to a FIFO that one background thread per communicator
@@ -24,11 +24,12 @@
 #include <time.h>
 #include <unistd.h>
 
-enum kind { K_ALLREDUCE, K_BROADCAST, K_ALLGATHER, K_REDUCE_SCATTER, K_BARRIER };
+_Static_assert((int)HORA_ALGO_DIRECT_RING == (int)HORA_NET_ALGO_DIRECT_RING && (int)HORA_ALGO_AUTO == 0,
+	       "enum hora_algo and enum hora_net_algo have the same values");
 
 struct hora_request {
 	struct hora_comm *c;
-	enum kind kind;
+	enum hora_net_coll_kind kind;
 	const void *send;
 	void *recv;
 	size_t count;
@@ -155,7 +156,7 @@ int hora_comm_create_net(const struct hora_net_comm_cfg *nc, enum hora_algo algo
 		free(c);
 		return rc;
 	}
-	hora_net_comm_set_algo(c->net, (int)algo);
+	hora_net_comm_set_algo(c->net, (enum hora_net_algo)algo);
 	/* local rank and size: the ranks that listen on this rank's host */
 	const char *me = nc->addrs[nc->rank];
 	for (int i = 0; i < nc->nranks; i++) {
@@ -329,18 +330,20 @@ static int execute(struct hora_comm *c, const struct hora_request *r)
 {
 	struct hora_net_comm *n = c->net;
 	switch (r->kind) {
-	case K_ALLREDUCE:
+	case HORA_NET_COLL_ALLREDUCE:
 		return hora_net_allreduce(n, r->send, r->recv, r->count, (enum hora_net_dtype)r->t,
 					  (enum hora_net_op)r->op);
-	case K_BROADCAST:
+	case HORA_NET_COLL_BROADCAST:
 		return hora_net_broadcast(n, r->recv, r->count, (enum hora_net_dtype)r->t, r->root);
-	case K_ALLGATHER:
+	case HORA_NET_COLL_ALLGATHER:
 		return hora_net_allgather(n, r->send, r->recv, r->count, (enum hora_net_dtype)r->t);
-	case K_REDUCE_SCATTER:
+	case HORA_NET_COLL_REDUCE_SCATTER:
 		return hora_net_reduce_scatter(n, r->send, r->recv, r->count, (enum hora_net_dtype)r->t,
 					       (enum hora_net_op)r->op);
-	case K_BARRIER:
+	case HORA_NET_COLL_BARRIER:
 		return hora_net_barrier(n);
+	case HORA_NET_COLL_KINDS:
+		break;
 	}
 	return -EINVAL;
 }
@@ -567,7 +570,7 @@ int hora_comm_set_algorithm(struct hora_comm *c, enum hora_algo algo)
 	if (algo < HORA_ALGO_AUTO || algo > HORA_ALGO_DIRECT_RING)
 		return -EINVAL;
 	wait_idle(c);
-	hora_net_comm_set_algo(c->net, (int)algo);
+	hora_net_comm_set_algo(c->net, (enum hora_net_algo)algo);
 	pthread_mutex_unlock(&c->mu);
 	return 0;
 }
@@ -577,51 +580,51 @@ int hora_comm_set_algorithm(struct hora_comm *c, enum hora_algo algo)
 int hora_allreduce(struct hora_comm *c, const void *send, void *recv, size_t count, enum hora_dtype t,
 		   enum hora_op op)
 {
-	return run_blocking(REQ(K_ALLREDUCE, .send = send, .recv = recv, .count = count, .t = t, .op = op));
+	return run_blocking(REQ(HORA_NET_COLL_ALLREDUCE, .send = send, .recv = recv, .count = count, .t = t, .op = op));
 }
 int hora_broadcast(struct hora_comm *c, void *buf, size_t count, enum hora_dtype t, int root)
 {
-	return run_blocking(REQ(K_BROADCAST, .recv = buf, .count = count, .t = t, .root = root));
+	return run_blocking(REQ(HORA_NET_COLL_BROADCAST, .recv = buf, .count = count, .t = t, .root = root));
 }
 int hora_allgather(struct hora_comm *c, const void *send, void *recv, size_t count, enum hora_dtype t)
 {
-	return run_blocking(REQ(K_ALLGATHER, .send = send, .recv = recv, .count = count, .t = t));
+	return run_blocking(REQ(HORA_NET_COLL_ALLGATHER, .send = send, .recv = recv, .count = count, .t = t));
 }
 int hora_reduce_scatter(struct hora_comm *c, const void *send, void *recv, size_t recvcount,
 			enum hora_dtype t, enum hora_op op)
 {
 	return run_blocking(
-		REQ(K_REDUCE_SCATTER, .send = send, .recv = recv, .count = recvcount, .t = t, .op = op));
+		REQ(HORA_NET_COLL_REDUCE_SCATTER, .send = send, .recv = recv, .count = recvcount, .t = t, .op = op));
 }
 int hora_barrier(struct hora_comm *c)
 {
-	return run_blocking(REQ(K_BARRIER, .t = HORA_I32));
+	return run_blocking(REQ(HORA_NET_COLL_BARRIER, .t = HORA_I32));
 }
 
 int hora_allreduce_async(struct hora_comm *c, const void *send, void *recv, size_t count,
 			 enum hora_dtype t, enum hora_op op, struct hora_request **req)
 {
-	return submit_async(REQ(K_ALLREDUCE, .send = send, .recv = recv, .count = count, .t = t, .op = op),
+	return submit_async(REQ(HORA_NET_COLL_ALLREDUCE, .send = send, .recv = recv, .count = count, .t = t, .op = op),
 			    req);
 }
 int hora_broadcast_async(struct hora_comm *c, void *buf, size_t count, enum hora_dtype t, int root,
 			 struct hora_request **req)
 {
-	return submit_async(REQ(K_BROADCAST, .recv = buf, .count = count, .t = t, .root = root), req);
+	return submit_async(REQ(HORA_NET_COLL_BROADCAST, .recv = buf, .count = count, .t = t, .root = root), req);
 }
 int hora_allgather_async(struct hora_comm *c, const void *send, void *recv, size_t count,
 			 enum hora_dtype t, struct hora_request **req)
 {
-	return submit_async(REQ(K_ALLGATHER, .send = send, .recv = recv, .count = count, .t = t), req);
+	return submit_async(REQ(HORA_NET_COLL_ALLGATHER, .send = send, .recv = recv, .count = count, .t = t), req);
 }
 int hora_reduce_scatter_async(struct hora_comm *c, const void *send, void *recv, size_t recvcount,
 			      enum hora_dtype t, enum hora_op op, struct hora_request **req)
 {
 	return submit_async(
-		REQ(K_REDUCE_SCATTER, .send = send, .recv = recv, .count = recvcount, .t = t, .op = op),
+		REQ(HORA_NET_COLL_REDUCE_SCATTER, .send = send, .recv = recv, .count = recvcount, .t = t, .op = op),
 		req);
 }
 int hora_barrier_async(struct hora_comm *c, struct hora_request **req)
 {
-	return submit_async(REQ(K_BARRIER, .t = HORA_I32), req);
+	return submit_async(REQ(HORA_NET_COLL_BARRIER, .t = HORA_I32), req);
 }

@@ -5,7 +5,7 @@
 #define HORA_CORE_COMM_H
 
 #include "hora.h"
-#include "net/coll.h"
+#include "net/coll/coll.h"
 
 /* Create from a full transport configuration (hora_comm_create builds one
  * of these from its public config). nc->opts.secret must be set. */

@@ -21,7 +21,7 @@
 #include "comm.h"
 #include "distopt.h"
 #include "log.h"
-#include "net/reduce.h"
+#include "net/coll/reduce.h"
 #include "hora.h"
 
 #include <errno.h>

@@ -181,6 +181,13 @@ HORA_API void hora_train_result_deinit(struct hora_train_result *res);
 
 /* ---- communicators and collectives ------------------------------------------ */
 
+/* Element types of the collectives. HORA_F16 and HORA_BF16 are reduced in
+ * f32, but a partial sum travels between ranks in 16 bits: it is rounded
+ * (to nearest even) at every hop, up to N-1 times on the ring (log2 N on
+ * the latency algorithm). So the error of a sum over N ranks grows like
+ * (N-1) * u * sum(|x|), u = 2^-11 for f16 and 2^-8 for bf16 (about 1.5e-3
+ * for f16 at N = 4), against one rounding for f32 inputs summed in f32. The
+ * result is still bitwise identical on every rank (net/coll/README.md). */
 enum hora_dtype { HORA_F32, HORA_F64, HORA_F16, HORA_BF16, HORA_I32, HORA_I64 };
 enum hora_op { HORA_SUM, HORA_AVG, HORA_MIN, HORA_MAX, HORA_PROD };
 enum hora_algo {
@@ -236,9 +243,15 @@ HORA_API int hora_comm_size(const struct hora_comm *c);
  * (rank, view, collective and sequence, peer, cause) is in
  * hora_comm_last_error. After a failure (mismatch, dead or silent peer) the
  * communicator is broken: every later call returns the same error at once.
+ * An invalid argument on one rank (dtype, op, root outside 0..size-1,
+ * overlapping buffers other than in place) is a failure of that call on
+ * every rank: -EINVAL with "rank 2 refused broadcast #5: root 7 >= size 4"
+ * (in a broadcast a rank that did not need the refusing rank may learn it
+ * at its next call), and the communicator is broken.
  *
  * send == recv is in place. f16 and bf16 are reduced in f32 (round to
- * nearest even); AVG divides once, at the end (integers truncate). */
+ * nearest even; see enum hora_dtype for the error); AVG divides once, at
+ * the end (integers truncate). */
 
 /* recv[i] = op over ranks of send[i], count elements. */
 HORA_API int hora_allreduce(struct hora_comm *c, const void *send, void *recv, size_t count,

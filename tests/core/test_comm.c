@@ -388,10 +388,11 @@ static void mismatch_fn(struct rank_ctx *x)
 	const char *e = hora_comm_last_error(x->c);
 	int rc2 = hora_barrier(x->c); /* broken: same error at once */
 	/* rank 1 sees rank 0's allreduce where it expects the broadcast and names
-	 * both; rank 0 is told by rank 1 that it stopped, and why */
+	 * both; rank 0 sees the broadcast's fingerprint (it checks around the
+	 * ring) and names both too, or is told by rank 1 that it stopped, and why */
 	x->ok = rc == -EBADE && strstr(e, "mismatched") && rc2 == rc &&
-		(x->rank == 0 ? strstr(e, "rank 1 stopped") != NULL
-			      : strstr(e, "allreduce #1") && strstr(e, "broadcast #1"));
+		((x->rank == 0 && strstr(e, "rank 1 stopped")) ||
+		 (strstr(e, "allreduce #1") && strstr(e, "broadcast #1")));
 	snprintf(x->err, sizeof(x->err), "rc %d then %d: %s", rc, rc2, e);
 }
 

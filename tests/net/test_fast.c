@@ -1,8 +1,8 @@
-/* test_fast.c - the small-message channel's exchange (net/fast.h) when the
+/* test_fast.c - the small-message channel's exchange (net/coll/fast.h) when the
  * receive fails while our own message is still going out: the rest goes
  * first, so that what follows (an ABORT) is not read as message bytes; when
  * it cannot go, the stream is reported torn. */
-#include "net/fast.h"
+#include "net/coll/fast.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -58,8 +58,14 @@ static int exchange(int out[2], int in[2], const uint8_t *head, const uint8_t *b
 {
 	uint8_t ihead[HEAD], ibody[8];
 	char err[128];
-	return hora_net_fast_xchg(out[0], head, body, BODY, in[0], ihead, ibody, sizeof(ibody), HEAD, refuse,
-				  NULL, timeout_ms, 0, dir, torn, err, sizeof(err));
+	struct hora_net_fast_xchg x = {.out_fd = out[0], .out_head = head, .out_body = body, .out_bytes = BODY,
+				       .in_fd = in[0], .in_head = ihead, .in_body = ibody,
+				       .in_bytes = sizeof(ibody), .head_bytes = HEAD, .check = refuse,
+				       .timeout_ms = timeout_ms, .err = err, .errlen = sizeof(err)};
+	int rc = hora_net_fast_xchg(&x);
+	*dir = x.dir;
+	*torn = x.torn;
+	return rc;
 }
 
 static void close_pairs(int out[2], int in[2])

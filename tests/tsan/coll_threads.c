@@ -7,7 +7,7 @@
  * fails; last, async calls of the public API are waited for after their
  * communicator was destroyed. Exit status 0 only when all of that holds; TSan makes any data
  * race a failure of its own (exit 66). */
-#include "net/coll.h"
+#include "net/coll/coll.h"
 #include "net/transport/transport.h"
 #include "hora.h"
 #include "../helpers.h"

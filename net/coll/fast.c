@@ -1,7 +1,8 @@
 /* fast.c - the small-message channel (see fast.h). */
-#include "fast.h"
+#include "net/coll/fast.h"
 
 #include "net/transport/handshake.h"
+#include "net/util/clock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -15,25 +16,10 @@
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
-#include <time.h>
 #include <unistd.h>
 
 /* how long a message cut short by an error may take to finish (ms) */
 #define FLUSH_MS 1000
-
-static int64_t now_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static int resolve(const char *host, uint16_t port, struct sockaddr_storage *ss, socklen_t *len)
 {
@@ -74,7 +60,7 @@ int hora_net_fast_listen(const char *host, int *lfd, uint16_t *port, char *err, 
 static int wait_fd(int fd, short ev, int64_t deadline)
 {
 	for (;;) {
-		int64_t left = deadline - now_ms();
+		int64_t left = deadline - hora_clock_ms();
 		if (left <= 0)
 			return -ETIMEDOUT;
 		struct pollfd p = {.fd = fd, .events = ev};
@@ -155,7 +141,7 @@ int hora_net_fast_connect(const char *host, uint16_t port, const uint8_t *key, s
 	socklen_t len;
 	if (resolve(host, port, &ss, &len))
 		return snprintf(err, errlen, "bad address '%s'", host), -EINVAL;
-	const int64_t deadline = now_ms() + timeout_ms;
+	const int64_t deadline = hora_clock_ms() + timeout_ms;
 	for (;;) {
 		int s = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 		if (s < 0)
@@ -188,7 +174,7 @@ int hora_net_fast_connect(const char *host, uint16_t port, const uint8_t *key, s
 			return rc;
 		}
 		close(s);
-		if (rc != -ECONNREFUSED || now_ms() + 20 >= deadline)
+		if (rc != -ECONNREFUSED || hora_clock_ms() + 20 >= deadline)
 			return snprintf(err, errlen, "connect: %s", strerror(-rc)), rc;
 		usleep(20000);
 	}
@@ -197,7 +183,7 @@ int hora_net_fast_connect(const char *host, uint16_t port, const uint8_t *key, s
 int hora_net_fast_accept(int lfd, const uint8_t *key, size_t keylen, uint32_t node, int timeout_ms,
 			 int io_timeout_ms, int *fd, uint32_t *peer_node, char *err, size_t errlen)
 {
-	const int64_t deadline = now_ms() + timeout_ms;
+	const int64_t deadline = hora_clock_ms() + timeout_ms;
 	char why[256] = "no connection";
 	for (;;) {
 		int s = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
@@ -211,7 +197,7 @@ int hora_net_fast_accept(int lfd, const uint8_t *key, size_t keylen, uint32_t no
 			continue;
 		}
 		struct hora_net_hs hs;
-		int64_t hd = now_ms() + 5000;
+		int64_t hd = hora_clock_ms() + 5000;
 		if (hora_net_hs_server_start(&hs, key, keylen, node)) {
 			close(s);
 			return snprintf(err, errlen, "cannot start the handshake"), -EINVAL;
@@ -256,35 +242,60 @@ static ssize_t xsend(int fd, const void *h, size_t hl, const void *b, size_t bl,
 	return sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
-int hora_net_fast_xchg(int ofd, const void *ohead, const void *obody, size_t obl, int ifd,
-		       void *ihead, void *ibody, size_t ibl, size_t hl,
-		       int (*check)(void *arg, const void *h), void *arg, int timeout_ms, int spin_us,
-		       int *dir, int *torn, char *err, size_t errlen)
+/* The first non-blocking sends: a small message leaves in one call. */
+static int send_first(struct hora_net_fast_xchg *x, size_t *sent, size_t ototal)
 {
-	const size_t ototal = hl + obl, itotal = hl + ibl;
+	while (*sent < ototal) {
+		ssize_t k = xsend(x->out_fd, x->out_head, x->head_bytes, x->out_body, x->out_bytes, *sent);
+		if (k > 0)
+			*sent += (size_t)k;
+		else if (k < 0 && errno == EINTR)
+			continue;
+		else if (k < 0 && errno == EAGAIN)
+			break;
+		else
+			return io_error(k, &x->dir, 0, x->err, x->errlen);
+	}
+	return 0;
+}
+
+/* Stopped inside our own message to out_fd: its reader expects the rest
+ * before anything else. When the check refused the head we got (a
+ * mismatch, or a peer's notice that it stopped), the caller will tell its
+ * peers why (a notice of its own): finish the message first (its reader is
+ * in the same call, so it drains), so that the notice is read as a message
+ * and not as our data; if that cannot be done in time, say so (torn). */
+static void flush_rest(struct hora_net_fast_xchg *x, size_t sent, size_t ototal)
+{
+	const int tmo = x->timeout_ms;
+	const int64_t until = hora_clock_ms() + (tmo > 0 && tmo < FLUSH_MS ? tmo : FLUSH_MS);
+	while (sent < ototal) {
+		ssize_t k = xsend(x->out_fd, x->out_head, x->head_bytes, x->out_body, x->out_bytes, sent);
+		if (k > 0)
+			sent += (size_t)k;
+		else if (k < 0 && errno == EINTR)
+			continue;
+		else if (k == 0 || errno != EAGAIN || wait_fd(x->out_fd, POLLOUT, until))
+			break;
+	}
+	x->torn = sent < ototal;
+}
+
+int hora_net_fast_xchg(struct hora_net_fast_xchg *x)
+{
+	const size_t hl = x->head_bytes, ototal = hl + x->out_bytes, itotal = hl + x->in_bytes;
+	const int ofd = x->out_fd, ifd = x->in_fd, spin_us = x->spin_us;
 	size_t sent = ofd < 0 ? ototal : 0, got = ifd < 0 ? itotal : 0;
 	int rc = 0, refused = 0;
-	*torn = 0;
+	x->torn = 0;
 	int64_t spin_until = -1; /* set when the receive first finds nothing */
-	/* fast path: small messages leave in one non-blocking send */
-	while (sent < ototal) {
-		ssize_t k = xsend(ofd, ohead, hl, obody, obl, sent);
-		if (k > 0) {
-			sent += (size_t)k;
-		} else if (k < 0 && errno == EINTR) {
-			continue;
-		} else if (k < 0 && errno == EAGAIN) {
-			break;
-		} else {
-			rc = io_error(k, dir, 0, err, errlen);
-			goto out;
-		}
-	}
+	if ((rc = send_first(x, &sent, ototal)))
+		goto out;
 	/* both directions until done; blocking receive when nothing is left to send */
 	while (got < itotal || sent < ototal) {
 		int flags = sent < ototal ? MSG_DONTWAIT : 0;
 		if (!flags && spin_us > 0) { /* bounded spin before sleeping: a wake-up costs more */
-			int64_t now = now_us();
+			int64_t now = hora_clock_us();
 			if (spin_until < 0)
 				spin_until = now + spin_us;
 			if (now < spin_until)
@@ -292,20 +303,22 @@ int hora_net_fast_xchg(int ofd, const void *ohead, const void *obody, size_t obl
 		}
 		if (got < itotal) {
 			struct iovec v[2];
-			struct msghdr m = {.msg_iov = v, .msg_iovlen = (size_t)iov_at(v, ihead, hl, ibody, ibl, got)};
+			struct msghdr m = {.msg_iov = v,
+					   .msg_iovlen = (size_t)iov_at(v, x->in_head, hl, x->in_body, x->in_bytes, got)};
 			ssize_t k = recvmsg(ifd, &m, flags);
 			if (k > 0) {
 				size_t before = got;
 				got += (size_t)k;
-				if (check && before < hl && got >= hl && (rc = check(arg, ihead))) {
-					*dir = 1;
+				if (x->check && before < hl && got >= hl && (rc = x->check(x->check_arg, x->in_head))) {
+					x->dir = 1;
 					refused = 1;
 					goto out;
 				}
 				continue;
 			}
 			if (k == 0 || (errno != EINTR && errno != EAGAIN) || (errno == EAGAIN && !flags)) {
-				rc = io_error(k, dir, 1, err, errlen); /* !flags: a blocking receive timed out */
+				/* !flags: a blocking receive timed out */
+				rc = io_error(k, &x->dir, 1, x->err, x->errlen);
 				goto out;
 			}
 			if (errno == EINTR)
@@ -316,48 +329,33 @@ int hora_net_fast_xchg(int ofd, const void *ohead, const void *obody, size_t obl
 			}
 		}
 		if (sent < ototal) {
-			ssize_t k = xsend(ofd, ohead, hl, obody, obl, sent);
+			ssize_t k = xsend(ofd, x->out_head, hl, x->out_body, x->out_bytes, sent);
 			if (k > 0) {
 				sent += (size_t)k;
 				continue;
 			}
 			if (k == 0 || (errno != EINTR && errno != EAGAIN)) {
-				rc = io_error(k, dir, 0, err, errlen);
+				rc = io_error(k, &x->dir, 0, x->err, x->errlen);
 				goto out;
 			}
 			if (errno == EINTR)
 				continue;
-			struct pollfd p[2] = {{.fd = ofd, .events = POLLOUT}, {.fd = got < itotal ? ifd : -1, .events = POLLIN}};
-			int r = poll(p, 2, timeout_ms > 0 ? timeout_ms : -1);
+			struct pollfd p[2] = {{.fd = ofd, .events = POLLOUT},
+					      {.fd = got < itotal ? ifd : -1, .events = POLLIN}};
+			int r = poll(p, 2, x->timeout_ms > 0 ? x->timeout_ms : -1);
 			if (r == 0) /* the peer has not read for that long */
 				errno = EAGAIN;
 			if (r == 0 || (r < 0 && errno != EINTR)) {
-				rc = io_error(-1, dir, 0, err, errlen);
+				rc = io_error(-1, &x->dir, 0, x->err, x->errlen);
 				goto out;
 			}
 		}
 	}
 	return 0;
 out:
-	/* Stopped inside our own message to ofd: its reader expects the rest
-	 * before anything else. When the check refused the head we got (a
-	 * mismatch, or a peer's notice that it stopped), the caller will tell
-	 * its peers why (a notice of its own): finish the message first
-	 * (its reader is in the same call, so it drains), so that the notice is
-	 * read as a message and not as our data; if that cannot be done in
-	 * time, say so. */
-	if (sent > 0 && sent < ototal && refused) {
-		const int64_t until = now_ms() + (timeout_ms > 0 && timeout_ms < FLUSH_MS ? timeout_ms : FLUSH_MS);
-		while (sent < ototal) {
-			ssize_t k = xsend(ofd, ohead, hl, obody, obl, sent);
-			if (k > 0)
-				sent += (size_t)k;
-			else if (k < 0 && errno == EINTR)
-				continue;
-			else if (k == 0 || errno != EAGAIN || wait_fd(ofd, POLLOUT, until))
-				break;
-		}
-	}
-	*torn = sent > 0 && sent < ototal;
+	if (sent > 0 && sent < ototal && refused)
+		flush_rest(x, sent, ototal);
+	else
+		x->torn = sent > 0 && sent < ototal;
 	return rc;
 }

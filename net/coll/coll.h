@@ -1,18 +1,41 @@
-/* coll.h - communicators and collectives over the transport (net/ only; the
- * public names are in core/hora.h).
+/* coll.h - communicators and collectives (net/coll; the public names are in
+ * core/hora.h). net/coll/README.md describes the files behind it.
  *
- * A communicator is N ranks with one authenticated peer to every other
- * rank. Collectives are called by every rank in the same order; each call
- * carries a fingerprint (sequence number, name, count, dtype, op) that the
- * neighbours compare, so a mismatch is a named error, never a hang or
- * garbage. After an error the communicator is broken: its peers are closed,
- * so that the ranks waiting on this one fail too instead of hanging.
+ * A communicator is N ranks joined by a link (link.h; today the TCP link:
+ * the io_uring transport plus one small-message socket per pair).
+ * Collectives are called by every rank in the same order; each call carries
+ * a fingerprint (sequence number, kind, count, dtype, op, root, N, the
+ * algorithm) that the neighbours compare, so a mismatch is a named error,
+ * never a hang or garbage. After an error the communicator is broken: its
+ * links are closed, so that the ranks waiting on this one fail too instead
+ * of hanging.
  */
 #ifndef HORA_NET_COLL_H
 #define HORA_NET_COLL_H
 
 #include "net/transport/transport.h"
-#include "reduce.h"
+#include "net/coll/reduce.h"
+
+/* The collectives (the one list: core/comm.c and the stall check use it). */
+enum hora_net_coll_kind {
+	HORA_NET_COLL_ALLREDUCE,
+	HORA_NET_COLL_BROADCAST,
+	HORA_NET_COLL_ALLGATHER,
+	HORA_NET_COLL_REDUCE_SCATTER,
+	HORA_NET_COLL_BARRIER,
+	HORA_NET_COLL_KINDS
+};
+
+/* Which algorithm a call runs (hora.h's enum hora_algo has the same values). */
+enum hora_net_algo {
+	HORA_NET_ALGO_AUTO,        /* by size: latency up to small_bytes, direct ring up to
+				      medium_bytes (allreduce), pipelined ring above */
+	HORA_NET_ALGO_RING,        /* pipelined ring (chain for broadcast) at every size */
+	HORA_NET_ALGO_LATENCY,     /* recursive doubling / binomial tree, up to small_cap */
+	HORA_NET_ALGO_DIRECT_RING, /* allreduce: the ring on the small-message sockets;
+				      the other collectives choose as AUTO */
+	HORA_NET_ALGOS
+};
 
 /* Defaults from `hora bench allreduce --crossover` (bench/RESULTS.md): on a
  * 1 Gbit/s link the latency algorithm wins up to 8-16 KiB and the direct ring
@@ -39,7 +62,8 @@ struct hora_net_comm_cfg {
 				      HORA_NET_SLICE_DEFAULT) */
 	int depth;                 /* ring receives in flight (default 4) */
 	int spin_us;               /* small messages: poll this long before sleeping
-				      (default HORA_NET_SPIN_DEFAULT; < 0: never; env HORA_SPIN_US) */
+				      (0: HORA_NET_SPIN_DEFAULT; < 0: never). The library reads
+				      no environment: HORA_SPIN_US is read by core/init. */
 };
 
 struct hora_net_comm;
@@ -51,7 +75,14 @@ void hora_net_comm_destroy(struct hora_net_comm *c);
 /* Every call below returns 0 or a negative errno; the reason (rank, view,
  * collective and sequence, peer, cause) is in hora_net_comm_error. Every
  * rank gets bitwise identical results. After an error the communicator is
- * broken and every later call returns the same code. */
+ * broken and every later call returns the same code.
+ *
+ * An invalid argument (a bad dtype, op or root, a count whose bytes would
+ * wrap, send and recv overlapping other than in place) is refused: the call
+ * still counts, the refusing rank tells every rank why and the call fails on
+ * every rank with -EINVAL and the same reason ("rank 2 refused broadcast #5:
+ * root 7 >= size 4"); the communicator is then broken on every rank, as
+ * after a mismatch (the ranks may have moved part of the call's data). */
 
 /* recv = reduce(send of every rank), count elements. send == recv: in place. */
 int hora_net_allreduce(struct hora_net_comm *c, const void *send, void *recv, size_t count,
@@ -69,22 +100,22 @@ int hora_net_broadcast(struct hora_net_comm *c, void *buf, size_t count, enum ho
 /* Returns once every rank has entered it. */
 int hora_net_barrier(struct hora_net_comm *c);
 
-/* Force the algorithm: 0 auto, 1 pipelined ring, 2 latency (doubling /
- * tree), 3 direct ring (allreduce; others use their auto choice). */
-void hora_net_comm_set_algo(struct hora_net_comm *c, int algo);
+/* Force the algorithm of later calls (every rank must do the same: the
+ * fingerprint names a difference). Not thread-safe against a running call. */
+void hora_net_comm_set_algo(struct hora_net_comm *c, enum hora_net_algo algo);
 /* The size threshold of the latency algorithms (set from a measured
  * crossover); -EINVAL above small_cap. */
 int hora_net_comm_set_small_bytes(struct hora_net_comm *c, size_t bytes);
 size_t hora_net_comm_small_bytes(const struct hora_net_comm *c);
-void hora_net_comm_set_medium_bytes(struct hora_net_comm *c, size_t bytes);
-size_t hora_net_comm_medium_bytes(const struct hora_net_comm *c);
 
 /* What the communicator is doing, for other threads: the sequence number
- * and kind of the last collective entered, whether it is still inside it,
- * and since when (CLOCK_MONOTONIC ms). */
+ * and kind (enum hora_net_coll_kind) of the last collective entered, whether
+ * it is still inside it, and since when (CLOCK_MONOTONIC ms). */
 void hora_net_comm_progress(struct hora_net_comm *c, uint64_t *seq, uint32_t *kind, int *inside,
 			    int64_t *since_ms);
-const char *hora_net_coll_name(uint32_t kind); /* "allreduce", ... */
+/* "allreduce", ...; "?" for a value that is no enum hora_net_coll_kind
+ * (the kind travels as uint32_t in stall reports). */
+const char *hora_net_coll_name(uint32_t kind);
 
 const char *hora_net_comm_error(const struct hora_net_comm *c);
 int hora_net_comm_rank(const struct hora_net_comm *c);

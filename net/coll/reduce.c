@@ -1,7 +1,7 @@
 /* reduce.c - reduction loops. Each (dtype, op) is its own unit-stride loop
  * that gcc vectorises (dst may alias an input exactly; gcc checks overlap at
  * run time); f16/bf16 go through f32 in blocks of 256. */
-#include "reduce.h"
+#include "net/coll/reduce.h"
 
 #include <math.h>
 #include <stdbool.h>

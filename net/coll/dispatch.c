@@ -1,0 +1,246 @@
+/* dispatch.c - the collectives' entry points (coll.h): check the
+ * arguments (a refused call still counts and is refused on every rank,
+ * notice.c), number the call and build its fingerprint, choose the
+ * algorithm by size (small_bytes, medium_bytes, the forced algorithm), run
+ * it, and keep the progress fields for the stall check.
+ *
+ * Sizes (defaults in coll.h, measured in bench/RESULTS.md): up to
+ * small_bytes the latency algorithms (recursive doubling, binomial tree);
+ * allreduce up to medium_bytes the direct ring; above, the pipelined ring
+ * (chain for broadcast), an allreduce larger than N x slice_bytes one slice
+ * after the other.
+ */
+#include "net/coll/internal.h"
+#include "net/util/clock.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Number the call, then check what every rank can check alone; a bad
+ * argument is refused on every rank (coll_refuse), after the call counted
+ * so that the others meet it. root: only a broadcast has one. */
+static int begin(struct hora_net_comm *c, enum hora_net_coll_kind kind, size_t count, enum hora_net_dtype t,
+		 enum hora_net_op op, int root, struct fp *f)
+{
+	if (c->broken)
+		return c->broken;
+	c->seq++;
+	c->kind = kind;
+	atomic_store(&c->p_since_ms, hora_clock_ms());
+	atomic_store(&c->p_kind, (uint32_t)kind);
+	atomic_store(&c->p_seq, c->seq);
+	atomic_store(&c->p_inside, 1);
+	if ((unsigned)t >= HORA_NET_DTYPES)
+		return coll_refuse(c, REFUSE_DTYPE, (int64_t)t);
+	if ((unsigned)op >= HORA_NET_OPS)
+		return coll_refuse(c, REFUSE_OP, (int64_t)op);
+	if (kind == HORA_NET_COLL_BROADCAST && (root < 0 || root >= c->n))
+		return coll_refuse(c, REFUSE_ROOT, root);
+	const bool gathered = kind == HORA_NET_COLL_REDUCE_SCATTER || kind == HORA_NET_COLL_ALLGATHER;
+	const size_t per = hora_net_dtype_size(t) * (gathered ? (size_t)c->n : 1);
+	if (count > (SIZE_MAX / 4) / per) /* the byte sizes below must not wrap */
+		return coll_refuse(c, REFUSE_COUNT, (int64_t)count);
+	*f = (struct fp){.seq = c->seq, .count = count, .kind = kind, .root = (uint32_t)root,
+			 .dtype = (uint8_t)t, .op = (uint8_t)op, .nranks = (uint16_t)c->n};
+	return 0;
+}
+
+/* Buffers that overlap other than in the documented in-place layout would be
+ * read after they were written. */
+static bool overlap(const void *a, size_t an, const void *b, size_t bn)
+{
+	const uintptr_t a0 = (uintptr_t)a, b0 = (uintptr_t)b;
+	return an && bn && a0 < b0 + bn && b0 < a0 + an;
+}
+
+/* whole: N blocks of count; part: one block. Fine when part is this rank's
+ * block of whole (in place) or apart from it. (After begin: t is valid.) */
+static bool bad_split(const struct hora_net_comm *c, const void *whole, const void *part, size_t count,
+		      enum hora_net_dtype t)
+{
+	const size_t e = hora_net_dtype_size(t);
+	return (const uint8_t *)part != (const uint8_t *)whole + (size_t)c->rank * count * e &&
+	       overlap(whole, count * e * (size_t)c->n, part, count * e);
+}
+
+/* direct_is_auto: the direct ring does not apply (broadcast), so a forced
+ * direct ring means the automatic choice here */
+static bool use_small(const struct hora_net_comm *c, size_t bytes, size_t count, bool direct_is_auto)
+{
+	if (bytes > c->cfg.small_cap)
+		return false; /* the small buffers hold small_cap */
+	const bool automatic =
+		c->algo == HORA_NET_ALGO_AUTO || (c->algo == HORA_NET_ALGO_DIRECT_RING && direct_is_auto);
+	return c->algo == HORA_NET_ALGO_LATENCY ||
+	       (automatic && (bytes <= c->cfg.small_bytes || count < (size_t)c->n));
+}
+
+/* the direct ring needs one chunk of scratch in c->small */
+static bool use_direct(const struct hora_net_comm *c, size_t bytes)
+{
+	if (bytes / (size_t)c->n + 64 > c->cfg.small_cap)
+		return false;
+	return c->algo == HORA_NET_ALGO_DIRECT_RING ||
+	       (c->algo == HORA_NET_ALGO_AUTO && bytes <= c->cfg.medium_bytes);
+}
+
+/* Large buffers go round the ring one slice (N x slice_bytes) after the
+ * other, so each step moves slice_bytes: a slice's partial sums are still in
+ * cache when they are sent on and gathered, where one pass over the whole
+ * buffer streams it through memory twice. Every slice checks the call's
+ * fingerprint again (32 bytes a slice). Slices are cut evenly, so none is
+ * much shorter than the others (and none has fewer elements than ranks). */
+static int sliced_ring(struct hora_net_comm *c, const void *send, void *recv, size_t count,
+		       enum hora_net_dtype t, enum hora_net_op op, struct fp *f)
+{
+	int rc;
+	if ((rc = ring_fp(c, f)))
+		return rc;
+	const size_t esz = hora_net_dtype_size(t), slice = (size_t)c->n * (c->cfg.slice_bytes / esz);
+	const size_t ns = slice && count > slice ? (count + slice - 1) / slice : 1;
+	for (size_t i = 0, o = 0; i < ns; i++) {
+		const size_t k = count / ns + (i < count % ns ? 1 : 0);
+		uint8_t *out = (uint8_t *)recv + o * esz;
+		if ((rc = ring_run(c, RING_ALLREDUCE, (const uint8_t *)send + o * esz, out, out, k, t, op, f)))
+			return rc;
+		o += k;
+	}
+	return 0;
+}
+
+static int allreduce(struct hora_net_comm *c, const void *send, void *recv, size_t count, enum hora_net_dtype t,
+		     enum hora_net_op op)
+{
+	struct fp f;
+	int rc = begin(c, HORA_NET_COLL_ALLREDUCE, count, t, op, 0, &f);
+	if (rc)
+		return rc;
+	const size_t bytes = count * hora_net_dtype_size(t);
+	if (send != recv && overlap(send, bytes, recv, bytes))
+		return coll_refuse(c, REFUSE_OVERLAP, 0);
+	if (c->n == 1) {
+		if (send != recv && bytes)
+			memmove(recv, send, bytes);
+		return 0;
+	}
+	if (use_small(c, bytes, count, false)) {
+		if (send != recv && bytes)
+			memmove(recv, send, bytes);
+		fp_via(&f, c, P_SMALL);
+		return doubling_allreduce(c, recv, count, t, op, &f);
+	}
+	if (use_direct(c, bytes)) {
+		fp_via(&f, c, P_DIRECT);
+		return direct_ring_allreduce(c, send, recv, count, t, op, &f);
+	}
+	return sliced_ring(c, send, recv, count, t, op, &f);
+}
+
+static int reduce_scatter(struct hora_net_comm *c, const void *send, void *recv, size_t recvcount,
+			  enum hora_net_dtype t, enum hora_net_op op)
+{
+	struct fp f;
+	int rc = begin(c, HORA_NET_COLL_REDUCE_SCATTER, recvcount, t, op, 0, &f);
+	if (rc)
+		return rc;
+	if (bad_split(c, send, recv, recvcount, t))
+		return coll_refuse(c, REFUSE_OVERLAP, 0);
+	const size_t esz = hora_net_dtype_size(t), total = recvcount * esz * (size_t)c->n;
+	if (c->n == 1) {
+		if (send != recv && total)
+			memmove(recv, send, total);
+		return 0;
+	}
+	uint8_t *work = (uint8_t *)send; /* in place: the caller's buffer holds the partials */
+	if ((const uint8_t *)recv != (const uint8_t *)send + (size_t)c->rank * recvcount * esz) {
+		if (c->scratch_bytes < total) { /* out of place: one scratch buffer, kept */
+			free(c->scratch);
+			c->scratch_bytes = 0;
+			if (!(c->scratch = malloc(total ? total : 1)))
+				return coll_fail(c, -ENOMEM, "out of memory for %zu bytes of partial sums", total);
+			c->scratch_bytes = total;
+		}
+		work = c->scratch;
+	}
+	if ((rc = ring_fp(c, &f)))
+		return rc;
+	return ring_run(c, RING_REDUCE_SCATTER, send, work, recv, recvcount, t, op, &f);
+}
+
+static int allgather(struct hora_net_comm *c, const void *send, void *recv, size_t count, enum hora_net_dtype t)
+{
+	struct fp f;
+	int rc = begin(c, HORA_NET_COLL_ALLGATHER, count, t, HORA_NET_SUM, 0, &f);
+	if (rc)
+		return rc;
+	if (bad_split(c, recv, send, count, t))
+		return coll_refuse(c, REFUSE_OVERLAP, 0);
+	if (c->n == 1) {
+		size_t bytes = count * hora_net_dtype_size(t);
+		if (send != recv && bytes)
+			memmove(recv, send, bytes);
+		return 0;
+	}
+	if ((rc = ring_fp(c, &f)))
+		return rc;
+	return ring_run(c, RING_ALLGATHER, send, recv, recv, count, t, HORA_NET_SUM, &f);
+}
+
+static int broadcast(struct hora_net_comm *c, void *buf, size_t count, enum hora_net_dtype t, int root)
+{
+	struct fp f;
+	int rc = begin(c, HORA_NET_COLL_BROADCAST, count, t, HORA_NET_SUM, root, &f);
+	if (rc || c->n == 1)
+		return rc;
+	const size_t bytes = count * hora_net_dtype_size(t);
+	if (use_small(c, bytes, count, true)) {
+		fp_via(&f, c, P_SMALL);
+		return tree_bcast(c, buf, bytes, root, &f);
+	}
+	fp_via(&f, c, P_CHAIN);
+	return chain_bcast(c, buf, bytes, root, &f);
+}
+
+static int barrier(struct hora_net_comm *c)
+{
+	struct fp f;
+	int rc = begin(c, HORA_NET_COLL_BARRIER, 0, HORA_NET_I32, HORA_NET_SUM, 0, &f);
+	if (rc || c->n == 1)
+		return rc;
+	fp_via(&f, c, P_SMALL);
+	return doubling_barrier(c, &f);
+}
+
+/* ---- entry points: progress bookkeeping around the calls ------------------------- */
+
+static int left_call(struct hora_net_comm *c, int rc)
+{
+	atomic_store(&c->p_inside, 0);
+	return rc;
+}
+
+int hora_net_allreduce(struct hora_net_comm *c, const void *send, void *recv, size_t count,
+		       enum hora_net_dtype t, enum hora_net_op op)
+{
+	return left_call(c, allreduce(c, send, recv, count, t, op));
+}
+int hora_net_reduce_scatter(struct hora_net_comm *c, const void *send, void *recv, size_t recvcount,
+			    enum hora_net_dtype t, enum hora_net_op op)
+{
+	return left_call(c, reduce_scatter(c, send, recv, recvcount, t, op));
+}
+int hora_net_allgather(struct hora_net_comm *c, const void *send, void *recv, size_t count,
+		       enum hora_net_dtype t)
+{
+	return left_call(c, allgather(c, send, recv, count, t));
+}
+int hora_net_broadcast(struct hora_net_comm *c, void *buf, size_t count, enum hora_net_dtype t, int root)
+{
+	return left_call(c, broadcast(c, buf, count, t, root));
+}
+int hora_net_barrier(struct hora_net_comm *c)
+{
+	return left_call(c, barrier(c));
+}

@@ -1,0 +1,166 @@
+/* internal.h - what the files of net/coll share: the communicator's state,
+ * the fingerprint and notice message (wire.c), failure handling
+ * (notice.c), the fingerprinted exchanges every algorithm uses
+ * (exchange.c) and the algorithms themselves (one file each). Not an API:
+ * only the .c files of net/coll include it.
+ */
+#ifndef HORA_NET_COLL_INTERNAL_H
+#define HORA_NET_COLL_INTERNAL_H
+
+#include "net/coll/coll.h"
+#include "net/coll/link.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+/* ---- the communicator (comm.c) -------------------------------------------------- */
+
+/* Why a rank refused a call (an invalid argument; dispatch.c). */
+enum refusal_reason { REFUSE_DTYPE = 1, REFUSE_OP, REFUSE_ROOT, REFUSE_COUNT, REFUSE_OVERLAP, REFUSE_REASONS };
+
+struct refusal {
+	int by;         /* the refusing rank; -1: none seen */
+	uint32_t kind;  /* enum hora_net_coll_kind of the refused call */
+	uint64_t seq;   /* its sequence number */
+	uint8_t reason; /* enum refusal_reason */
+	int64_t value;  /* the refused value (dtype, op, root, count) */
+};
+
+/* Threads: one calling thread at a time runs a collective (the caller's
+ * contract); the link's progress thread runs the ring's callbacks, which
+ * read cfg, pool and the link and record notices (atomics, refusal_mu).
+ * Other threads read only the p_* fields. */
+struct hora_net_comm {
+	struct hora_net_comm_cfg cfg; /* defaults applied */
+	struct hora_net_link *link;   /* NULL when nranks == 1 */
+	int rank, n, spin_us;
+	uint64_t seq;
+	enum hora_net_coll_kind kind; /* of the call in progress, for messages */
+	enum hora_net_algo algo;
+	int broken;                   /* 0, or the code every later call returns */
+	char err[512];
+	uint8_t *pool;    /* depth segments (the pipelined ring's receives) */
+	uint8_t *scratch; /* out-of-place reduce-scatter's partial sums */
+	size_t scratch_bytes;
+	uint8_t *small;   /* small_cap + 64: the other rank's data in recursive
+			     doubling, one chunk of the direct ring */
+	/* progress, read by other threads (stall inspection) */
+	_Atomic uint64_t p_seq;
+	_Atomic uint32_t p_kind;
+	_Atomic int p_inside;
+	_Atomic int64_t p_since_ms;
+	/* what notices told us (notice.c) */
+	_Atomic int abort_origin; /* the rank that saw the mismatch first (-1: none seen) */
+	_Atomic int lost_origin;  /* the rank whose loss a LOST we read named (-1: none) */
+	pthread_mutex_t refusal_mu;
+	struct refusal refusal;   /* the first refusal seen (ours or a notice's), refusal_mu */
+	int post_err;             /* why the last post was refused */
+};
+
+/* ---- the 32-byte fingerprint / notice (wire.c) ---------------------------------- */
+
+#define FP_BYTES 32
+
+/* Notices: a failing rank's last word on the small-message path, in the
+ * place of a fingerprint. ABORT "I saw a mismatch and stop", LOST "I stop
+ * because I lost this rank" (itself: an error of its own), REFUSED "this
+ * rank refused this call" (an invalid argument). */
+enum notice_kind { NOTICE_LOST = 0xa1, NOTICE_ABORT = 0xab, NOTICE_REFUSED = 0xae };
+
+/* path: which algorithm this rank runs the call with (settings such as
+ * small_bytes may differ between ranks: then the data would not line up),
+ * layout: the pipelined ring's and chain's segment, slice and depth */
+enum path { P_NONE, P_SMALL, P_DIRECT, P_RING, P_CHAIN, P_PATHS };
+
+/* A fingerprint, or a notice (kind: enum notice_kind) with the rank it names
+ * in root and, for a refusal, the refused call's kind in dtype, the reason
+ * in op and the refused value in count; a notice's other fields are 0. */
+struct fp {
+	uint64_t seq, count;
+	uint32_t kind, root;
+	uint8_t dtype, op;
+	uint16_t nranks;
+	uint8_t path;
+	uint16_t layout;
+};
+
+void fp_encode(uint8_t *b, const struct fp *f);
+void fp_decode(const uint8_t *b, struct fp *f);
+/* 1 when f is a well-formed notice (one of enum notice_kind, zero where a
+ * notice has nothing) */
+int fp_is_notice(const struct fp *f);
+/* set f's path and, for the pipelined ring and chain, the layout hash */
+void fp_via(struct fp *f, const struct hora_net_comm *c, enum path p);
+/* "broadcast #5 (count 4, f32, root 1, 4 ranks)" */
+void fp_describe(char *s, size_t n, const struct fp *f);
+const char *fp_path_name(enum path p);
+/* "root 7 >= size 4", "invalid op 99", ... */
+void refusal_text(char *s, size_t n, const struct refusal *r, int nranks);
+
+/* ---- failure and notices (notice.c) --------------------------------------------- */
+
+/* The call fails: record why (once, prefixed with rank, view, call), tell
+ * every rank why (a notice on the small-message path), break every
+ * connection. peer: the rank the failure came from, -1 if none. Returns rc. */
+int coll_fail_peer(struct hora_net_comm *c, int rc, int peer, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+#define coll_fail(c, rc, ...) coll_fail_peer(c, rc, -1, __VA_ARGS__)
+/* This rank refuses the call it just entered: record it, tell every rank
+ * (REFUSED notices), break every connection. Returns -EINVAL. */
+int coll_refuse(struct hora_net_comm *c, enum refusal_reason reason, int64_t value);
+/* Compare a received fingerprint (or notice) b with ours, from rank `from`:
+ * 0; -EBADE for a mismatch or an ABORT notice, -ECONNRESET for a LOST
+ * notice, -EINVAL for a REFUSED one, with the reason in msg. Its only side
+ * effect is recording a notice's origin (safe on the link's thread). */
+int fp_compare(struct hora_net_comm *c, const uint8_t *b, const struct fp *mine, int from, char *msg,
+	       size_t len);
+
+/* ---- fingerprinted exchanges (exchange.c) --------------------------------------- */
+
+/* a refused post keeps its reason for the error text */
+int coll_posted(struct hora_net_comm *c, int rc);
+/* wait for a posted message of rank `peer`; a failure fails the call */
+int coll_wait(struct hora_net_comm *c, struct hora_net_link_req *r, int peer, const char *what);
+/* Caller-driven: send {fingerprint, obody} to rank `to` and/or receive
+ * {fingerprint, ibody} from rank `from` (-1: none); the received fingerprint
+ * is checked as soon as it is in. A failure fails the call. */
+int coll_xchg(struct hora_net_comm *c, int to, const void *obody, size_t obytes, int from, void *ibody,
+	      size_t ibytes, const struct fp *f);
+/* the same, bodies of one length */
+int coll_xchg1(struct hora_net_comm *c, int to, const void *obody, int from, void *ibody, size_t bytes,
+	       const struct fp *f);
+/* Just the fingerprint on the caller-driven path: a call that moves its data
+ * on the queued path shows it there first, so that a rank running another
+ * call by a latency algorithm (which reads only that path) names the
+ * mismatch at once. */
+int coll_fp_xchg(struct hora_net_comm *c, int to, int from, const struct fp *f);
+/* Fingerprints on the queued path with both neighbours (-1: none), before
+ * the chain broadcast's data. */
+int coll_fp_queued(struct hora_net_comm *c, int left, int right, const struct fp *f);
+
+/* ---- algorithms ------------------------------------------------------------------ */
+
+/* ring.c: which halves of the ring schedule run, and how chunks are laid out */
+enum ring_mode { RING_ALLREDUCE, RING_REDUCE_SCATTER, RING_ALLGATHER };
+/* the pipelined ring's call: its path in the fingerprint, shown to both
+ * neighbours on the caller-driven path */
+int ring_fp(struct hora_net_comm *c, struct fp *f);
+/* src: this rank's input (whole buffer for allreduce and reduce-scatter, one
+ * chunk for allgather); dst: the output (whole buffer, or one chunk for
+ * reduce-scatter); work: a whole buffer that holds partial sums until they
+ * leave (dst for allreduce). */
+int ring_run(struct hora_net_comm *c, enum ring_mode mode, const uint8_t *src, uint8_t *work, uint8_t *dst,
+	     size_t count, enum hora_net_dtype t, enum hora_net_op op, const struct fp *f);
+/* doubling.c: buf holds this rank's data and gets the result */
+int doubling_allreduce(struct hora_net_comm *c, void *buf, size_t count, enum hora_net_dtype t,
+		       enum hora_net_op op, const struct fp *f);
+int doubling_barrier(struct hora_net_comm *c, const struct fp *f);
+/* direct.c: ring allreduce on the caller-driven path */
+int direct_ring_allreduce(struct hora_net_comm *c, const uint8_t *src, uint8_t *dst, size_t count,
+			  enum hora_net_dtype t, enum hora_net_op op, const struct fp *f);
+/* bcast.c */
+int tree_bcast(struct hora_net_comm *c, void *buf, size_t bytes, int root, const struct fp *f);
+int chain_bcast(struct hora_net_comm *c, uint8_t *buf, size_t bytes, int root, const struct fp *f);
+
+#endif
