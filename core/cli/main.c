@@ -8,10 +8,12 @@
  * Exit codes: 0 success, 1 runtime failure, 2 bad input (usage, config,
  * model, data). Fail-fast handling belongs here, not in the library.
  */
+#include "cli.h"
 #include "hora.h"
 #include "hora_config.h"
 #include "hora_model.h"
 #include "gpu/hora_gpu.h"
+#include "setarg.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -19,12 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if HORA_WITH_BENCH
-int hora_bench_main(int argc, char **argv);
-#endif
-int hora_cmd_seed(int argc, char **argv);
-int hora_cmd_worker(int argc, char **argv);
-int hora_cmd_launch(int argc, char **argv);
 
 static void usage_train(FILE *f)
 {
@@ -94,7 +90,7 @@ static int cmd_train(int argc, char **argv)
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		const char *key = NULL, *val = optarg;
-		char kv[HORA_PATH_MAX + 64];
+		char kv[HORA_SETARG_KEY_MAX];
 		for (size_t i = 0; i < sizeof(keymap) / sizeof(keymap[0]); i++)
 			if (keymap[i].opt == c)
 				key = keymap[i].key;
@@ -105,18 +101,13 @@ static int cmd_train(int argc, char **argv)
 			key = "train.optimizer.nesterov";
 			val = "true";
 			break;
-		case O_SET: {
-			const char *eq = strchr(optarg, '=');
-			if (!eq || eq == optarg || (size_t)(eq - optarg) >= sizeof(kv)) {
-				fprintf(stderr, "hora train: --set wants KEY=VALUE (got '%s')\n", optarg);
+		case O_SET:
+			if (hora_setarg_split(optarg, kv, &val, err, sizeof(err))) {
+				fprintf(stderr, "hora train: %s\n", err);
 				return 2;
 			}
-			memcpy(kv, optarg, (size_t)(eq - optarg));
-			kv[eq - optarg] = 0;
 			key = kv;
-			val = eq + 1;
 			break;
-		}
 		case O_PROGRESS:
 			if (!strcmp(optarg, "bar"))
 				cfg.progress = 1;
