@@ -185,6 +185,11 @@ static int parse_args(struct launch *la, int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	if (argc - la->extra > MAX_ARGS) {
+		fprintf(stderr, "hora launch: at most %d worker arguments after '--' (got %d)\n",
+			MAX_ARGS, argc - la->extra);
+		return 2;
+	}
 	return 0;
 }
 

@@ -1,6 +1,8 @@
 /* main.c - the `hora` command line.
  *
  *   hora train [--config F.yaml] [flags]    train one worker
+ *   hora launch CLUSTER.yaml [--set K=V]... every worker of a cluster file (launch.c)
+ *   hora seed | hora worker [flags]         membership, or a worker's job (worker.c)
  *   hora bench train [flags]                training-step vs GEMM bench
  *   hora gpu-info                           CUDA devices (when built with CUDA)
  *   hora version
@@ -39,7 +41,9 @@ static void usage_train(FILE *f)
 		"Flags override the config file. Exit status: 0 ok, 1 failure, 2 bad input.\n");
 }
 
-static int cmd_train(int argc, char **argv)
+/* The config file (pass 1), then every flag over it in order (pass 2).
+ * 0, 2 (bad input, said) or -1 (--help, printed). */
+static int train_flags(int argc, char **argv, struct hora_train_config *cfg)
 {
 	enum { O_NESTEROV = 256, O_SET, O_PROGRESS, O_QUIET, O_HELP };
 	static const struct option opts[] = {
@@ -73,16 +77,13 @@ static int cmd_train(int argc, char **argv)
 		{'W', "train.optimizer.warmup_epochs"}, {'S', "train.optimizer.schedule"},
 		{'j', "train.metrics"}, {'t', "train.blas_threads"},
 	};
-	struct hora_train_config cfg;
 	char err[1024];
-	hora_train_config_defaults(&cfg);
-
 	/* Pass 1: the config file, so that flags (pass 2) override it. */
 	int c;
 	opterr = 0;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1)
-		if (c == 'c' && hora_config_load_yaml(&cfg, optarg, err, sizeof(err))) {
+		if (c == 'c' && hora_config_load_yaml(cfg, optarg, err, sizeof(err))) {
 			fprintf(stderr, "hora train: %s\n", err);
 			return 2;
 		}
@@ -110,20 +111,20 @@ static int cmd_train(int argc, char **argv)
 			break;
 		case O_PROGRESS:
 			if (!strcmp(optarg, "bar"))
-				cfg.progress = 1;
+				cfg->progress = 1;
 			else if (!strcmp(optarg, "lines"))
-				cfg.progress = 0;
+				cfg->progress = 0;
 			else {
 				fprintf(stderr, "hora train: --progress must be bar or lines\n");
 				return 2;
 			}
 			continue;
 		case O_QUIET:
-			cfg.quiet = 1;
+			cfg->quiet = 1;
 			continue;
 		case O_HELP:
 			usage_train(stdout);
-			return 0;
+			return -1;
 		case '?':
 			usage_train(stderr);
 			return 2;
@@ -132,7 +133,7 @@ static int cmd_train(int argc, char **argv)
 			usage_train(stderr);
 			return 2;
 		}
-		if (hora_config_set(&cfg, key, val, err, sizeof(err))) {
+		if (hora_config_set(cfg, key, val, err, sizeof(err))) {
 			fprintf(stderr, "hora train: %s\n", err);
 			return 2;
 		}
@@ -142,9 +143,19 @@ static int cmd_train(int argc, char **argv)
 		usage_train(stderr);
 		return 2;
 	}
+	return 0;
+}
 
+static int cmd_train(int argc, char **argv)
+{
+	struct hora_train_config cfg;
+	char err[1024];
+	hora_train_config_defaults(&cfg);
+	int rc = train_flags(argc, argv, &cfg);
+	if (rc)
+		return rc < 0 ? 0 : rc;
 	struct hora_train_result res;
-	int rc = hora_train_run(&cfg, &res, err, sizeof(err));
+	rc = hora_train_run(&cfg, &res, err, sizeof(err));
 	if (rc) {
 		fprintf(stderr, "hora train: %s\n", err);
 		return rc == HORA_ERR_CONFIG || rc == HORA_ERR_DATA || rc == HORA_ERR_MODEL ? 2 : 1;
