@@ -58,6 +58,10 @@ expect "bad train value" $'cluster:\n  nodes:\n    - {host: 127.0.0.1, workers: 
 "$HORA" launch "$T/c.yaml" >"$T/out" 2>&1; rc=$?
 [[ $rc == 2 ]] && ! grep -q "workers on" "$T/out" && ! grep -q '^\[0 ' "$T/out"
 check "hora launch: a bad train value in the file starts no worker (rc=$rc)" $? || sed 's/^/  | /' "$T/out" | head -5
+printf 'cluster:\n  launcher: netns\n  nodes:\n    - {host: 10.9.9.1, netns: nope, workers: 1}\n    - {host: 10.9.9.2, workers: 1}\n' >"$T/c.yaml"
+"$HORA" launch "$T/c.yaml" >"$T/out" 2>&1; rc=$?
+[[ $rc == 2 ]] && grep -q "c.yaml: cluster.nodes\[1\].netns is missing (launcher netns)" "$T/out" && ! grep -q "workers on" "$T/out"
+check "hora launch: a node without netns is refused before any worker starts (rc=$rc)" $? || sed 's/^/  | /' "$T/out" | head -5
 ( unset HORA_SECRET; printf 'cluster:\n  nodes:\n    - {host: 127.0.0.1, workers: 1}\n' >"$T/c.yaml"
   "$HORA" launch "$T/c.yaml" >"$T/out" 2>&1; rc=$?
   [[ $rc == 2 ]] && grep -q "no cluster secret: set cluster.secret_file or HORA_SECRET" "$T/out" ); check "no secret at all" $?
