@@ -193,6 +193,19 @@ static int parse_args(struct launch *la, int argc, char **argv)
 	return 0;
 }
 
+/* Whether the workers will train (hora worker's rule: a train section or
+ * --train, and neither --until-full-view nor --no-train). */
+static bool trains(const struct launch *la, int nkeys)
+{
+	bool train = nkeys > 0, until_full = false;
+	for (int i = la->extra; i < la->argc; i++) {
+		if (!strcmp(la->argv[i], "--train") || !strcmp(la->argv[i], "--no-train"))
+			train = !strcmp(la->argv[i], "--train"); /* the last one counts */
+		until_full |= !strcmp(la->argv[i], "--until-full-view");
+	}
+	return train && !until_full;
+}
+
 /* The whole file with every --set, as each worker will read it: cluster
  * sections (hora_cluster_load_edit), the train section, the launcher and
  * every node's netns. 0 or 2 (message printed). */
@@ -207,11 +220,19 @@ static int check_file(struct launch *la)
 	}
 	struct hora_train_config tc;
 	hora_train_config_defaults(&tc);
-	if (hora_config_load_train(&tc, la->file, NULL, err, sizeof(err)) ||
+	int nkeys = 0;
+	if (hora_config_load_train(&tc, la->file, &nkeys, err, sizeof(err)) ||
 	    hora_setargs_apply_train(&tc, &la->sets, err, sizeof(err))) {
 		fprintf(stderr, "hora launch: %s\n", err);
 		return 2;
 	}
+	if (!trains(la, nkeys))
+		for (int i = 0; i < la->sets.n; i++)
+			if (hora_setarg_is_train(la->sets.arg[i])) {
+				fprintf(stderr, "hora launch: --set %s: train keys apply to a training job "
+						"only, and this job is membership only\n", la->sets.arg[i]);
+				return 2;
+			}
 	const char *mode = la->cc.launcher;
 	la->local = !strcmp(mode, "local");
 	la->netns = !strcmp(mode, "netns");

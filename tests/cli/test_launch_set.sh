@@ -45,6 +45,13 @@ timeout 60 "$HORA" launch "$T/local.yaml" --set "cluster.seeds=127.0.0.1:$((P + 
   && [[ $(grep -c "never joined: no authenticated answer from 1 seed(s) within .* ms (membership.join_timeout_ms" "$T/out") -ge 4 ]]
 check "--set membership.join_timeout_ms and cluster.seeds reach every worker (rc=$rc)" $?
 
+# a train key for a membership-only job: refused before starting, as each
+# worker would refuse it
+timeout 60 "$HORA" launch "$T/local.yaml" --set train.epochs=2 -- --until-full-view >"$T/out" 2>&1; rc=$?
+[[ $rc == 2 ]] && grep -q -- "--set train.epochs=2: train keys apply to a training job only" "$T/out" \
+  && ! grep -q "workers on" "$T/out"
+check "--set train.KEY with --until-full-view is refused before starting (rc=$rc)" $?
+
 # the training job with 3 workers (before: 3 workers waiting 30 s for a 4th)
 if [[ -d $ROOT/data/mnist ]]; then
   (cd "$ROOT" && timeout 180 "$HORA" launch "$T/local.yaml" --set 'cluster.nodes[0].workers=3' \
