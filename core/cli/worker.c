@@ -141,7 +141,7 @@ static void flag_key(struct node_flags *f, const char *flag, const char *key, co
 static int parse_key_flag(struct node_flags *f, int c, const char *arg, const char *prog)
 {
 	switch (c) {
-	case 's':
+	case 's': { /* every --seed, in order, is one cluster.seeds list */
 		if (f->nseeds == MAX_SEEDS) {
 			fprintf(stderr, "%s: at most %d --seed flags\n", prog, MAX_SEEDS);
 			return 2;
@@ -151,6 +151,7 @@ static int parse_key_flag(struct node_flags *f, int c, const char *arg, const ch
 		f->nseeds++;
 		flag_key(f, "--seed", "cluster.seeds", f->seeds);
 		return 0;
+	}
 	case 'k':
 		flag_key(f, "--secret-file", "cluster.secret_file", arg);
 		return 0;
@@ -614,8 +615,12 @@ static int cmd_node(int argc, char **argv, enum hora_swim_role role)
 	struct hora_cluster_config *cc = calloc(1, sizeof(*cc));
 	struct hora_train_config *tc = calloc(1, sizeof(*tc));
 	struct node_opts o;
-	int rc = f && cc && tc ? parse_flags(argc, argv, role, f, prog) : 1;
-	if (rc)
+	int rc = 1;
+	if (!f || !cc || !tc) {
+		fprintf(stderr, "%s: out of memory\n", prog);
+		goto out;
+	}
+	if ((rc = parse_flags(argc, argv, role, f, prog)))
 		goto out;
 	if ((rc = load_cluster(cc, f, prog)) || (rc = node_from_cluster(&o, cc, f, role, prog)))
 		goto out;
