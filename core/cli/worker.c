@@ -228,16 +228,16 @@ static int parse_flags(int argc, char **argv, enum hora_swim_role role, struct n
 {
 	const char *what = role == HORA_SWIM_SEED ? "seed" : "worker";
 	*f = (struct node_flags){.proc = -1, .train = -1};
-	int c;
+	int c, li = -1;
 	opterr = 1;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "", node_opts_long, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "", node_opts_long, &li)) != -1) {
 		if (c == 'h') {
 			usage(stdout, what);
 			return -1;
 		}
 		if (role == HORA_SWIM_SEED && c > 0 && strchr("euTNMLRP", c)) {
-			fprintf(stderr, "%s: %s is a worker flag\n", prog, argv[optind - 1]);
+			fprintf(stderr, "%s: --%s is a worker flag\n", prog, node_opts_long[li].name);
 			return 2;
 		}
 		int r = c == '?' ? 1 : parse_key_flag(f, c, optarg, prog);

@@ -49,6 +49,7 @@ expect "a bad flag value names the flag" 2 "--expect 0: membership.min_members" 
   "${W[@]}" --expect 0
 expect "--metrics on a membership-only run is refused" 2 "--metrics: it applies to a training job only" \
   "${W[@]}" --until-full-view --metrics "$T/m.jsonl"
+expect "a worker flag given to a seed is named" 2 "--expect is a worker flag" "$HORA" seed --expect 3
 expect "--set without --config is refused" 2 "--set 'membership.min_members=2' needs --config" \
   "$HORA" worker --set membership.min_members=2
 
