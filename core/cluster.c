@@ -304,6 +304,12 @@ int hora_cluster_locate(const struct hora_cluster_config *c, int g, int *local)
 
 int hora_cluster_load(struct hora_cluster_config *c, const char *path, char *err, size_t errlen)
 {
+	return hora_cluster_load_edit(c, path, NULL, NULL, err, errlen);
+}
+
+int hora_cluster_load_edit(struct hora_cluster_config *c, const char *path, hora_cluster_edit_fn edit,
+			   void *arg, char *err, size_t errlen)
+{
 	static const char *const skip[] = {"train"};
 	static const char *const lists[] = {"cluster.seeds", "cluster.nodes[*].gpus"};
 	static const char *const map_lists[] = {"cluster.nodes"};
@@ -313,6 +319,8 @@ int hora_cluster_load(struct hora_cluster_config *c, const char *path, char *err
 	struct hora_cluster_config tmp = *c;
 	snprintf(tmp.file, sizeof(tmp.file), "%s", path);
 	int rc = hora_yaml_walk(path, &spec, &tmp, err, errlen);
+	if (!rc && edit)
+		rc = edit(&tmp, arg, err, errlen);
 	if (rc)
 		return rc;
 	if (tmp.nnodes == 0)

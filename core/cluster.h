@@ -50,6 +50,16 @@ void hora_cluster_defaults(struct hora_cluster_config *c);
 /* Read and validate path (its train section is left to the train loader).
  * Returns 0, or HORA_ERR_CONFIG with "file:line:col: key problem" in err. */
 int hora_cluster_load(struct hora_cluster_config *c, const char *path, char *err, size_t errlen);
+/* hora_cluster_load with edits: edit (unless NULL) changes the values read
+ * from path (e.g. `--set` and command-line flags, applied with
+ * hora_cluster_set) before the checks and defaults that need the whole file
+ * (nodes, secret, default seed and min_members, membership timings), so an
+ * edit acts exactly as the same key written in the file. edit returns 0, or
+ * non-zero with a message in err, which the load returns. */
+typedef int (*hora_cluster_edit_fn)(struct hora_cluster_config *c, void *arg, char *err,
+				    size_t errlen);
+int hora_cluster_load_edit(struct hora_cluster_config *c, const char *path, hora_cluster_edit_fn edit,
+			   void *arg, char *err, size_t errlen);
 /* Apply one "key=value" (same keys as the file). */
 int hora_cluster_set(struct hora_cluster_config *c, const char *key, const char *value, char *err,
 		     size_t errlen);

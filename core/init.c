@@ -10,8 +10,10 @@
  */
 #include "cluster.h"
 #include "comm.h"
+#include "init.h"
 #include "log.h"
 
+#include "net/membership/membership.h"
 #include "net/transport/handshake.h"
 
 #include <errno.h>
@@ -24,23 +26,32 @@ int hora_init(const char *file, struct hora_comm **out, char *err, size_t errlen
 	*out = NULL;
 	if (!file || !*file)
 		file = getenv("HORA_CONFIG");
-	struct hora_cluster_config *cc = calloc(1, sizeof(*cc));
-	if (!cc)
-		return -ENOMEM;
-	uint8_t secret[HORA_NET_SECRET_MAX];
-	int rc;
-	struct hora_net_loop *loop = NULL;
-	struct hora_net_membership *mem = NULL;
 	if (!file || !*file) { /* a job of one: no sockets at all */
 		static const char *const self[1] = {"127.0.0.1:0"};
 		struct hora_net_comm_cfg nc = {.rank = 0, .nranks = 1, .addrs = self};
 		hora_net_opts_default(&nc.opts);
-		free(cc);
 		return hora_comm_create_net(&nc, HORA_ALGO_AUTO, out, err, errlen);
 	}
+	struct hora_cluster_config *cc = calloc(1, sizeof(*cc));
+	if (!cc)
+		return -ENOMEM;
 	hora_cluster_defaults(cc);
-	if ((rc = hora_cluster_load(cc, file, err, errlen)))
-		goto out;
+	int rc = hora_cluster_load(cc, file, err, errlen);
+	if (!rc)
+		rc = hora_init_cluster(cc, out, err, errlen);
+	free(cc);
+	return rc;
+}
+
+int hora_init_cluster(const struct hora_cluster_config *cc, struct hora_comm **out, char *err,
+		      size_t errlen)
+{
+	*out = NULL;
+	const char *file = cc->file;
+	uint8_t secret[HORA_NET_SECRET_MAX];
+	int rc;
+	struct hora_net_loop *loop = NULL;
+	struct hora_net_membership *mem = NULL;
 	const int g = hora_cluster_proc_from_env(), size = hora_cluster_size(cc);
 	int local, node = hora_cluster_locate(cc, g, &local);
 	if (node < 0) {
@@ -143,7 +154,6 @@ out:
 	hora_net_membership_destroy(mem);
 	hora_net_loop_destroy(loop);
 	memset(secret, 0, sizeof(secret));
-	free(cc);
 	return rc;
 }
 

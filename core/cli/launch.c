@@ -1,8 +1,12 @@
 /* launch.c - `hora launch CLUSTER.yaml [--set key=value]... [-- worker args]`
  *
- * Starts every worker of every node of the cluster file: `hora worker
- * --config FILE --proc G [--set K=V]...` per worker G (the worker trains the
- * file's train section with all the others, or runs the membership only), run directly (launcher local), under
+ * Validates the whole cluster file with every --set applied (cluster,
+ * transport, membership, collectives and train sections: exit 2 with
+ * file:line:col before anything starts), then starts every worker of every
+ * node of it: `hora worker --config FILE --proc G [--set K=V]...` per worker
+ * G, with every --set in the same order, which the worker applies to the
+ * file as the launcher did (the worker trains the file's train section with
+ * all the others, or runs the membership only), run directly (launcher local), under
  * `ip netns exec NS` (launcher netns, NS = the node's netns), or through a
  * command template ({host}, {cmd}; launcher ssh uses cluster.ssh_command).
  * Each worker's output comes back line by line prefixed "[G host]";
@@ -10,8 +14,10 @@
  * only if every worker exited 0, and each failed worker is named with its
  * last lines.
  */
+#include "cli.h"
 #include "cluster.h"
 #include "hora.h"
+#include "setarg.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -135,203 +141,256 @@ static void drain(struct child *c, bool eof)
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: hora launch CLUSTER.yaml [--set KEY=VALUE]... [-- WORKER-ARGS...]\n"
-		   "  Starts `hora worker --config CLUSTER.yaml --proc G` for every worker G.\n"
+		   "  Checks the whole file with every --set applied, then starts\n"
+		   "  `hora worker --config CLUSTER.yaml --proc G [--set KEY=VALUE]...` for every worker G.\n"
 		   "  e.g. hora launch deploy/clusters/local.yaml -- --until-full-view\n");
 }
 
-int hora_cmd_launch(int argc, char **argv);
-int hora_cmd_launch(int argc, char **argv)
+struct launch {
+	const char *file;
+	struct hora_setargs sets;
+	int extra, argc; /* argv[extra..argc) go to every worker after "--" */
+	char **argv;
+	struct hora_cluster_config cc;
+	bool local, netns;
+	const char *tpl; /* command template (ssh or a custom launcher) */
+	char self[PATH_MAX], cfgpath[PATH_MAX];
+};
+
+/* argv: FILE [--set K=V]... [-- ARGS...]. 0, 2 (bad usage) or -1 (help). */
+static int parse_args(struct launch *la, int argc, char **argv)
 {
 	if (argc < 2 || !strcmp(argv[1], "--help")) {
 		usage(argc < 2 ? stderr : stdout);
-		return argc < 2 ? 2 : 0;
+		return argc < 2 ? 2 : -1;
 	}
-	const char *file = argv[1];
-	char err[1024];
-	struct hora_cluster_config cc;
-	hora_cluster_defaults(&cc);
-	const char *sets[MAX_ARGS];
-	int nsets = 0, extra = argc;
+	la->file = argv[1];
+	la->argc = argc;
+	la->argv = argv;
+	la->extra = argc;
+	char err[256];
 	for (int i = 2; i < argc; i++) {
 		if (!strcmp(argv[i], "--")) {
-			extra = i + 1;
+			la->extra = i + 1;
 			break;
 		}
-		if (!strcmp(argv[i], "--set") && i + 1 < argc && nsets < MAX_ARGS) {
-			sets[nsets++] = argv[++i];
+		if (!strcmp(argv[i], "--set") && i + 1 < argc) {
+			if (hora_setargs_add(&la->sets, argv[++i], err, sizeof(err))) {
+				fprintf(stderr, "hora launch: %s\n", err);
+				return 2;
+			}
 			continue;
 		}
 		fprintf(stderr, "hora launch: unexpected argument '%s'\n", argv[i]);
 		usage(stderr);
 		return 2;
 	}
-	if (hora_cluster_load(&cc, file, err, sizeof(err))) {
+	if (argc - la->extra > MAX_ARGS) {
+		fprintf(stderr, "hora launch: at most %d worker arguments after '--' (got %d)\n",
+			MAX_ARGS, argc - la->extra);
+		return 2;
+	}
+	return 0;
+}
+
+/* Whether the workers will train (hora worker's rule: a train section or
+ * --train, and neither --until-full-view nor --no-train). */
+static bool trains(const struct launch *la, int nkeys)
+{
+	bool train = nkeys > 0, until_full = false;
+	for (int i = la->extra; i < la->argc; i++) {
+		if (!strcmp(la->argv[i], "--train") || !strcmp(la->argv[i], "--no-train"))
+			train = !strcmp(la->argv[i], "--train"); /* the last one counts */
+		until_full |= !strcmp(la->argv[i], "--until-full-view");
+	}
+	return train && !until_full;
+}
+
+/* The whole file with every --set, as each worker will read it: cluster
+ * sections (hora_cluster_load_edit), the train section, the launcher and
+ * every node's netns. 0 or 2 (message printed). */
+static int check_file(struct launch *la)
+{
+	char err[2048];
+	hora_cluster_defaults(&la->cc);
+	if (hora_cluster_load_edit(&la->cc, la->file, hora_setargs_apply_cluster, &la->sets, err,
+				   sizeof(err))) {
 		fprintf(stderr, "hora launch: %s\n", err);
 		return 2;
 	}
-	for (int i = 0; i < nsets; i++) {
-		char key[256];
-		const char *eq = strchr(sets[i], '=');
-		if (!eq || (size_t)(eq - sets[i]) >= sizeof(key)) {
-			fprintf(stderr, "hora launch: --set wants KEY=VALUE (got '%s')\n", sets[i]);
-			return 2;
-		}
-		snprintf(key, sizeof(key), "%.*s", (int)(eq - sets[i]), sets[i]);
-		int bad;
-		if (!strncmp(key, "train.", 6)) { /* checked here, applied by every worker */
-			struct hora_train_config tc;
-			hora_train_config_defaults(&tc);
-			bad = hora_config_set(&tc, key, eq + 1, err, sizeof(err));
-		} else {
-			bad = hora_cluster_set(&cc, key, eq + 1, err, sizeof(err));
-		}
-		if (bad) {
-			fprintf(stderr, "hora launch: --set: %s\n", err);
-			return 2;
-		}
-	}
-	if (nsets && hora_swim_cfg_check(&cc.membership, err, sizeof(err))) {
-		fprintf(stderr, "hora launch: --set: %s\n", err);
+	struct hora_train_config tc;
+	hora_train_config_defaults(&tc);
+	int nkeys = 0;
+	if (hora_config_load_train(&tc, la->file, &nkeys, err, sizeof(err)) ||
+	    hora_setargs_apply_train(&tc, &la->sets, err, sizeof(err))) {
+		fprintf(stderr, "hora launch: %s\n", err);
 		return 2;
 	}
-	const char *mode = cc.launcher;
-	bool local = !strcmp(mode, "local"), netns = !strcmp(mode, "netns");
-	const char *tpl = !strcmp(mode, "ssh") ? cc.ssh_command : mode;
-	if (!local && !netns && (!strstr(tpl, "{cmd}"))) {
-		fprintf(stderr, "hora launch: %s: cluster.launcher '%s' must be local, ssh, netns or a "
-				"command template containing {cmd}\n", file, mode);
-		return 2;
-	}
-	char self[PATH_MAX], cfgpath[PATH_MAX];
-	ssize_t sl = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	if (sl <= 0 || !realpath(file, cfgpath)) {
-		fprintf(stderr, "hora launch: cannot resolve paths: %s\n", strerror(errno));
-		return 1;
-	}
-	self[sl] = 0;
-	int n = hora_cluster_size(&cc);
-	struct child *ch = calloc((size_t)n, sizeof(*ch));
-	struct sigaction sa;
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_signal;
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	printf("hora launch: %s: %d workers on %d node(s), launcher %s\n", cc.name, n, cc.nnodes, mode);
-	fflush(stdout);
-	for (int g = 0; g < n; g++) {
-		int local_i, k = hora_cluster_locate(&cc, g, &local_i);
-		struct hora_cluster_node *node = &cc.nodes[k];
-		char gs[16];
-		snprintf(gs, sizeof(gs), "%d", g);
-		const char *args[MAX_ARGS * 4 + 16];
-		int na = 0;
-		if (netns) {
-			if (!node->netns[0]) {
-				fprintf(stderr, "hora launch: %s: cluster.nodes[%d].netns is missing "
-						"(launcher netns)\n", file, k);
+	if (!trains(la, nkeys))
+		for (int i = 0; i < la->sets.n; i++)
+			if (hora_setarg_is_train(la->sets.arg[i])) {
+				fprintf(stderr, "hora launch: --set %s: train keys apply to a training job "
+						"only, and this job is membership only\n", la->sets.arg[i]);
 				return 2;
 			}
-			args[na++] = "ip";
-			args[na++] = "netns";
-			args[na++] = "exec";
-			args[na++] = node->netns;
+	const char *mode = la->cc.launcher;
+	la->local = !strcmp(mode, "local");
+	la->netns = !strcmp(mode, "netns");
+	la->tpl = !strcmp(mode, "ssh") ? la->cc.ssh_command : mode;
+	if (!la->local && !la->netns && !strstr(la->tpl, "{cmd}")) {
+		fprintf(stderr, "hora launch: %s: cluster.launcher '%s' must be local, ssh, netns or a "
+				"command template containing {cmd}\n", la->file, mode);
+		return 2;
+	}
+	for (int k = 0; la->netns && k < la->cc.nnodes; k++)
+		if (!la->cc.nodes[k].netns[0]) {
+			fprintf(stderr, "hora launch: %s: cluster.nodes[%d].netns is missing "
+					"(launcher netns)\n", la->file, k);
+			return 2;
 		}
-		args[na++] = self;
-		args[na++] = "worker";
-		args[na++] = "--config";
-		args[na++] = cfgpath;
-		args[na++] = "--proc";
-		args[na++] = gs;
-		for (int i = 0; i < nsets; i++) {
-			args[na++] = "--set";
-			args[na++] = sets[i];
+	return 0;
+}
+
+/* argv of worker g (NULL-terminated; strings borrowed from la and gs). */
+static int worker_args(const struct launch *la, const struct hora_cluster_node *node,
+		       const char *gs, const char **args, int cap)
+{
+	int na = 0;
+	if (la->netns) {
+		args[na++] = "ip";
+		args[na++] = "netns";
+		args[na++] = "exec";
+		args[na++] = node->netns;
+	}
+	args[na++] = la->self;
+	args[na++] = "worker";
+	args[na++] = "--config";
+	args[na++] = la->cfgpath;
+	args[na++] = "--proc";
+	args[na++] = gs;
+	for (int i = 0; i < la->sets.n; i++) {
+		args[na++] = "--set";
+		args[na++] = la->sets.arg[i];
+	}
+	for (int i = la->extra; i < la->argc && na < cap - 1; i++)
+		args[na++] = la->argv[i];
+	args[na] = NULL;
+	return na;
+}
+
+/* Fork worker g with its output on a pipe into ch. 0, or 1 (pipe failed). */
+static int start_worker(const struct launch *la, int g, struct child *ch)
+{
+	int local_i, k = hora_cluster_locate(&la->cc, g, &local_i);
+	const struct hora_cluster_node *node = &la->cc.nodes[k];
+	char gs[16];
+	snprintf(gs, sizeof(gs), "%d", g);
+	const char *args[HORA_SETARG_MAX * 2 + MAX_ARGS + 16];
+	int na = worker_args(la, node, gs, args, (int)(sizeof(args) / sizeof(args[0])));
+	char cmd[8192] = "", line[16384];
+	if (!la->local && !la->netns) { /* a remote shell command line */
+		size_t k2 = 0;
+		for (int i = 0; i < na && k2 < sizeof(cmd) - 1; i++) {
+			char q[1024];
+			quote(q, sizeof(q), args[i]);
+			k2 += (size_t)snprintf(cmd + k2, sizeof(cmd) - k2, "%s%s", i ? " " : "", q);
 		}
-		for (int i = extra; i < argc && na < MAX_ARGS * 4 + 14; i++)
-			args[na++] = argv[i];
-		args[na] = NULL;
-		char cmd[8192] = "", line[16384];
-		if (!local && !netns) { /* a remote shell command line */
-			size_t k2 = 0;
-			for (int i = 0; i < na && k2 < sizeof(cmd) - 1; i++) {
-				char q[1024];
-				quote(q, sizeof(q), args[i]);
-				k2 += (size_t)snprintf(cmd + k2, sizeof(cmd) - k2, "%s%s", i ? " " : "", q);
-			}
-			fill(line, sizeof(line), tpl, node->host, cmd);
+		fill(line, sizeof(line), la->tpl, node->host, cmd);
+	}
+	int pfd[2];
+	if (pipe2(pfd, O_CLOEXEC)) {
+		perror("hora launch: pipe");
+		return 1;
+	}
+	pid_t pid = fork();
+	if (pid == 0) {
+		if (isatty(STDOUT_FILENO)) /* rank 0 draws its bar through us */
+			setenv("HORA_PROGRESS", "bar", 1);
+		dup2(pfd[1], STDOUT_FILENO);
+		dup2(pfd[1], STDERR_FILENO);
+		if (!la->local && !la->netns)
+			execl("/bin/sh", "sh", "-c", line, (char *)NULL);
+		else
+			execvp(args[0], (char *const *)args);
+		fprintf(stderr, "exec %s: %s\n", args[0], strerror(errno));
+		_exit(127);
+	}
+	close(pfd[1]);
+	*ch = (struct child){.pid = pid, .fd = pfd[0], .g = g, .host = node->host};
+	if (pid < 0) {
+		ch->done = true;
+		ch->status = 127 << 8;
+	}
+	return 0;
+}
+
+static void forward_signal(struct child *ch, int n, int running)
+{
+	int sig = g_fwd;
+	g_fwd = 0;
+	fprintf(stderr, "hora launch: forwarding signal %d to %d worker(s)\n", sig, running);
+	for (int g = 0; g < n; g++)
+		if (!ch[g].done && ch[g].pid > 0)
+			kill(ch[g].pid, sig);
+}
+
+/* Read what is ready on each child's pipe (poll up to 200 ms); returns how
+ * many pipes are still open. */
+static int pump_output(struct child *ch, int n, struct pollfd *pf)
+{
+	int np = 0;
+	for (int g = 0; g < n; g++)
+		if (ch[g].fd >= 0) {
+			pf[np].fd = ch[g].fd;
+			pf[np].events = POLLIN;
+			np++;
 		}
-		int pfd[2];
-		if (pipe2(pfd, O_CLOEXEC)) {
-			perror("hora launch: pipe");
-			return 1;
-		}
-		pid_t pid = fork();
-		if (pid == 0) {
-			if (isatty(STDOUT_FILENO)) /* rank 0 draws its bar through us */
-				setenv("HORA_PROGRESS", "bar", 1);
-			dup2(pfd[1], STDOUT_FILENO);
-			dup2(pfd[1], STDERR_FILENO);
-			if (!local && !netns)
-				execl("/bin/sh", "sh", "-c", line, (char *)NULL);
-			else
-				execvp(args[0], (char *const *)args);
-			fprintf(stderr, "exec %s: %s\n", args[0], strerror(errno));
-			_exit(127);
-		}
-		close(pfd[1]);
-		ch[g] = (struct child){.pid = pid, .fd = pfd[0], .g = g, .host = node->host};
-		if (pid < 0) {
-			ch[g].done = true;
-			ch[g].status = 127 << 8;
+	if (np)
+		poll(pf, (nfds_t)np, 200);
+	for (int g = 0, j = 0; g < n; g++) {
+		if (ch[g].fd < 0 || !pf[j++].revents)
+			continue;
+		ssize_t r = read(ch[g].fd, ch[g].buf + ch[g].have, sizeof(ch[g].buf) - ch[g].have);
+		if (r > 0) {
+			ch[g].have += (size_t)r;
+			drain(&ch[g], false);
+		} else if (r == 0 || (errno != EINTR && errno != EAGAIN)) {
+			drain(&ch[g], true);
+			close(ch[g].fd);
+			ch[g].fd = -1;
 		}
 	}
-	int running = n;
+	return np;
+}
+
+/* Reap exited children; returns how many. */
+static int reap(struct child *ch, int n)
+{
+	int st, reaped = 0;
+	pid_t p;
+	while ((p = waitpid(-1, &st, WNOHANG)) > 0)
+		for (int g = 0; g < n; g++)
+			if (ch[g].pid == p) {
+				ch[g].done = true;
+				ch[g].status = st;
+				reaped++;
+			}
+	return reaped;
+}
+
+/* Relay output and signals until every worker has exited. */
+static void supervise(struct child *ch, int n, int running)
+{
 	struct pollfd *pf = calloc((size_t)n, sizeof(*pf));
 	while (running) {
-		if (g_fwd) {
-			int sig = g_fwd;
-			g_fwd = 0;
-			fprintf(stderr, "hora launch: forwarding signal %d to %d worker(s)\n", sig, running);
-			for (int g = 0; g < n; g++)
-				if (!ch[g].done && ch[g].pid > 0)
-					kill(ch[g].pid, sig);
-		}
-		int np = 0;
-		for (int g = 0; g < n; g++)
-			if (ch[g].fd >= 0) {
-				pf[np].fd = ch[g].fd;
-				pf[np].events = POLLIN;
-				np++;
-			}
-		if (np)
-			poll(pf, (nfds_t)np, 200);
-		for (int g = 0, j = 0; g < n; g++) {
-			if (ch[g].fd < 0)
-				continue;
-			if (pf[j++].revents) {
-				ssize_t r = read(ch[g].fd, ch[g].buf + ch[g].have,
-						 sizeof(ch[g].buf) - ch[g].have);
-				if (r > 0) {
-					ch[g].have += (size_t)r;
-					drain(&ch[g], false);
-				} else if (r == 0 || (errno != EINTR && errno != EAGAIN)) {
-					drain(&ch[g], true);
-					close(ch[g].fd);
-					ch[g].fd = -1;
-				}
-			}
-		}
-		int st;
-		pid_t p;
-		while ((p = waitpid(-1, &st, WNOHANG)) > 0)
-			for (int g = 0; g < n; g++)
-				if (ch[g].pid == p) {
-					ch[g].done = true;
-					ch[g].status = st;
-					running--;
-				}
+		if (g_fwd)
+			forward_signal(ch, n, running);
+		int np = pf ? pump_output(ch, n, pf) : 0;
+		running -= reap(ch, n);
 		if (!np && running)
 			usleep(50000);
 	}
+	free(pf);
 	for (int g = 0; g < n; g++) /* output still in the pipes */
 		if (ch[g].fd >= 0) {
 			ssize_t r;
@@ -342,11 +401,15 @@ int hora_cmd_launch(int argc, char **argv)
 			drain(&ch[g], true);
 			close(ch[g].fd);
 		}
+}
+
+/* Name each failed worker with its last lines; returns how many failed. */
+static int report(const struct child *ch, int n)
+{
 	int failed = 0;
 	for (int g = 0; g < n; g++) {
 		int st = ch[g].status;
-		bool ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
-		if (ok)
+		if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
 			continue;
 		failed++;
 		if (WIFSIGNALED(st))
@@ -360,7 +423,61 @@ int hora_cmd_launch(int argc, char **argv)
 			fprintf(stderr, "    %s\n", ch[g].tail[i % TAIL]);
 	}
 	printf("hora launch: %d of %d workers succeeded\n", n - failed, n);
-	free(pf);
+	return failed;
+}
+
+int hora_cmd_launch(int argc, char **argv)
+{
+	struct launch *la = calloc(1, sizeof(*la));
+	if (!la) {
+		perror("hora launch");
+		return 1;
+	}
+	int rc = parse_args(la, argc, argv);
+	if (rc)
+		goto out;
+	if ((rc = check_file(la)))
+		goto out;
+	ssize_t sl = readlink("/proc/self/exe", la->self, sizeof(la->self) - 1);
+	if (sl <= 0 || !realpath(la->file, la->cfgpath)) {
+		fprintf(stderr, "hora launch: cannot resolve paths: %s\n", strerror(errno));
+		rc = 1;
+		goto out;
+	}
+	la->self[sl] = 0;
+	const int n = hora_cluster_size(&la->cc);
+	struct child *ch = calloc((size_t)n, sizeof(*ch));
+	if (!ch) {
+		perror("hora launch");
+		rc = 1;
+		goto out;
+	}
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	printf("hora launch: %s: %d workers on %d node(s), launcher %s\n", la->cc.name, n,
+	       la->cc.nnodes, la->cc.launcher);
+	fflush(stdout);
+	int started = 0;
+	while (started < n && !start_worker(la, started, &ch[started]))
+		started++;
+	if (started < n) { /* no pipe: stop the ones already started */
+		for (int g = 0; g < started; g++)
+			if (ch[g].pid > 0)
+				kill(ch[g].pid, SIGTERM);
+		for (int g = started; g < n; g++)
+			ch[g] = (struct child){.fd = -1, .g = g, .done = true, .status = 127 << 8,
+					       .host = "-"};
+	}
+	int running = 0;
+	for (int g = 0; g < n; g++)
+		running += !ch[g].done;
+	supervise(ch, n, running);
+	rc = report(ch, n) ? 1 : 0;
 	free(ch);
-	return failed ? 1 : 0;
+out:
+	free(la);
+	return rc < 0 ? 0 : rc;
 }

@@ -1,6 +1,8 @@
 /* main.c - the `hora` command line.
  *
  *   hora train [--config F.yaml] [flags]    train one worker
+ *   hora launch CLUSTER.yaml [--set K=V]... every worker of a cluster file (launch.c)
+ *   hora seed | hora worker [flags]         membership, or a worker's job (worker.c)
  *   hora bench train [flags]                training-step vs GEMM bench
  *   hora gpu-info                           CUDA devices (when built with CUDA)
  *   hora version
@@ -8,10 +10,12 @@
  * Exit codes: 0 success, 1 runtime failure, 2 bad input (usage, config,
  * model, data). Fail-fast handling belongs here, not in the library.
  */
+#include "cli.h"
 #include "hora.h"
 #include "hora_config.h"
 #include "hora_model.h"
 #include "gpu/hora_gpu.h"
+#include "setarg.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -20,12 +24,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if HORA_WITH_BENCH
-int hora_bench_main(int argc, char **argv);
-#endif
-int hora_cmd_seed(int argc, char **argv);
-int hora_cmd_worker(int argc, char **argv);
-int hora_cmd_launch(int argc, char **argv);
 
 static void usage_train(FILE *f)
 {
@@ -44,7 +42,9 @@ static void usage_train(FILE *f)
 		"Flags override the config file. Exit status: 0 ok, 1 failure, 2 bad input.\n");
 }
 
-static int cmd_train(int argc, char **argv)
+/* The config file (pass 1), then every flag over it in order (pass 2).
+ * 0, 2 (bad input, said) or -1 (--help, printed). */
+static int train_flags(int argc, char **argv, struct hora_train_config *cfg)
 {
 	enum { O_NESTEROV = 256, O_SET, O_PROGRESS, O_QUIET, O_HELP };
 	static const struct option opts[] = {
@@ -78,16 +78,13 @@ static int cmd_train(int argc, char **argv)
 		{'W', "train.optimizer.warmup_epochs"}, {'S', "train.optimizer.schedule"},
 		{'j', "train.metrics"}, {'t', "train.blas_threads"},
 	};
-	struct hora_train_config cfg;
 	char err[1024];
-	hora_train_config_defaults(&cfg);
-
 	/* Pass 1: the config file, so that flags (pass 2) override it. */
 	int c;
 	opterr = 0;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1)
-		if (c == 'c' && hora_config_load_yaml(&cfg, optarg, err, sizeof(err))) {
+		if (c == 'c' && hora_config_load_yaml(cfg, optarg, err, sizeof(err))) {
 			fprintf(stderr, "hora train: %s\n", err);
 			return 2;
 		}
@@ -95,7 +92,7 @@ static int cmd_train(int argc, char **argv)
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		const char *key = NULL, *val = optarg;
-		char kv[HORA_PATH_MAX + 64];
+		char kv[HORA_SETARG_KEY_MAX];
 		for (size_t i = 0; i < sizeof(keymap) / sizeof(keymap[0]); i++)
 			if (keymap[i].opt == c)
 				key = keymap[i].key;
@@ -106,34 +103,29 @@ static int cmd_train(int argc, char **argv)
 			key = "train.optimizer.nesterov";
 			val = "true";
 			break;
-		case O_SET: {
-			const char *eq = strchr(optarg, '=');
-			if (!eq || eq == optarg || (size_t)(eq - optarg) >= sizeof(kv)) {
-				fprintf(stderr, "hora train: --set wants KEY=VALUE (got '%s')\n", optarg);
+		case O_SET:
+			if (hora_setarg_split(optarg, kv, &val, err, sizeof(err))) {
+				fprintf(stderr, "hora train: %s\n", err);
 				return 2;
 			}
-			memcpy(kv, optarg, (size_t)(eq - optarg));
-			kv[eq - optarg] = 0;
 			key = kv;
-			val = eq + 1;
 			break;
-		}
 		case O_PROGRESS:
 			if (!strcmp(optarg, "bar"))
-				cfg.progress = 1;
+				cfg->progress = 1;
 			else if (!strcmp(optarg, "lines"))
-				cfg.progress = 0;
+				cfg->progress = 0;
 			else {
 				fprintf(stderr, "hora train: --progress must be bar or lines\n");
 				return 2;
 			}
 			continue;
 		case O_QUIET:
-			cfg.quiet = 1;
+			cfg->quiet = 1;
 			continue;
 		case O_HELP:
 			usage_train(stdout);
-			return 0;
+			return -1;
 		case '?':
 			usage_train(stderr);
 			return 2;
@@ -142,7 +134,7 @@ static int cmd_train(int argc, char **argv)
 			usage_train(stderr);
 			return 2;
 		}
-		if (hora_config_set(&cfg, key, val, err, sizeof(err))) {
+		if (hora_config_set(cfg, key, val, err, sizeof(err))) {
 			fprintf(stderr, "hora train: %s\n", err);
 			return 2;
 		}
@@ -152,9 +144,19 @@ static int cmd_train(int argc, char **argv)
 		usage_train(stderr);
 		return 2;
 	}
+	return 0;
+}
 
+static int cmd_train(int argc, char **argv)
+{
+	struct hora_train_config cfg;
+	char err[1024];
+	hora_train_config_defaults(&cfg);
+	int rc = train_flags(argc, argv, &cfg);
+	if (rc)
+		return rc < 0 ? 0 : rc;
 	struct hora_train_result res;
-	int rc = hora_train_run(&cfg, &res, err, sizeof(err));
+	rc = hora_train_run(&cfg, &res, err, sizeof(err));
 	if (rc) {
 		fprintf(stderr, "hora train: %s\n", err);
 		return rc == HORA_ERR_CONFIG || rc == HORA_ERR_DATA || rc == HORA_ERR_MODEL ? 2 : 1;

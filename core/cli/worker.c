@@ -6,12 +6,27 @@
  * membership only and prints every view it installs with its rank.
  * SIGTERM/SIGINT leave gracefully.
  *
+ * With --config, every flag and --set acts as its key in the file would
+ * (hora_cluster_load_edit: --set in order, then the flags --seed,
+ * --secret-file, --probe-interval-ms, --suspect-timeout-ms, --expect);
+ * flags that a training job cannot honour (--listen: the others compute
+ * this worker's address from the file; --run-ms: a job ends with its
+ * epochs) are refused there, as are the training flags on a membership-only
+ * run. A worker that has not joined when --run-ms ends exits 1 saying so.
+ *
  * Secret: cluster.secret_file (--secret-file) or HORA_SECRET, never argv.
  */
+#include "cli.h"
 #include "cluster.h"
 #include "hora.h"
-#include "net/transport/handshake.h"
+#include "init.h"
 #include "net/membership/membership.h"
+#include "net/transport/handshake.h"
+#include "net/transport/transport.h"
+#include "net/util/clock.h"
+#include "net/util/hostport.h"
+#include "setarg.h"
+#include "yamlwalk.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -20,11 +35,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
-#define MAX_SEEDS 16
+#define MAX_SEEDS HORA_CLUSTER_MAX_SEEDS
+#define MAX_FLAG_KEYS 8
 
 /* Set by the handler; the main loop looks at it at least every 100 ms. (A
  * handler, not sigwait: threads that exist before main runs, such as
@@ -36,61 +51,303 @@ static void on_signal(int sig)
 	g_signal = sig;
 }
 
-struct node_opts {
-	const char *listen;
-	char listen_buf[96];
+/* The command line as given, before any file is read. Flags that stand for
+ * a key of the cluster file are kept as (flag, key, value) and applied with
+ * that key's validation, after the --set arguments. */
+struct node_flags {
 	const char *config;
-	char secret_buf[1024];
-	int proc;        /* global worker index in the cluster file, -1 = from the environment */
-	bool until_full; /* trivial job: exit 0 once a view with every worker is installed */
-	struct hora_swim_addr seeds[MAX_SEEDS];
-	int nseeds;
-	const char *secret_file;
-	struct hora_swim_cfg swim;
-	int join_timeout_ms;
+	int proc; /* global worker index in the cluster file, -1 = from the environment */
+	const char *listen;
 	int run_ms; /* 0 = until a signal */
-	int train;  /* 1 --train, 0 --no-train, -1 = if the file has a train section */
-	const char *sets[64];
-	int nsets;
+	bool run_ms_given, until_full, resume;
+	int train; /* 1 --train, 0 --no-train, -1 = if the file has a train section */
+	struct hora_setargs sets;
 	const char *metrics, *timeline;
-	bool resume;
-	int cpu; /* >= 0: pin this process to that CPU (cluster.bind: core) */
+	struct {
+		const char *flag, *key, *value;
+	} keys[MAX_FLAG_KEYS];
+	int nkeys;
+	char seeds[MAX_SEEDS * 80]; /* every --seed, comma-joined: cluster.seeds */
+	int nseeds;
 };
 
-static int parse_common(int c, const char *arg, struct node_opts *o, const char *prog)
+/* What the node runs with: the file, --set and flags applied. */
+struct node_opts {
+	char host[64];
+	uint16_t port;
+	struct hora_swim_addr seeds[MAX_SEEDS];
+	int nseeds;
+	char secret_file[1024]; /* "" = HORA_SECRET */
+	struct hora_swim_cfg swim;
+	int join_timeout_ms;
+	int run_ms;
+	int proc;
+	int cpu; /* >= 0: pin this process to that CPU (cluster.bind: core) */
+	bool until_full; /* trivial job: exit 0 once a view with every worker is installed */
+};
+
+static void usage(FILE *f, const char *what)
+{
+	fprintf(f,
+		"usage: hora %s [--config CLUSTER.yaml [--proc G] [--set KEY=VALUE]...] [--listen IP:PORT]\n"
+		"       [--seed IP:PORT]... [--secret-file F] [--probe-interval-ms 200]\n"
+		"       [--suspect-timeout-ms 1000] %s[--run-ms N]\n"
+		"       worker only: [--train | --no-train] [--metrics F] [--timeline F] [--resume]\n"
+		"  With --config, worker G (--proc, or SLURM_PROCID / OMPI_COMM_WORLD_RANK / PMI_RANK /\n"
+		"  HORA_PROC) of the file binds its node's host at port_base + 1 + G. --set KEY=VALUE\n"
+		"  (in order), then --seed, --secret-file, --probe-interval-ms, --suspect-timeout-ms\n"
+		"  and --expect act as their keys in the file. The cluster secret comes from the\n"
+		"  file's secret_file or HORA_SECRET.\n"
+		"  A worker with --config whose file has a train section trains it with every other\n"
+		"  worker of the file (unless --until-full-view or --no-train); --listen and --run-ms\n"
+		"  do not apply to such a job.\n",
+		what, strcmp(what, "worker") ? "" : "[--expect N] [--until-full-view] ");
+}
+
+static const struct option node_opts_long[] = {
+	{"listen", required_argument, 0, 'l'},
+	{"seed", required_argument, 0, 's'},
+	{"secret-file", required_argument, 0, 'k'},
+	{"probe-interval-ms", required_argument, 0, 'p'},
+	{"suspect-timeout-ms", required_argument, 0, 'S'},
+	{"run-ms", required_argument, 0, 't'},
+	{"expect", required_argument, 0, 'e'},
+	{"config", required_argument, 0, 'c'},
+	{"proc", required_argument, 0, 'P'},
+	{"until-full-view", no_argument, 0, 'u'},
+	{"train", no_argument, 0, 'T'},
+	{"no-train", no_argument, 0, 'N'},
+	{"set", required_argument, 0, 'V'},
+	{"metrics", required_argument, 0, 'M'},
+	{"timeline", required_argument, 0, 'L'},
+	{"resume", no_argument, 0, 'R'},
+	{"help", no_argument, 0, 'h'},
+	{0, 0, 0, 0},
+};
+
+static void flag_key(struct node_flags *f, const char *flag, const char *key, const char *value)
+{
+	for (int i = 0; i < f->nkeys; i++) /* given twice: the last one counts */
+		if (!strcmp(f->keys[i].key, key)) {
+			f->keys[i].value = value;
+			return;
+		}
+	f->keys[f->nkeys].flag = flag;
+	f->keys[f->nkeys].key = key;
+	f->keys[f->nkeys].value = value;
+	f->nkeys++;
+}
+
+/* A flag that stands for a cluster key; 1 if c is not one. */
+static int parse_key_flag(struct node_flags *f, int c, const char *arg, const char *prog)
 {
 	switch (c) {
-	case 'l':
-		o->listen = arg;
-		return 0;
-	case 's':
-		if (o->nseeds == MAX_SEEDS || hora_net_swim_addr(arg, &o->seeds[o->nseeds])) {
-			fprintf(stderr, "%s: --seed wants IPv4:PORT (got '%s')\n", prog, arg);
+	case 's': { /* every --seed, in order, is one cluster.seeds list */
+		if (f->nseeds == MAX_SEEDS) {
+			fprintf(stderr, "%s: at most %d --seed flags\n", prog, MAX_SEEDS);
 			return 2;
 		}
-		o->nseeds++;
+		size_t have = strlen(f->seeds);
+		snprintf(f->seeds + have, sizeof(f->seeds) - have, "%s%s", have ? "," : "", arg);
+		f->nseeds++;
+		flag_key(f, "--seed", "cluster.seeds", f->seeds);
 		return 0;
+	}
 	case 'k':
-		o->secret_file = arg;
+		flag_key(f, "--secret-file", "cluster.secret_file", arg);
 		return 0;
 	case 'p':
-		o->swim.probe_interval_ms = atoi(arg);
+		flag_key(f, "--probe-interval-ms", "membership.probe_interval_ms", arg);
 		return 0;
 	case 'S':
-		o->swim.suspect_timeout_ms = atoi(arg);
+		flag_key(f, "--suspect-timeout-ms", "membership.suspect_timeout_ms", arg);
 		return 0;
-	case 't':
-		o->run_ms = atoi(arg);
+	case 'e':
+		flag_key(f, "--expect", "membership.min_members", arg);
 		return 0;
 	}
 	return 1;
 }
 
-static int64_t mono_ms(void)
+/* Every other flag. 0, 2 (bad input), 1 (not a flag of ours). */
+static int parse_flag(struct node_flags *f, int c, const char *arg, const char *prog)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	char err[256];
+	long x;
+	switch (c) {
+	case 'c':
+		f->config = arg;
+		return 0;
+	case 'P':
+		if (hora_cfg_int(arg, 0, 1 << 20, &x)) {
+			fprintf(stderr, "%s: --proc must be a worker index >= 0 (got '%s')\n", prog, arg);
+			return 2;
+		}
+		f->proc = (int)x;
+		return 0;
+	case 'l':
+		f->listen = arg;
+		return 0;
+	case 't':
+		if (hora_cfg_int(arg, 0, 1L << 30, &x)) {
+			fprintf(stderr, "%s: --run-ms must be a number of milliseconds >= 0 (got '%s')\n",
+				prog, arg);
+			return 2;
+		}
+		f->run_ms = (int)x;
+		f->run_ms_given = true;
+		return 0;
+	case 'u':
+		f->until_full = true;
+		return 0;
+	case 'T':
+	case 'N':
+		f->train = c == 'T';
+		return 0;
+	case 'V':
+		if (hora_setargs_add(&f->sets, arg, err, sizeof(err))) {
+			fprintf(stderr, "%s: %s\n", prog, err);
+			return 2;
+		}
+		return 0;
+	case 'M':
+		f->metrics = arg;
+		return 0;
+	case 'L':
+		f->timeline = arg;
+		return 0;
+	case 'R':
+		f->resume = true;
+		return 0;
+	}
+	return 1;
+}
+
+/* argv into f. 0, 2 (bad input, said), -1 (--help, printed). */
+static int parse_flags(int argc, char **argv, enum hora_swim_role role, struct node_flags *f,
+		       const char *prog)
+{
+	const char *what = role == HORA_SWIM_SEED ? "seed" : "worker";
+	*f = (struct node_flags){.proc = -1, .train = -1};
+	int c, li = -1;
+	opterr = 1;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "", node_opts_long, &li)) != -1) {
+		if (c == 'h') {
+			usage(stdout, what);
+			return -1;
+		}
+		if (role == HORA_SWIM_SEED && c > 0 && strchr("euTNMLRP", c)) {
+			fprintf(stderr, "%s: --%s is a worker flag\n", prog, node_opts_long[li].name);
+			return 2;
+		}
+		int r = c == '?' ? 1 : parse_key_flag(f, c, optarg, prog);
+		if (r == 1)
+			r = c == '?' ? 1 : parse_flag(f, c, optarg, prog);
+		if (r == 2)
+			return 2;
+		if (r) {
+			usage(stderr, what);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "%s: unexpected argument '%s'\n", prog, argv[optind]);
+		return 2;
+	}
+	return 0;
+}
+
+/* The flags that stand for cluster keys, applied to cc in order (after the
+ * --set arguments when there is a file: a hora_cluster_edit_fn). */
+static int apply_flag_keys(struct hora_cluster_config *cc, const struct node_flags *f, char *err,
+			   size_t errlen)
+{
+	for (int i = 0; i < f->nkeys; i++) {
+		char why[1024];
+		if (hora_cluster_set(cc, f->keys[i].key, f->keys[i].value, why, sizeof(why))) {
+			snprintf(err, errlen, "%s %s: %s", f->keys[i].flag, f->keys[i].value, why);
+			return HORA_ERR_CONFIG;
+		}
+	}
+	return 0;
+}
+
+static int edit_cluster(struct hora_cluster_config *cc, void *arg, char *err, size_t errlen)
+{
+	const struct node_flags *f = arg;
+	int rc = hora_setargs_apply_cluster(cc, (void *)&f->sets, err, errlen);
+	return rc ? rc : apply_flag_keys(cc, f, err, errlen);
+}
+
+/* The cluster configuration of this node: the file with --set and the key
+ * flags, or (no file) the defaults with the key flags. 0 or 2 (said). */
+static int load_cluster(struct hora_cluster_config *cc, const struct node_flags *f, const char *prog)
+{
+	char err[2048];
+	hora_cluster_defaults(cc);
+	int rc;
+	if (f->config) {
+		rc = hora_cluster_load_edit(cc, f->config, edit_cluster, (void *)f, err, sizeof(err));
+	} else if (f->sets.n) {
+		snprintf(err, sizeof(err), "--set '%s' needs --config (it sets a key of the cluster file)",
+			 f->sets.arg[0]);
+		rc = HORA_ERR_CONFIG;
+	} else {
+		rc = apply_flag_keys(cc, f, err, sizeof(err));
+	}
+	if (!rc && !f->config) { /* the load's defaults, without a file */
+		if (!cc->membership.min_members)
+			cc->membership.min_members = 1;
+		cc->membership.ping_timeout_ms = cc->membership.probe_interval_ms * 2 / 5;
+		if (hora_swim_cfg_check(&cc->membership, err, sizeof(err)))
+			rc = HORA_ERR_CONFIG;
+	}
+	if (rc) {
+		fprintf(stderr, "%s: %s\n", prog, err);
+		return 2;
+	}
+	return 0;
+}
+
+/* Node options from the cluster configuration: the secret file, seeds and
+ * membership parameters; for a worker of a file, which worker it is, where
+ * it listens and its CPU. --listen overrides the address. 0 or 2 (said). */
+static int node_from_cluster(struct node_opts *o, const struct hora_cluster_config *cc,
+			     const struct node_flags *f, enum hora_swim_role role, const char *prog)
+{
+	*o = (struct node_opts){.proc = f->proc, .cpu = -1, .run_ms = f->run_ms,
+				.until_full = f->until_full, .host = "0.0.0.0"};
+	o->swim = cc->membership;
+	o->join_timeout_ms = cc->join_timeout_ms;
+	snprintf(o->secret_file, sizeof(o->secret_file), "%s", cc->secret_file);
+	for (int i = 0; i < cc->nseeds && o->nseeds < MAX_SEEDS; i++)
+		if (!hora_net_swim_addr(cc->seeds[i], &o->seeds[o->nseeds]))
+			o->nseeds++;
+	if (f->config && role == HORA_SWIM_WORKER) {
+		if (o->proc < 0)
+			o->proc = hora_cluster_proc_from_env();
+		int local, node = hora_cluster_locate(cc, o->proc, &local);
+		if (node < 0) {
+			fprintf(stderr, "%s: worker %d does not exist: %s has %d workers\n", prog, o->proc,
+				cc->file, hora_cluster_size(cc));
+			return 2;
+		}
+		o->swim.uid = hora_cluster_uid(o->proc);
+		if (cc->bind) {
+			long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+			o->cpu = (int)(local % (ncpu > 0 ? ncpu : 1));
+		}
+		snprintf(o->host, sizeof(o->host), "%s", cc->nodes[node].host);
+		o->port = (uint16_t)(cc->port_base + 1 + o->proc);
+	}
+	struct hora_swim_addr a;
+	if (f->listen && (hora_net_swim_addr(f->listen, &a) ||
+			  hora_hostport_split(f->listen, o->host, sizeof(o->host), &o->port))) {
+		fprintf(stderr, "%s: --listen wants IPv4:PORT (got '%s')\n", prog, f->listen);
+		return 2;
+	}
+	return 0;
 }
 
 static void print_view(struct hora_net_membership *m, const char *who)
@@ -115,30 +372,23 @@ static void print_view(struct hora_net_membership *m, const char *who)
 	fflush(stdout);
 }
 
-static int run_node(struct node_opts *o, enum hora_swim_role role, const char *prog)
+/* The loop and the membership of a node (the secret loaded, signals
+ * handled); prints the "up" line. 0, 1 or 2 (said). */
+static int node_open(struct node_opts *o, enum hora_swim_role role, const char *prog,
+		     struct hora_net_loop **loop, struct hora_net_membership **m, char *who,
+		     size_t wholen)
 {
 	uint8_t secret[HORA_NET_SECRET_MAX];
-	char err[256];
-	char warn[320];
-	int slen = hora_net_secret_load(o->secret_file, getenv("HORA_SECRET"), secret, sizeof(secret),
-					err, sizeof(err), warn, sizeof(warn));
+	char err[256], warn[320];
+	int slen = hora_net_secret_load(o->secret_file[0] ? o->secret_file : NULL,
+					getenv("HORA_SECRET"), secret, sizeof(secret), err,
+					sizeof(err), warn, sizeof(warn));
 	if (slen < 0) {
 		fprintf(stderr, "%s: %s\n", prog, err);
 		return 2;
 	}
 	if (warn[0])
 		fprintf(stderr, "%s: warning: %s\n", prog, warn);
-	char host[64] = "0.0.0.0";
-	uint16_t port = 0;
-	if (o->listen) {
-		struct hora_swim_addr a;
-		if (hora_net_swim_addr(o->listen, &a)) {
-			fprintf(stderr, "%s: --listen wants IPv4:PORT (got '%s')\n", prog, o->listen);
-			return 2;
-		}
-		snprintf(host, sizeof(host), "%.*s", (int)(strrchr(o->listen, ':') - o->listen), o->listen);
-		port = a.port;
-	}
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal;
@@ -150,54 +400,71 @@ static int run_node(struct node_opts *o, enum hora_swim_role role, const char *p
 	hora_net_opts_default(&no);
 	no.secret = secret;
 	no.secret_len = (size_t)slen;
-	struct hora_net_loop *loop;
-	if (hora_net_loop_create(&no, &loop, err, sizeof(err))) {
+	int rc = hora_net_loop_create(&no, loop, err, sizeof(err));
+	memset(secret, 0, sizeof(secret));
+	if (rc) {
 		fprintf(stderr, "%s: %s\n", prog, err);
 		return 1;
 	}
 	o->swim.role = role;
 	uint16_t bound;
-	struct hora_net_membership *m;
-	if (hora_net_membership_create(loop, &o->swim, host, port, &bound, o->seeds, o->nseeds, &m, err,
-				       sizeof(err))) {
+	if (hora_net_membership_create(*loop, &o->swim, o->host, o->port, &bound, o->seeds,
+				       o->nseeds, m, err, sizeof(err))) {
 		fprintf(stderr, "%s: %s\n", prog, err);
-		hora_net_loop_destroy(loop);
+		hora_net_loop_destroy(*loop);
+		*loop = NULL;
 		return 2;
 	}
-	char who[96];
-	snprintf(who, sizeof(who), "%s %s:%u", role == HORA_SWIM_SEED ? "seed" : "worker", host, bound);
+	snprintf(who, wholen, "%s %s:%u", role == HORA_SWIM_SEED ? "seed" : "worker", o->host, bound);
 	printf("%s: up (membership on UDP port %u)\n", who, bound);
 	fflush(stdout);
+	return 0;
+}
 
-	int rc = 0;
-	int64_t start = mono_ms();
-	bool joined_said = o->nseeds == 0;
+/* Not joined after waited_ms: say so, and why if the membership knows. */
+static int not_joined(struct hora_net_membership *m, const struct node_opts *o, const char *who,
+		      int waited_ms, const char *limit)
+{
+	struct hora_swim_stats st;
+	hora_net_membership_stats(m, &st);
+	char why[160];
+	if (st.bad_mac)
+		snprintf(why, sizeof(why), "%llu datagram(s) failed authentication: wrong cluster secret?",
+			 (unsigned long long)st.bad_mac);
+	else
+		snprintf(why, sizeof(why), "seed down or wrong cluster secret?");
+	fprintf(stderr, "%s: never joined: no authenticated answer from %d seed(s) within %d ms "
+			"(%s; %s)\n", who, o->nseeds, waited_ms, limit, why);
+	return 1;
+}
+
+/* Stay a member until a signal, --run-ms, or (--until-full-view) the full
+ * view; print every view (worker) or member count (seed) that changes. */
+static int node_follow(struct hora_net_membership *m, const struct node_opts *o,
+		       enum hora_swim_role role, const char *who)
+{
+	const int64_t start = hora_clock_ms();
+	bool joined = o->nseeds == 0;
 	uint64_t known = 0;
 	bool known_paused = false;
 	int known_alive = 1;
 	for (;;) {
-		int sig = g_signal;
-		if (sig) {
-			printf("%s: leaving (signal %d)\n", who, sig);
+		if (g_signal) {
+			printf("%s: leaving (signal %d)\n", who, (int)g_signal);
 			fflush(stdout);
 			hora_net_membership_leave(m);
-			break;
+			return 0;
 		}
-		if (o->run_ms && mono_ms() - start > o->run_ms)
-			break;
-		if (!joined_said) {
-			if (hora_net_membership_joined(m)) {
-				joined_said = true;
-				printf("%s: joined\n", who);
-				fflush(stdout);
-			} else if (mono_ms() - start > o->join_timeout_ms) {
-				fprintf(stderr, "%s: no authenticated answer from %d seed(s) within %d ms "
-						"(seed down or wrong cluster secret?)\n",
-					who, o->nseeds, o->join_timeout_ms);
-				rc = 1;
-				break;
-			}
+		const int waited = (int)(hora_clock_ms() - start);
+		if (!joined && hora_net_membership_joined(m)) {
+			joined = true;
+			printf("%s: joined\n", who);
+			fflush(stdout);
 		}
+		if (o->run_ms && waited > o->run_ms)
+			return joined ? 0 : not_joined(m, o, who, waited, "--run-ms");
+		if (!joined && waited > o->join_timeout_ms)
+			return not_joined(m, o, who, waited, "membership.join_timeout_ms");
 		hora_net_membership_wait(m, known, known_paused, 100);
 		struct hora_swim_view v;
 		int rank;
@@ -223,72 +490,65 @@ static int run_node(struct node_opts *o, enum hora_swim_role role, const char *p
 			 * so that slower members install the same view, then go
 			 * without LEAVE: a LEAVE would shrink the view of a member that
 			 * has not printed yet, and it would never see the full one. */
-			int64_t t_end = mono_ms() + 2000;
-			while (mono_ms() < t_end && !g_signal)
+			const int64_t t_end = hora_clock_ms() + 2000;
+			while (hora_clock_ms() < t_end && !g_signal)
 				usleep(100000);
-			break;
+			return 0;
 		}
 	}
+}
+
+static int run_node(struct node_opts *o, enum hora_swim_role role, const char *prog)
+{
+	struct hora_net_loop *loop;
+	struct hora_net_membership *m;
+	char who[96];
+	int rc = node_open(o, role, prog, &loop, &m, who, sizeof(who));
+	if (rc)
+		return rc;
+	rc = node_follow(m, o, role, who);
 	hora_net_membership_destroy(m);
 	hora_net_loop_destroy(loop);
 	return rc;
 }
 
-/* The job of a launched worker: the train section of the cluster file,
- * distributed over every worker (hora_init, hora_train_run_comm). */
-static int run_training(struct node_opts *o, const char *prog)
+/* The job of a launched worker: the train section of the cluster file with
+ * the train.* --set applied, distributed over every worker of cc
+ * (hora_init_cluster, hora_train_run_comm). */
+static int run_training(const struct node_opts *o, const struct hora_cluster_config *cc,
+			const struct node_flags *f, struct hora_train_config *tc, const char *prog)
 {
-	struct hora_train_config tc;
-	hora_train_config_defaults(&tc);
 	char err[2048];
-	int nkeys = 0;
-	if (hora_config_load_train(&tc, o->config, &nkeys, err, sizeof(err))) {
+	if (hora_setargs_apply_train(tc, &f->sets, err, sizeof(err))) {
 		fprintf(stderr, "%s: %s\n", prog, err);
 		return 2;
 	}
-	if (!nkeys && o->train < 0)
-		return run_node(o, HORA_SWIM_WORKER, prog); /* no train section: membership only */
-	for (int i = 0; i < o->nsets; i++) {
-		char key[256];
-		const char *eq = strchr(o->sets[i], '=');
-		if (!eq || (size_t)(eq - o->sets[i]) >= sizeof(key)) {
-			fprintf(stderr, "%s: --set wants KEY=VALUE (got '%s')\n", prog, o->sets[i]);
-			return 2;
-		}
-		snprintf(key, sizeof(key), "%.*s", (int)(eq - o->sets[i]), o->sets[i]);
-		if (strncmp(key, "train.", 6))
-			continue; /* cluster keys: applied by hora launch and hora_init's file */
-		if (hora_config_set(&tc, key, eq + 1, err, sizeof(err))) {
-			fprintf(stderr, "%s: --set: %s\n", prog, err);
-			return 2;
-		}
-	}
-	if (o->metrics)
-		snprintf(tc.metrics, sizeof(tc.metrics), "%s", o->metrics);
-	if (o->timeline)
-		snprintf(tc.timeline, sizeof(tc.timeline), "%s", o->timeline);
+	if (f->metrics)
+		snprintf(tc->metrics, sizeof(tc->metrics), "%s", f->metrics);
+	if (f->timeline)
+		snprintf(tc->timeline, sizeof(tc->timeline), "%s", f->timeline);
 	else if (getenv("HORA_TIMELINE") && *getenv("HORA_TIMELINE"))
-		snprintf(tc.timeline, sizeof(tc.timeline), "%s", getenv("HORA_TIMELINE"));
-	if (o->resume)
-		tc.resume = 1;
+		snprintf(tc->timeline, sizeof(tc->timeline), "%s", getenv("HORA_TIMELINE"));
+	if (f->resume)
+		tc->resume = 1;
 	const char *pg = getenv("HORA_PROGRESS"); /* hora launch on a terminal: bar */
 	if (pg && !strcmp(pg, "bar"))
-		tc.progress = 1;
+		tc->progress = 1;
 	else if (pg && !strcmp(pg, "lines"))
-		tc.progress = 0;
+		tc->progress = 0;
 	char gs[16];
 	snprintf(gs, sizeof(gs), "%d", o->proc);
 	setenv("HORA_PROC", gs, 1);
 	struct hora_comm *c;
-	if (hora_init(o->config, &c, err, sizeof(err))) {
+	if (hora_init_cluster(cc, &c, err, sizeof(err))) {
 		fprintf(stderr, "%s: worker %d: %s\n", prog, o->proc, err);
 		return 1;
 	}
 	struct hora_train_result res;
-	int rc = hora_train_run_comm(c, &tc, &res, err, sizeof(err));
+	int rc = hora_train_run_comm(c, tc, &res, err, sizeof(err));
 	if (rc) {
 		fprintf(stderr, "%s: rank %d: %s\n", prog, hora_rank(c), err);
-	} else if (hora_rank(c) == 0 && !tc.quiet && hora_size(c) > 1 && res.allreduce_s > 0) {
+	} else if (hora_rank(c) == 0 && !tc->quiet && hora_size(c) > 1 && res.allreduce_s > 0) {
 		printf("gradient averaging: %.2f s on the communication thread, %.0f %% of it hidden "
 		       "behind forward/backward\n",
 		       res.allreduce_s, 100.0 * res.allreduce_hidden_s / res.allreduce_s);
@@ -298,176 +558,99 @@ static int run_training(struct node_opts *o, const char *prog)
 	return rc == HORA_ERR_CONFIG || rc == HORA_ERR_DATA || rc == HORA_ERR_MODEL ? 2 : rc ? 1 : 0;
 }
 
-static void usage(FILE *f, const char *what)
+/* Whether this worker trains (the file has a train section, or --train),
+ * with the section read into tc. 1 train, 0 membership only, 2 bad input. */
+static int decide_training(const struct node_flags *f, enum hora_swim_role role,
+			   struct hora_train_config *tc, const char *prog)
 {
-	fprintf(f,
-		"usage: hora %s [--config CLUSTER.yaml [--proc G]] [--listen IP:PORT] [--seed IP:PORT]...\n"
-		"       [--secret-file F] [--probe-interval-ms 200] [--suspect-timeout-ms 1000]\n"
-		"       %s[--run-ms N]\n"
-		"       worker only: [--train | --no-train] [--set train.KEY=VALUE]... [--metrics F]\n"
-		"       [--timeline F] [--resume]\n"
-		"  With --config, worker G (--proc, or SLURM_PROCID / OMPI_COMM_WORLD_RANK / PMI_RANK /\n"
-		"  HORA_PROC) of the file binds its node's host at port_base + 1 + G. Flags override\n"
-		"  the file. The cluster secret comes from the file's secret_file or HORA_SECRET.\n"
-		"  A worker with --config whose file has a train section trains it with every other\n"
-		"  worker of the file (unless --until-full-view or --no-train).\n",
-		what, strcmp(what, "worker") ? "" : "[--expect N] [--until-full-view] ");
-}
-
-static const struct option common_opts[] = {
-	{"listen", required_argument, 0, 'l'},
-	{"seed", required_argument, 0, 's'},
-	{"secret-file", required_argument, 0, 'k'},
-	{"probe-interval-ms", required_argument, 0, 'p'},
-	{"suspect-timeout-ms", required_argument, 0, 'S'},
-	{"run-ms", required_argument, 0, 't'},
-	{"expect", required_argument, 0, 'e'},
-	{"config", required_argument, 0, 'c'},
-	{"proc", required_argument, 0, 'P'},
-	{"until-full-view", no_argument, 0, 'u'},
-	{"train", no_argument, 0, 'T'},
-	{"no-train", no_argument, 0, 'N'},
-	{"set", required_argument, 0, 'V'},
-	{"metrics", required_argument, 0, 'M'},
-	{"timeline", required_argument, 0, 'L'},
-	{"resume", no_argument, 0, 'R'},
-	{"help", no_argument, 0, 'h'},
-	{0, 0, 0, 0},
-};
-
-/* Fill node options from a cluster file: which worker this is, where it
- * listens, the seeds, the secret file and the membership parameters. */
-static int apply_cluster(struct node_opts *o, const struct hora_cluster_config *cc,
-			 enum hora_swim_role role, const char *prog)
-{
-	o->swim = cc->membership;
-	o->join_timeout_ms = cc->join_timeout_ms;
-	snprintf(o->secret_buf, sizeof(o->secret_buf), "%s", cc->secret_file);
-	o->secret_file = o->secret_buf[0] ? o->secret_buf : NULL;
-	o->nseeds = 0;
-	for (int i = 0; i < cc->nseeds && o->nseeds < MAX_SEEDS; i++)
-		if (!hora_net_swim_addr(cc->seeds[i], &o->seeds[o->nseeds]))
-			o->nseeds++;
-	if (role != HORA_SWIM_WORKER)
-		return 0;
-	if (o->proc < 0)
-		o->proc = hora_cluster_proc_from_env();
-	int local, node = hora_cluster_locate(cc, o->proc, &local);
-	if (node < 0) {
-		fprintf(stderr, "%s: worker %d does not exist: %s has %d workers\n", prog, o->proc,
-			cc->file, hora_cluster_size(cc));
+	hora_train_config_defaults(tc);
+	if (f->train == 1 && !f->config) {
+		fprintf(stderr, "%s: --train needs --config (the job is the file's train section)\n", prog);
 		return 2;
 	}
-	o->swim.uid = hora_cluster_uid(o->proc);
-	if (cc->bind) {
-		long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-		o->cpu = (int)(local % (ncpu > 0 ? ncpu : 1));
+	if (role != HORA_SWIM_WORKER || !f->config || f->until_full || f->train == 0)
+		return 0;
+	char err[2048];
+	int nkeys = 0;
+	if (hora_config_load_train(tc, f->config, &nkeys, err, sizeof(err))) {
+		fprintf(stderr, "%s: %s\n", prog, err);
+		return 2;
 	}
-	snprintf(o->listen_buf, sizeof(o->listen_buf), "%s:%d", cc->nodes[node].host,
-		 cc->port_base + 1 + o->proc);
-	o->listen = o->listen_buf;
-	return 0;
+	return nkeys || f->train == 1;
+}
+
+/* Refuse the flags that the chosen run cannot honour, naming them. */
+static int refuse_unused(const struct node_flags *f, bool train, const char *prog)
+{
+	const char *flag = NULL, *why = NULL;
+	if (train && f->listen) {
+		flag = "--listen";
+		why = "a training job listens where the cluster file says (cluster.nodes[].host, "
+		      "cluster.port_base + 1 + G), since the other workers reach it there";
+	} else if (train && f->run_ms_given) {
+		flag = "--run-ms";
+		why = "a training job runs until its epochs are done";
+	} else if (!train && (f->metrics || f->timeline || f->resume)) {
+		flag = f->metrics ? "--metrics" : f->timeline ? "--timeline" : "--resume";
+		why = "it applies to a training job only, and this run is membership only";
+	}
+	for (int i = 0; !train && !flag && i < f->sets.n; i++)
+		if (hora_setarg_is_train(f->sets.arg[i])) {
+			flag = f->sets.arg[i];
+			why = "train keys apply to a training job only, and this run is membership only";
+		}
+	if (!flag)
+		return 0;
+	fprintf(stderr, "%s: %s: %s\n", prog, flag, why);
+	return 2;
+}
+
+static void bind_cpu(int cpu, const char *prog)
+{
+	cpu_set_t set;
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	if (sched_setaffinity(0, sizeof(set), &set))
+		fprintf(stderr, "%s: cannot bind to CPU %d: %s\n", prog, cpu, strerror(errno));
 }
 
 static int cmd_node(int argc, char **argv, enum hora_swim_role role)
 {
-	const char *what = role == HORA_SWIM_SEED ? "seed" : "worker";
 	char prog[32];
-	snprintf(prog, sizeof(prog), "hora %s", what);
-	struct node_opts o = {.join_timeout_ms = 10000, .proc = -1, .train = -1, .cpu = -1};
-	hora_swim_cfg_default(&o.swim);
-	int c;
-	/* pass 1: --config and --proc, so that flags (pass 2) override the file */
-	opterr = 0;
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "", common_opts, NULL)) != -1) {
-		if (c == 'c')
-			o.config = optarg;
-		if (c == 'P')
-			o.proc = atoi(optarg);
+	snprintf(prog, sizeof(prog), "hora %s", role == HORA_SWIM_SEED ? "seed" : "worker");
+	struct node_flags *f = calloc(1, sizeof(*f));
+	struct hora_cluster_config *cc = calloc(1, sizeof(*cc));
+	struct hora_train_config *tc = calloc(1, sizeof(*tc));
+	struct node_opts o;
+	int rc = 1;
+	if (!f || !cc || !tc) {
+		fprintf(stderr, "%s: out of memory\n", prog);
+		goto out;
 	}
-	opterr = 1;
-	if (o.config) {
-		struct hora_cluster_config cc;
-		char err[1024];
-		hora_cluster_defaults(&cc);
-		if (hora_cluster_load(&cc, o.config, err, sizeof(err))) {
-			fprintf(stderr, "%s: %s\n", prog, err);
-			return 2;
-		}
-		int rc = apply_cluster(&o, &cc, role, prog);
-		if (rc)
-			return rc;
+	if ((rc = parse_flags(argc, argv, role, f, prog)))
+		goto out;
+	if ((rc = load_cluster(cc, f, prog)) || (rc = node_from_cluster(&o, cc, f, role, prog)))
+		goto out;
+	const int train = decide_training(f, role, tc, prog);
+	if (train == 2 || (rc = refuse_unused(f, train == 1, prog))) {
+		rc = 2;
+		goto out;
 	}
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "", common_opts, NULL)) != -1) {
-		if (c == 'c' || c == 'P')
-			continue;
-		if (c == 'u') {
-			o.until_full = true;
-			continue;
-		}
-		if (c == 'T' || c == 'N') {
-			o.train = c == 'T';
-			continue;
-		}
-		if (c == 'V' && o.nsets < 64) {
-			o.sets[o.nsets++] = optarg;
-			continue;
-		}
-		if (c == 'M' || c == 'L') {
-			*(c == 'M' ? &o.metrics : &o.timeline) = optarg;
-			continue;
-		}
-		if (c == 'R') {
-			o.resume = true;
-			continue;
-		}
-		if (c == 'h') {
-			usage(stdout, what);
-			return 0;
-		}
-		if (c == 'e' && role == HORA_SWIM_WORKER) {
-			o.swim.min_members = atoi(optarg);
-			if (o.swim.min_members < 1) {
-				fprintf(stderr, "%s: --expect must be a positive integer\n", prog);
-				return 2;
-			}
-			continue;
-		}
-		int r = c == '?' ? 1 : parse_common(c, optarg, &o, prog);
-		if (r == 2)
-			return 2;
-		if (r) {
-			usage(stderr, what);
-			return 2;
-		}
-	}
-	if (o.swim.probe_interval_ms < 10 || o.swim.suspect_timeout_ms < o.swim.probe_interval_ms) {
-		fprintf(stderr, "%s: need probe_interval_ms >= 10 and suspect_timeout_ms >= it\n", prog);
-		return 2;
-	}
-	if (!o.config || o.swim.ping_timeout_ms >= o.swim.probe_interval_ms)
-		o.swim.ping_timeout_ms = o.swim.probe_interval_ms * 2 / 5;
-	if (o.cpu >= 0) { /* cluster.bind: core, as mpirun --bind-to core */
-		cpu_set_t set;
-		CPU_ZERO(&set);
-		CPU_SET(o.cpu, &set);
-		if (sched_setaffinity(0, sizeof(set), &set))
-			fprintf(stderr, "%s: cannot bind to CPU %d: %s\n", prog, o.cpu, strerror(errno));
-	}
-	if (role == HORA_SWIM_WORKER && o.config && !o.until_full && o.train != 0)
-		return run_training(&o, prog);
-	return run_node(&o, role, prog);
+	if (o.cpu >= 0) /* cluster.bind: core, as mpirun --bind-to core */
+		bind_cpu(o.cpu, prog);
+	rc = train ? run_training(&o, cc, f, tc, prog) : run_node(&o, role, prog);
+out:
+	free(tc);
+	free(cc);
+	free(f);
+	return rc < 0 ? 0 : rc;
 }
 
-int hora_cmd_seed(int argc, char **argv);
 int hora_cmd_seed(int argc, char **argv)
 {
 	return cmd_node(argc, argv, HORA_SWIM_SEED);
 }
 
-int hora_cmd_worker(int argc, char **argv);
 int hora_cmd_worker(int argc, char **argv)
 {
 	return cmd_node(argc, argv, HORA_SWIM_WORKER);

@@ -1,4 +1,4 @@
-/* example_mnist.c - Horovod's MNIST example, in C with hora (README.md shows
+/* mnist.c - Horovod's MNIST example, in C with hora (README.md shows
  * the two side by side). Every worker runs this same program:
  *   HORA_SECRET=... build/hora launch deploy/clusters/local.yaml ... (or by hand:)
  *   HORA_CONFIG=deploy/clusters/local.yaml HORA_PROC=g build/hora-example-mnist

@@ -52,6 +52,16 @@ expect "ping timeout not below the period" $'cluster:\n  nodes:\n    - {host: 12
 expect "suspect timeout below the period" $'cluster:\n  nodes:\n    - {host: 127.0.0.1, workers: 1}\nmembership:\n  probe_interval_ms: 500\n  suspect_timeout_ms: 400\n' \
   "c.yaml: membership.suspect_timeout_ms (400) must be at least membership.probe_interval_ms (500)"
 expect "malformed YAML" $'cluster:\n  nodes: [\n' "c.yaml:3:1: invalid YAML"
+# the whole file, train section included, before any worker starts
+expect "bad train value" $'cluster:\n  nodes:\n    - {host: 127.0.0.1, workers: 1}\ntrain:\n  epochs: x\n' \
+  "c.yaml:5:11: train.epochs must be a positive integer (got 'x')"
+"$HORA" launch "$T/c.yaml" >"$T/out" 2>&1; rc=$?
+[[ $rc == 2 ]] && ! grep -q "workers on" "$T/out" && ! grep -q '^\[0 ' "$T/out"
+check "hora launch: a bad train value in the file starts no worker (rc=$rc)" $? || sed 's/^/  | /' "$T/out" | head -5
+printf 'cluster:\n  launcher: netns\n  nodes:\n    - {host: 10.9.9.1, netns: nope, workers: 1}\n    - {host: 10.9.9.2, workers: 1}\n' >"$T/c.yaml"
+"$HORA" launch "$T/c.yaml" >"$T/out" 2>&1; rc=$?
+[[ $rc == 2 ]] && grep -q "c.yaml: cluster.nodes\[1\].netns is missing (launcher netns)" "$T/out" && ! grep -q "workers on" "$T/out"
+check "hora launch: a node without netns is refused before any worker starts (rc=$rc)" $? || sed 's/^/  | /' "$T/out" | head -5
 ( unset HORA_SECRET; printf 'cluster:\n  nodes:\n    - {host: 127.0.0.1, workers: 1}\n' >"$T/c.yaml"
   "$HORA" launch "$T/c.yaml" >"$T/out" 2>&1; rc=$?
   [[ $rc == 2 ]] && grep -q "no cluster secret: set cluster.secret_file or HORA_SECRET" "$T/out" ); check "no secret at all" $?
@@ -85,8 +95,12 @@ if [[ -d $ROOT/data/mnist ]]; then
 else
   echo "skip the training job: no data/mnist (deploy/get-data.sh)"
 fi
-timeout 60 "$HORA" launch "$T/local.yaml" --set membership.probe_interval_ms=50 >"$T/out" 2>&1; rc=$?
-[[ $rc == 2 ]] && grep -q "membership.ping_timeout_ms (80) must be at least 1 and below membership.probe_interval_ms (50)" "$T/out"
+# A --set acts as the key in the file: probe_interval_ms 50 alone is valid
+# (ping_timeout_ms left out resolves to 0.4 x 50), a ping_timeout_ms that is
+# not below the file's probe_interval_ms (200) is not.
+timeout 60 "$HORA" launch "$T/local.yaml" --set membership.ping_timeout_ms=300 >"$T/out" 2>&1; rc=$?
+[[ $rc == 2 ]] && grep -q "membership.ping_timeout_ms (300) must be at least 1 and below membership.probe_interval_ms (200)" "$T/out" \
+  && ! grep -q "workers on" "$T/out"
 check "hora launch --set membership timings are checked together before starting (rc=$rc)" $?
 timeout 60 "$HORA" launch "$T/local.yaml" -- --no-such-flag >"$T/out" 2>&1; rc=$?
 [[ $rc == 1 ]] && grep -q "worker 2 on 127.0.0.1 exited with status 2; last lines:" "$T/out" \
