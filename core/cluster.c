@@ -264,16 +264,6 @@ static int walk_set(void *cfg, const char *key, const char *value, int line, int
 	return set_at(cfg, key, value, line, col, err, errlen);
 }
 
-int hora_cluster_proc_from_env(void)
-{
-	static const char *const env[] = {"HORA_PROC", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK",
-					  "PMI_RANK"};
-	for (int i = 0; i < 4; i++)
-		if (getenv(env[i]))
-			return atoi(getenv(env[i]));
-	return 0;
-}
-
 uint64_t hora_cluster_uid(int g)
 {
 	uint64_t r;

@@ -18,6 +18,8 @@
 #include "log.h"
 #include "trainer.h"
 
+#include "net/util/clock.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -25,13 +27,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static uint64_t splitmix(uint64_t *s)
 {
@@ -79,7 +74,7 @@ static void fmt_time(char *buf, size_t n, double s)
 static void bar_draw(struct progress *p, int64_t step, const struct hora_model_stats *st, int done)
 {
 	const int width = 30;
-	double t = now_s();
+	double t = hora_clock_s();
 	if (!done && t - p->last_draw < 0.1)
 		return;
 	p->last_draw = t;
@@ -389,10 +384,10 @@ int hora_train_run_comm(struct hora_comm *c, const struct hora_train_config *cfg
 			order[i] = i;
 		shuffle(order, train.n, &rng);
 		pg.epoch = e;
-		pg.t0 = pg.last_draw = now_s();
+		pg.t0 = pg.last_draw = hora_clock_s();
 		if (pg.bar && talk)
 			printf("Epoch %d/%d\n", e, cfg->epochs);
-		double t0 = now_s();
+		double t0 = hora_clock_s();
 		for (int64_t s = 0; s < steps_per_epoch; s++, step++) {
 			int64_t lo = s * global_bs;
 			int64_t gn = train.n - lo < global_bs ? train.n - lo : global_bs;
@@ -449,11 +444,11 @@ int hora_train_run_comm(struct hora_comm *c, const struct hora_train_config *cfg
 			if (pg.bar && talk)
 				bar_draw(&pg, s + 1, &shown, 0);
 		}
-		double t_train = now_s() - t0;
+		double t_train = hora_clock_s() - t0;
 		/* validation: each rank a contiguous shard of the test set */
 		int vn;
 		int64_t vlo = share(test.n, rank, size, &vn);
-		double tv0 = now_s();
+		double tv0 = hora_clock_s();
 		rc = hora_trainer_evaluate_range(&tr, &test, vlo, vlo + vn, &vs);
 		if (rc) {
 			snprintf(err, errlen, "evaluate: model %s: %s", tr.ops->name, hora_strerror(rc));
@@ -471,7 +466,7 @@ int hora_train_run_comm(struct hora_comm *c, const struct hora_train_config *cfg
 			goto out;
 		}
 		if (tl)
-			hora_timeline_span(tl, 0, "evaluate", tv0, now_s(), 0);
+			hora_timeline_span(tl, 0, "evaluate", tv0, hora_clock_s(), 0);
 		m = (struct hora_epoch_metrics){
 			.epoch = e,
 			.loss = st.loss_sum / (double)st.n,
@@ -479,7 +474,7 @@ int hora_train_run_comm(struct hora_comm *c, const struct hora_train_config *cfg
 			.val_loss = vs.n ? vs.loss_sum / (double)vs.n : NAN,
 			.val_acc = vs.n ? (double)vs.correct / (double)vs.n : NAN,
 			.samples_per_s = (double)st.n / t_train,
-			.seconds = now_s() - t0,
+			.seconds = hora_clock_s() - t0,
 			.workers = size,
 		};
 		if (talk) {
@@ -506,11 +501,11 @@ int hora_train_run_comm(struct hora_comm *c, const struct hora_train_config *cfg
 			snprintf(cm.model, sizeof(cm.model), "%s", tr.ops->name);
 			cm.batch = cfg->batch_size;
 			snprintf(cm.optimizer, sizeof(cm.optimizer), "%s", optim_desc(&cfg->optim));
-			double tc0 = now_s();
+			double tc0 = hora_clock_s();
 			/* on failure the previous checkpoint is still there */
 			wrc = hora_ckpt_write(cfg->checkpoint_dir, &cm, tr.params, tr.optim, err, errlen);
 			if (tl && !wrc)
-				hora_timeline_span(tl, 0, "checkpoint", tc0, now_s(), 0);
+				hora_timeline_span(tl, 0, "checkpoint", tc0, hora_clock_s(), 0);
 		}
 		if (c && size > 1 && (rc = hora_broadcast(c, &wrc, 1, HORA_I32, 0))) {
 			snprintf(err, errlen, "after epoch %d: %s", e, hora_comm_last_error(c));

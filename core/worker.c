@@ -9,6 +9,7 @@
  * Secret: cluster.secret_file (--secret-file) or HORA_SECRET, never argv.
  */
 #include "cluster.h"
+#include "env.h"
 #include "hora.h"
 #include "net/handshake.h"
 #include "net/hora_net.h"
@@ -270,11 +271,16 @@ static int run_training(struct node_opts *o, const char *prog)
 		tc.progress = 1;
 	else if (pg && !strcmp(pg, "lines"))
 		tc.progress = 0;
-	char gs[16];
-	snprintf(gs, sizeof(gs), "%d", o->proc);
-	setenv("HORA_PROC", gs, 1);
+	struct hora_init_opts io;
+	hora_init_opts_defaults(&io);
+	if (hora_env_init_opts(&io, err, sizeof(err))) {
+		fprintf(stderr, "%s: %s\n", prog, err);
+		return 2;
+	}
+	io.cluster_file = o->config;
+	io.proc = o->proc;
 	struct hora_comm *c;
-	if (hora_init(o->config, &c, err, sizeof(err))) {
+	if (hora_init_with(&io, &c, err, sizeof(err))) {
 		fprintf(stderr, "%s: worker %d: %s\n", prog, o->proc, err);
 		return 1;
 	}
@@ -289,6 +295,8 @@ static int run_training(struct node_opts *o, const char *prog)
 	}
 	hora_train_result_deinit(&res);
 	hora_finalize(c);
+	if (rc == HORA_ERR_STALL)
+		return 3; /* the stall inspector's report is in err, printed above */
 	return rc == HORA_ERR_CONFIG || rc == HORA_ERR_DATA || rc == HORA_ERR_MODEL ? 2 : rc ? 1 : 0;
 }
 
@@ -344,8 +352,11 @@ static int apply_cluster(struct node_opts *o, const struct hora_cluster_config *
 			o->nseeds++;
 	if (role != HORA_SWIM_WORKER)
 		return 0;
-	if (o->proc < 0)
-		o->proc = hora_cluster_proc_from_env();
+	char why[256];
+	if (o->proc < 0 && hora_env_proc(&o->proc, why, sizeof(why))) {
+		fprintf(stderr, "%s: %s\n", prog, why);
+		return 2;
+	}
 	int local, node = hora_cluster_locate(cc, o->proc, &local);
 	if (node < 0) {
 		fprintf(stderr, "%s: worker %d does not exist: %s has %d workers\n", prog, o->proc,

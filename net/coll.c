@@ -75,6 +75,10 @@ struct hora_net_comm {
 	_Atomic int abort_origin; /* the rank that saw the mismatch first (-1: none seen) */
 	_Atomic int lost_origin;  /* the rank whose loss a K_LOST we read named (-1: none) */
 	int post_err;             /* why the last hora_net_isend/irecv was refused */
+	/* hora_net_comm_interrupt (another thread) against closing peer[] and
+	 * fast[] (the calling thread): closes take links_mu */
+	pthread_mutex_t links_mu;
+	_Atomic int interrupted;
 	uint8_t *small; /* small_cap: the other rank's data in recursive doubling */
 };
 
@@ -221,6 +225,7 @@ int hora_net_comm_create(const struct hora_net_comm_cfg *cfg, struct hora_net_co
 		return -ENOMEM;
 	atomic_init(&c->abort_origin, -1);
 	atomic_init(&c->lost_origin, -1);
+	pthread_mutex_init(&c->links_mu, NULL);
 	c->cfg = *cfg;
 	c->rank = cfg->rank;
 	c->n = cfg->nranks;
@@ -242,8 +247,6 @@ int hora_net_comm_create(const struct hora_net_comm_cfg *cfg, struct hora_net_co
 		c->cfg.depth = 4;
 	c->io_timeout_ms = cfg->opts.io_timeout_ms;
 	c->spin_us = cfg->spin_us < 0 ? 0 : cfg->spin_us ? cfg->spin_us : HORA_NET_SPIN_DEFAULT;
-	if (getenv("HORA_SPIN_US"))
-		c->spin_us = atoi(getenv("HORA_SPIN_US"));
 	c->peer = calloc((size_t)c->n, sizeof(*c->peer));
 	c->fast = malloc((size_t)c->n * sizeof(int));
 	c->pool = malloc(c->cfg.segment_bytes * (size_t)c->cfg.depth);
@@ -322,6 +325,7 @@ fail:
 
 static void close_all(struct hora_net_comm *c)
 {
+	pthread_mutex_lock(&c->links_mu);
 	for (int i = 0; c->peer && i < c->n; i++) {
 		hora_net_peer_close(c->peer[i]);
 		c->peer[i] = NULL;
@@ -331,6 +335,20 @@ static void close_all(struct hora_net_comm *c)
 			close(c->fast[i]);
 			c->fast[i] = -1;
 		}
+	pthread_mutex_unlock(&c->links_mu);
+}
+
+void hora_net_comm_interrupt(struct hora_net_comm *c, const char *why)
+{
+	pthread_mutex_lock(&c->links_mu);
+	atomic_store(&c->interrupted, 1);
+	for (int i = 0; c->fast && i < c->n; i++)
+		if (c->fast[i] >= 0)
+			shutdown(c->fast[i], SHUT_RD); /* a blocked receive returns now; the
+							   notice of fail_peer can still leave */
+	for (int i = 0; c->peer && i < c->n; i++)
+		hora_net_peer_abort(c->peer[i], why);
+	pthread_mutex_unlock(&c->links_mu);
 }
 
 void hora_net_comm_destroy(struct hora_net_comm *c)
@@ -339,6 +357,7 @@ void hora_net_comm_destroy(struct hora_net_comm *c)
 		return;
 	close_all(c);
 	hora_net_loop_destroy(c->loop);
+	pthread_mutex_destroy(&c->links_mu);
 	free(c->peer);
 	free(c->fast);
 	free(c->pool);
@@ -430,6 +449,8 @@ static int fail_peer(struct hora_net_comm *c, int rc, int peer, const char *fmt,
 	__attribute__((format(printf, 4, 5)));
 static int fail_peer(struct hora_net_comm *c, int rc, int peer, const char *fmt, ...)
 {
+	if (atomic_load(&c->interrupted))
+		peer = -1; /* our own doing, whatever peer it showed at */
 	if (!c->broken) {
 		int k = snprintf(c->err, sizeof(c->err), "rank %d (view %u), %s #%llu: ", c->rank,
 				 c->cfg.opts.view, kind_name[c->kind], (unsigned long long)c->seq);
@@ -624,8 +645,10 @@ static int fx2(struct hora_net_comm *c, int to, const void *obody, size_t obytes
 				    from >= 0 ? c->fast[from] : -1, ih, ibody, ibytes, FP_BYTES,
 				    fp_check_cb, &x, c->io_timeout_ms, c->spin_us, &dir, &torn, e, sizeof(e));
 	if (torn) { /* rank `to` is inside our message: no ABORT after it, just close */
+		pthread_mutex_lock(&c->links_mu);
 		close(c->fast[to]);
 		c->fast[to] = -1;
+		pthread_mutex_unlock(&c->links_mu);
 	}
 	if (rc && !c->broken) {
 		if (x.rc)
@@ -1178,6 +1201,8 @@ static int begin(struct hora_net_comm *c, enum kind kind, size_t count, enum hor
 {
 	if (c->broken)
 		return c->broken;
+	if (atomic_load(&c->interrupted))
+		return fail(c, -ECANCELED, "the communicator was interrupted");
 	if (t >= HORA_NET_DTYPES || op >= HORA_NET_OPS || root < 0 || root >= c->n) {
 		snprintf(c->err, sizeof(c->err), "rank %d: %s: invalid dtype %d, op %d or root %d", c->rank,
 			 kind_name[kind], t, op, root);

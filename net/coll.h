@@ -39,7 +39,7 @@ struct hora_net_comm_cfg {
 				      HORA_NET_SLICE_DEFAULT) */
 	int depth;                 /* ring receives in flight (default 4) */
 	int spin_us;               /* small messages: poll this long before sleeping
-				      (default HORA_NET_SPIN_DEFAULT; < 0: never; env HORA_SPIN_US) */
+				      (default HORA_NET_SPIN_DEFAULT; < 0: never) */
 };
 
 struct hora_net_comm;
@@ -85,6 +85,14 @@ size_t hora_net_comm_medium_bytes(const struct hora_net_comm *c);
 void hora_net_comm_progress(struct hora_net_comm *c, uint64_t *seq, uint32_t *kind, int *inside,
 			    int64_t *since_ms);
 const char *hora_net_coll_name(uint32_t kind); /* "allreduce", ... */
+
+/* From any thread: make the call in progress fail now, and every later one
+ * (-ECANCELED; the calling thread then breaks the communicator as for any
+ * error). The fast sockets are shut down for reading (a blocked receive
+ * returns; a send blocked on a full buffer waits for its io timeout) and
+ * every peer is failed with
+ * why; nothing is freed here. For the stall abort (core/comm.c). */
+void hora_net_comm_interrupt(struct hora_net_comm *c, const char *why);
 
 const char *hora_net_comm_error(const struct hora_net_comm *c);
 int hora_net_comm_rank(const struct hora_net_comm *c);

@@ -166,6 +166,9 @@ static void run_cmd(struct hora_net_loop *loop, struct cmd *c)
 	case CMD_STATUS:
 		hora_net_membership_do_status(loop, c);
 		break;
+	case CMD_ABORT:
+		hora_net_peer_do_abort(c->peer, c);
+		break;
 	}
 	free(c);
 }

@@ -1,0 +1,35 @@
+/* init.h - hora_init's internals (core/ only): the job a worker joins, as
+ * one struct, so that the `hora worker` command and the public hora_init
+ * (which fills it from the environment, core/env.h) run the same steps. */
+#ifndef HORA_CORE_INIT_H
+#define HORA_CORE_INIT_H
+
+#include "hora.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* Fusion settings that win over the train section's (HORA_FUSION_THRESHOLD,
+ * HORA_CYCLE_TIME_MS in Horovod's style): the communicator keeps them and
+ * hora_dist_optim_create applies them. */
+struct hora_fusion_override {
+	bool has_threshold, has_cycle_time;
+	size_t threshold_bytes;
+	double cycle_time_ms;
+};
+
+struct hora_init_opts {
+	const char *cluster_file; /* NULL or "": a job of one (no sockets) */
+	int proc;                 /* this worker's global index in the file (0..workers-1) */
+	int spin_us;              /* small-message polling, wins over collectives.spin_us
+				     (0: the file's or the default; -1: never poll) */
+	struct hora_fusion_override fusion;
+};
+
+void hora_init_opts_defaults(struct hora_init_opts *o);
+
+/* hora_init with every input given (it reads no environment). Returns 0
+ * and *out, or a negative code with the reason in err. */
+int hora_init_with(const struct hora_init_opts *o, struct hora_comm **out, char *err, size_t errlen);
+
+#endif
