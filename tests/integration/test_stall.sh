@@ -4,8 +4,10 @@
 #  1. warning: ranks 0 and 1 log, after stall_warning_s, that rank 2 has not
 #     reached allreduce #1; everyone finishes once it arrives (value 3).
 #  2. abort: with stall_abort_s (2 s, below a 30 s stall_warning_s), ranks 0
-#     and 1 stop (exit 3) naming rank 2,
-#     and rank 2's late allreduce fails instead of hanging.
+#     and 1 stop (exit 3) naming rank 2, and rank 2's late allreduce fails
+#     instead of hanging. The abort is an error the allreduce returns
+#     (HORA_ERR_STALL, -10005, with the report as its text), not an exit
+#     from a library thread: the program goes on to print it.
 set -uo pipefail
 BIN="$1"
 T="$(mktemp -d)"
@@ -49,6 +51,8 @@ run 8 30 2 # the abort comes before the (later) warning would
 for g in 0 1; do
   [[ $(cat "$T/rc$g") == 3 ]] && grep -q "stall: rank $g waited [0-9]* s in allreduce #1 (stall_abort_s 2); ranks that have not reached it: rank 2 (no collective yet). Stopping this worker." "$T/out$g"
   check "abort on rank $g: exit 3, rank 2 named" $?
+  grep -q "rank $g: allreduce rc -10005 value 1: stall: rank $g waited" "$T/out$g"
+  check "rank $g's allreduce returns the stall error" $?
 done
 [[ $(cat "$T/rc2") == 1 ]] && grep -q "rank 2: allreduce rc -" "$T/out2"
 check "the late rank's allreduce fails (no hang)" $?
