@@ -303,7 +303,11 @@ HORA_API int hora_comm_set_algorithm(struct hora_comm *c, enum hora_algo algo);
  * PMI_RANK, as set by `hora launch`, Slurm or mpirun), join the membership
  * through the seeds, wait for the view that holds every worker of the file,
  * and form the communicator over that view (rank = position in the view).
- * Without a cluster file: a communicator of one (rank 0 of 1). */
+ * Without a cluster file: a communicator of one (rank 0 of 1).
+ * This is the one call that reads the environment (core/README.md): also
+ * HORA_SPIN_US, HORA_FUSION_THRESHOLD, HORA_CYCLE_TIME_MS (kept by the
+ * communicator for hora_dist_optim_create) and HORA_LOG. A variable that is
+ * set to an invalid value fails it with HORA_ERR_CONFIG naming it. */
 HORA_API int hora_init(const char *cluster_file, struct hora_comm **out, char *err, size_t errlen);
 /* Leave the job (graceful: the others see a LEAVE, not a failure; after a
  * stall abort they see a failure) and destroy c. */
