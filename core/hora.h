@@ -181,7 +181,10 @@ HORA_API int hora_train_run(const struct hora_train_config *cfg, struct hora_tra
  * its shard of one seeded shuffle, gradients are averaged by the
  * distributed optimizer, loss/accuracy and validation are averaged across
  * ranks; rank 0 prints and writes metrics, the timeline and checkpoints.
- * Every rank ends with bitwise identical parameters. */
+ * Every rank ends with bitwise identical parameters. Returns what
+ * hora_train_run does, the communicator's error (a rank that stopped or
+ * mismatched), or HORA_ERR_STALL when train.stall_abort_s stopped the job
+ * (err holds the inspector's report). */
 HORA_API int hora_train_run_comm(struct hora_comm *c, const struct hora_train_config *cfg,
 				 struct hora_train_result *res, char *err, size_t errlen);
 HORA_API void hora_train_result_deinit(struct hora_train_result *res);
