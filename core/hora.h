@@ -9,7 +9,8 @@
  * Conventions: functions return 0 or a negative code (-errno, or a HORA_ERR_*
  * below); hora_strerror() names any of them. Objects are opaque and come in
  * _create/_destroy pairs; _destroy(NULL) is a no-op. Unless a comment says
- * otherwise, an object is used by one thread at a time.
+ * otherwise, an object is used by one thread at a time. The library never
+ * exits the process, and reads the environment only in hora_init.
  *
  * Includes only <stddef.h> and <stdint.h>.
  */
