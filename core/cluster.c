@@ -6,6 +6,7 @@
  * no host twice (per network namespace), a readable secret.
  */
 #include "cluster.h"
+#include "env.h"
 
 #include "hora.h"
 #include "net/transport/handshake.h"
@@ -264,16 +265,6 @@ static int walk_set(void *cfg, const char *key, const char *value, int line, int
 	return set_at(cfg, key, value, line, col, err, errlen);
 }
 
-int hora_cluster_proc_from_env(void)
-{
-	static const char *const env[] = {"HORA_PROC", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK",
-					  "PMI_RANK"};
-	for (int i = 0; i < 4; i++)
-		if (getenv(env[i]))
-			return atoi(getenv(env[i]));
-	return 0;
-}
-
 uint64_t hora_cluster_uid(int g)
 {
 	uint64_t r;
@@ -349,7 +340,7 @@ int hora_cluster_load_edit(struct hora_cluster_config *c, const char *path, hora
 					 0) < 0)
 			return hora_cfg_bad(err, errlen, "%s:%d:%d: cluster.secret_file: %s", path, tmp.secret_line,
 				   tmp.secret_col, why);
-	} else if (hora_net_secret_load(NULL, getenv("HORA_SECRET"), key, sizeof(key), why, sizeof(why),
+	} else if (hora_net_secret_load(NULL, hora_env_secret(), key, sizeof(key), why, sizeof(why),
 					NULL, 0) < 0) {
 		return hora_cfg_bad(err, errlen, "%s: %s", path, why);
 	}

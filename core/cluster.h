@@ -63,9 +63,6 @@ int hora_cluster_load_edit(struct hora_cluster_config *c, const char *path, hora
 /* Apply one "key=value" (same keys as the file). */
 int hora_cluster_set(struct hora_cluster_config *c, const char *key, const char *value, char *err,
 		     size_t errlen);
-/* This process's global worker index: HORA_PROC, SLURM_PROCID,
- * OMPI_COMM_WORLD_RANK or PMI_RANK (first set), else 0. */
-int hora_cluster_proc_from_env(void);
 /* SWIM uid for worker g: g+1 in the high bits (views order members by
  * uid, so rank g is worker g while all are alive), random low bits. */
 uint64_t hora_cluster_uid(int g);

@@ -6,13 +6,22 @@
  * on the caller's thread when nothing is queued or running (no hand-off for
  * the common case); otherwise it queues behind the others and waits, so the
  * order of calls on a rank is always the order of execution.
+ *
+ * The stall inspector (communicators of hora_init) is a thread that watches
+ * the collective in progress; its abort interrupts the communicator, so the
+ * call in flight and every later one return HORA_ERR_STALL with the
+ * inspector's report as the error text, on the caller's thread (the library
+ * never exits the process).
  */
 #include "comm.h"
+#include "env.h"
 #include "log.h"
 
 #include "net/membership/membership.h"
 #include "net/transport/endian.h"
 #include "net/transport/handshake.h"
+#include "net/util/clock.h"
+#include "net/util/hostport.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -60,14 +69,13 @@ struct hora_comm {
 	pthread_t monitor;
 	bool monitor_started, monitor_stop;
 	pthread_cond_t monitor_cv;
+	/* HORA_ERR_STALL once the inspector stopped the job (stall_msg is
+	 * written before, read after: release/acquire) */
+	_Atomic int stalled;
+	_Atomic bool stall_pending; /* the abort is decided, its report still being made */
+	char stall_msg[1280];
+	struct hora_fusion_override fusion; /* set by hora_init before any call */
 };
-
-double hora_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 _Static_assert((int)HORA_F32 == (int)HORA_NET_F32 && (int)HORA_I64 == (int)HORA_NET_I64 &&
 		       (int)HORA_BF16 == (int)HORA_NET_BF16,
@@ -108,7 +116,7 @@ int hora_comm_create(const struct hora_comm_config *cfg, struct hora_comm **out,
 		memcpy(key, cfg->secret, klen);
 	} else {
 		char why[256], warn[320];
-		int k = hora_net_secret_load(cfg->secret_file, getenv("HORA_SECRET"), key, sizeof(key), why,
+		int k = hora_net_secret_load(cfg->secret_file, hora_env_secret(), key, sizeof(key), why,
 					     sizeof(why), warn, sizeof(warn));
 		if (k < 0) {
 			snprintf(err, errlen, "communicator: %s", why);
@@ -138,10 +146,20 @@ int hora_comm_create(const struct hora_comm_config *cfg, struct hora_comm **out,
 	return rc;
 }
 
-static size_t host_len(const char *a)
+/* local rank and size: the ranks that listen on this rank's host */
+static void count_local(struct hora_comm *c, const struct hora_net_comm_cfg *nc)
 {
-	const char *colon = strrchr(a, ':');
-	return colon ? (size_t)(colon - a) : strlen(a);
+	char me[256], h[256];
+	if (hora_hostport_split(nc->addrs[nc->rank], me, sizeof(me), NULL)) {
+		c->local_size = 1; /* not host:port (a job of one): alone */
+		return;
+	}
+	for (int i = 0; i < nc->nranks; i++)
+		if (!hora_hostport_split(nc->addrs[i], h, sizeof(h), NULL) && !strcmp(h, me)) {
+			if (i < nc->rank)
+				c->local_rank++;
+			c->local_size++;
+		}
 }
 
 int hora_comm_create_net(const struct hora_net_comm_cfg *nc, enum hora_algo algo,
@@ -157,16 +175,7 @@ int hora_comm_create_net(const struct hora_net_comm_cfg *nc, enum hora_algo algo
 		return rc;
 	}
 	hora_net_comm_set_algo(c->net, (enum hora_net_algo)algo);
-	/* local rank and size: the ranks that listen on this rank's host */
-	const char *me = nc->addrs[nc->rank];
-	for (int i = 0; i < nc->nranks; i++) {
-		const char *a = nc->addrs[i];
-		if (host_len(a) == host_len(me) && !strncmp(a, me, host_len(me))) {
-			if (i < nc->rank)
-				c->local_rank++;
-			c->local_size++;
-		}
-	}
+	count_local(c, nc);
 	pthread_mutex_init(&c->mu, NULL);
 	pthread_cond_init(&c->cv, NULL);
 	pthread_cond_init(&c->monitor_cv, NULL);
@@ -213,7 +222,7 @@ static void status_get(void *arg, struct hora_swim_status *st)
 	int inside;
 	int64_t since;
 	hora_net_comm_progress(c->net, &seq, &kind, &inside, &since);
-	int64_t w = inside ? (int64_t)(hora_now() * 1e3) - since : 0;
+	int64_t w = inside ? hora_clock_ms() - since : 0;
 	struct progress p = {.seq = seq, .kind = kind, .waiting = (uint32_t)inside,
 			     .waited_ms = w < 0 ? 0 : w > UINT32_MAX ? UINT32_MAX : (uint32_t)w};
 	progress_encode(&p, st);
@@ -228,9 +237,68 @@ void hora_comm_own_loop(struct hora_comm *c, struct hora_net_loop *loop,
 		hora_net_membership_status_source(m, status_get, c);
 }
 
+/* The ranks that have not reached collective #seq, as "rank 2 (no collective
+ * yet), ..." in out ("" if none is known): ask every member (membership
+ * STATUS) where it is and give the answers a moment. Blocks ~300 ms. */
+static size_t stall_missing(struct hora_comm *c, uint64_t seq, char *out, size_t n)
+{
+	int64_t sent;
+	size_t k = 0;
+	out[0] = 0;
+	const int size = hora_net_comm_size(c->net), me = hora_net_comm_rank(c->net);
+	if (!c->owned_m || hora_net_membership_status_query(c->owned_m, &sent))
+		return 0;
+	usleep(300000);
+	for (int r = 0; r < size && k + 96 < n; r++) {
+		struct hora_swim_status blob;
+		struct progress st;
+		if (r == me)
+			continue;
+		const char *sep = k ? ", " : "";
+		if (hora_net_membership_status(c->owned_m, r, sent, &blob))
+			k += (size_t)snprintf(out + k, n - k, "%srank %d (no answer)", sep, r);
+		else if (progress_decode(&blob, &st))
+			k += (size_t)snprintf(out + k, n - k, "%srank %d (no communicator)", sep, r);
+		else if (st.seq < seq && !st.seq)
+			k += (size_t)snprintf(out + k, n - k, "%srank %d (no collective yet)", sep, r);
+		else if (st.seq < seq)
+			k += (size_t)snprintf(out + k, n - k, "%srank %d (at %s #%llu, %s)", sep, r,
+					      hora_net_coll_name(st.kind), (unsigned long long)st.seq,
+					      st.waiting ? "waiting in it" : "finished it");
+	}
+	return k;
+}
+
+/* The abort: the report becomes the error of the call in flight and of
+ * every later call, and the communicator is interrupted so that the call
+ * returns now (the ranks waiting on this one then fail too). */
+static void stall_abort(struct hora_comm *c, const char *report)
+{
+	snprintf(c->stall_msg, sizeof(c->stall_msg), "%s", report);
+	pthread_mutex_lock(&c->mu);
+	atomic_store_explicit(&c->stalled, HORA_ERR_STALL, memory_order_release);
+	pthread_cond_broadcast(&c->cv); /* a call that failed meanwhile waits for this */
+	pthread_mutex_unlock(&c->mu);
+	hora_net_comm_interrupt(c->net, "stopped by the stall inspector (stall_abort_s)");
+}
+
+/* Whether collective #seq, entered since_ms, is due for a report now
+ * (c->mu held): past stall_warn_s and not reported in the last warn_s, or
+ * past stall_abort_s. */
+static bool stall_due(const struct hora_comm *c, uint64_t seq, int64_t since_ms, uint64_t warned_seq,
+		      double next_warn, bool *abort_now)
+{
+	const double now = hora_clock_s(), waited = now - (double)since_ms / 1e3;
+	*abort_now = c->stall_abort_s > 0 && waited >= c->stall_abort_s;
+	if (*abort_now)
+		return true;
+	return waited >= c->stall_warn_s && (seq != warned_seq || now >= next_warn);
+}
+
 /* The stall inspector: when this rank has been inside one collective for
- * stall_warn_s, ask every member (membership STATUS) where it is and log
- * the ranks that have not reached it; after stall_abort_s, stop the job. */
+ * stall_warn_s, ask every member where it is and log the ranks that have
+ * not reached it (again every stall_warn_s while it lasts); after
+ * stall_abort_s, stop the job (stall_abort). Checks every 250 ms. */
 static void *monitor_main(void *arg)
 {
 	struct hora_comm *c = arg;
@@ -239,7 +307,7 @@ static void *monitor_main(void *arg)
 	pthread_mutex_lock(&c->mu);
 	while (!c->monitor_stop) {
 		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
+		clock_gettime(CLOCK_REALTIME, &ts); /* pthread_cond_timedwait's clock */
 		ts.tv_nsec += 250000000;
 		if (ts.tv_nsec >= 1000000000) {
 			ts.tv_sec++;
@@ -252,57 +320,32 @@ static void *monitor_main(void *arg)
 		uint32_t kind;
 		int inside;
 		int64_t since;
+		bool abort_now;
 		hora_net_comm_progress(c->net, &seq, &kind, &inside, &since);
-		const double waited = hora_now() - (double)since / 1e3, now = hora_now();
-		const bool abort_now = c->stall_abort_s > 0 && waited >= c->stall_abort_s;
-		if (!inside || (waited < c->stall_warn_s && !abort_now) ||
-		    (seq == warned_seq && now < next_warn && !abort_now))
+		if (!inside || !stall_due(c, seq, since, warned_seq, next_warn, &abort_now))
 			continue;
+		if (abort_now) /* from now on a failing call is this stall (another rank's abort
+				  may fail it while we ask where the others are) */
+			atomic_store_explicit(&c->stall_pending, true, memory_order_release);
 		pthread_mutex_unlock(&c->mu);
-		/* ask, give the answers a moment, read them */
-		int64_t sent;
-		char missing[1024] = "";
-		size_t k = 0;
-		const int n = hora_net_comm_size(c->net), me = hora_net_comm_rank(c->net);
-		if (!hora_net_membership_status_query(c->owned_m, &sent)) {
-			usleep(300000);
-			for (int r = 0; r < n && k + 96 < sizeof(missing); r++) {
-				struct hora_swim_status blob;
-				struct progress st;
-				if (r == me)
-					continue;
-				if (hora_net_membership_status(c->owned_m, r, sent, &blob)) {
-					k += (size_t)snprintf(missing + k, sizeof(missing) - k, "%srank %d (no answer)",
-							      k ? ", " : "", r);
-				} else if (progress_decode(&blob, &st)) {
-					k += (size_t)snprintf(missing + k, sizeof(missing) - k,
-							      "%srank %d (no communicator)", k ? ", " : "", r);
-				} else if (st.seq < seq && !st.seq) {
-					k += (size_t)snprintf(missing + k, sizeof(missing) - k,
-							      "%srank %d (no collective yet)", k ? ", " : "", r);
-				} else if (st.seq < seq) {
-					k += (size_t)snprintf(missing + k, sizeof(missing) - k,
-							      "%srank %d (at %s #%llu, %s)", k ? ", " : "", r,
-							      hora_net_coll_name(st.kind), (unsigned long long)st.seq,
-							      st.waiting ? "waiting in it" : "finished it");
-				}
-			}
-		}
+		char missing[1024], report[1280];
+		const size_t k = stall_missing(c, seq, missing, sizeof(missing));
+		const double waited = hora_clock_s() - (double)since / 1e3;
+		const int me = hora_net_comm_rank(c->net);
 		const char *what = hora_net_coll_name(kind);
 		if (abort_now) {
-			HORA_LOGE("stall: rank %d waited %.0f s in %s #%llu (stall_abort_s %.0f); ranks that have "
-				  "not reached it: %s. Stopping this worker.",
-				  me, waited, what, (unsigned long long)seq, c->stall_abort_s,
-				  k ? missing : "none known");
-			fflush(stdout);
-			fflush(stderr);
-			_exit(3);
+			snprintf(report, sizeof(report),
+				 "stall: rank %d waited %.0f s in %s #%llu (stall_abort_s %.0f); ranks that have not "
+				 "reached it: %s. Stopping this worker.",
+				 me, waited, what, (unsigned long long)seq, c->stall_abort_s, k ? missing : "none known");
+			stall_abort(c, report);
+			return NULL; /* nothing left to watch: every call fails now */
 		}
 		HORA_LOGW("stall: rank %d has waited %.0f s in %s #%llu; ranks that have not reached it: %s",
 			  me, waited, what, (unsigned long long)seq, k ? missing : "none (all are in it: slow link?)");
 		pthread_mutex_lock(&c->mu);
 		warned_seq = seq;
-		next_warn = hora_now() + c->stall_warn_s; /* repeat while it lasts */
+		next_warn = hora_clock_s() + c->stall_warn_s; /* repeat while it lasts */
 	}
 	pthread_mutex_unlock(&c->mu);
 	return NULL;
@@ -326,7 +369,7 @@ struct hora_net_membership *hora_comm_membership(const struct hora_comm *c)
 	return c->owned_m;
 }
 
-static int execute(struct hora_comm *c, const struct hora_request *r)
+static int execute_net(struct hora_comm *c, const struct hora_request *r)
 {
 	struct hora_net_comm *n = c->net;
 	switch (r->kind) {
@@ -348,6 +391,25 @@ static int execute(struct hora_comm *c, const struct hora_request *r)
 	return -EINVAL;
 }
 
+/* After a stall abort every call fails with it, the one it interrupted
+ * too. A call that fails while the abort is decided but its report not yet
+ * written waits for the report (the stall inspector's query, ~300 ms). */
+static int execute(struct hora_comm *c, const struct hora_request *r)
+{
+	if (atomic_load_explicit(&c->stalled, memory_order_acquire))
+		return HORA_ERR_STALL;
+	int st = execute_net(c, r);
+	if (st && atomic_load_explicit(&c->stall_pending, memory_order_acquire)) {
+		pthread_mutex_lock(&c->mu);
+		while (!atomic_load_explicit(&c->stalled, memory_order_acquire))
+			pthread_cond_wait(&c->cv, &c->mu);
+		pthread_mutex_unlock(&c->mu);
+	}
+	if (st && atomic_load_explicit(&c->stalled, memory_order_acquire))
+		return HORA_ERR_STALL;
+	return st;
+}
+
 static void *worker(void *arg)
 {
 	struct hora_comm *c = arg;
@@ -365,9 +427,9 @@ static void *worker(void *arg)
 			c->tail = NULL;
 		c->running = true;
 		pthread_mutex_unlock(&c->mu);
-		double t0 = hora_now();
+		double t0 = hora_clock_s();
 		int st = execute(c, r);
-		double t1 = hora_now();
+		double t1 = hora_clock_s();
 		pthread_mutex_lock(&c->mu);
 		r->t_start = t0;
 		r->t_end = t1;
@@ -541,7 +603,21 @@ int hora_local_size(const struct hora_comm *c)
 }
 const char *hora_comm_last_error(const struct hora_comm *c)
 {
+	if (atomic_load_explicit(&c->stalled, memory_order_acquire))
+		return c->stall_msg;
 	return hora_net_comm_error(c->net);
+}
+bool hora_comm_stalled(const struct hora_comm *c)
+{
+	return atomic_load_explicit(&c->stalled, memory_order_acquire) != 0;
+}
+void hora_comm_set_fusion_override(struct hora_comm *c, const struct hora_fusion_override *o)
+{
+	c->fusion = *o;
+}
+const struct hora_fusion_override *hora_comm_fusion_override(const struct hora_comm *c)
+{
+	return &c->fusion;
 }
 size_t hora_comm_small_bytes(const struct hora_comm *c)
 {

@@ -5,6 +5,7 @@
 #define HORA_CORE_COMM_H
 
 #include "hora.h"
+#include "init.h"
 #include "net/coll/coll.h"
 
 /* Create from a full transport configuration (hora_comm_create builds one
@@ -22,9 +23,16 @@ void hora_comm_own_loop(struct hora_comm *c, struct hora_net_loop *loop,
 struct hora_net_membership *hora_comm_membership(const struct hora_comm *c);
 
 /* hora_wait that also returns when the request started and finished
- * executing (CLOCK_MONOTONIC seconds). */
+ * executing (hora_clock_s() seconds). */
 int hora_wait_timed(struct hora_request *req, double *start, double *end);
 
-double hora_now(void); /* CLOCK_MONOTONIC seconds */
+/* Whether the stall inspector stopped the job (every call fails with
+ * HORA_ERR_STALL). */
+bool hora_comm_stalled(const struct hora_comm *c);
+
+/* The fusion settings of the environment (hora_init), which distributed
+ * optimizers over c apply over their own. Set before any call. */
+void hora_comm_set_fusion_override(struct hora_comm *c, const struct hora_fusion_override *o);
+const struct hora_fusion_override *hora_comm_fusion_override(const struct hora_comm *c);
 
 #endif

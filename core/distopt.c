@@ -22,6 +22,7 @@
 #include "distopt.h"
 #include "log.h"
 #include "net/coll/reduce.h"
+#include "net/util/clock.h"
 #include "hora.h"
 
 #include <errno.h>
@@ -66,22 +67,6 @@ struct hora_dist_optim {
 	struct hora_timeline *tl;
 };
 
-/* a setting from the environment; a value that is not one is named and
- * ignored (the job agreement then shows any rank that differs) */
-static double env_num(const char *name, double dflt, double max)
-{
-	const char *v = getenv(name);
-	if (!v || !*v)
-		return dflt;
-	char *end;
-	double x = strtod(v, &end);
-	if (*end || !(x >= 0) || x > max) {
-		HORA_LOGW("%s=%s is not a number in 0..%g; using %g", name, v, max, dflt);
-		return dflt;
-	}
-	return x;
-}
-
 int hora_dist_optim_create(struct hora_comm *c, struct hora_optim *inner, size_t nparams,
 			   const struct hora_fusion_config *fusion, struct hora_dist_optim **out)
 {
@@ -96,15 +81,19 @@ int hora_dist_optim_create(struct hora_comm *c, struct hora_optim *inner, size_t
 	d->nparams = nparams;
 	d->fc.threshold_bytes = fusion && fusion->threshold_bytes ? fusion->threshold_bytes : 1 << 20;
 	d->fc.cycle_time_ms = fusion && fusion->cycle_time_ms > 0 ? fusion->cycle_time_ms : 0.0;
-	d->fc.threshold_bytes =
-		(size_t)env_num("HORA_FUSION_THRESHOLD", (double)d->fc.threshold_bytes, 1024.0 * 1024 * 1024 * 64);
-	d->fc.cycle_time_ms = env_num("HORA_CYCLE_TIME_MS", d->fc.cycle_time_ms, 3600e3);
-	d->fc.compression = fusion ? fusion->compression : 0;
-	if (d->fc.compression < 0 || d->fc.compression > 2) {
+	/* the environment's (hora_init) win, as in Horovod */
+	const struct hora_fusion_override *ov = hora_comm_fusion_override(c);
+	if (ov->has_threshold)
+		d->fc.threshold_bytes = ov->threshold_bytes;
+	if (ov->has_cycle_time)
+		d->fc.cycle_time_ms = ov->cycle_time_ms;
+	d->fc.compression = fusion ? fusion->compression : HORA_COMPRESSION_NONE;
+	if ((unsigned)d->fc.compression > HORA_COMPRESSION_BF16) {
 		free(d);
 		return -EINVAL;
 	}
-	if (d->fc.compression && !(d->comp = malloc((nparams ? nparams : 1) * sizeof(uint16_t)))) {
+	const bool comp = d->fc.compression != HORA_COMPRESSION_NONE;
+	if (comp && !(d->comp = malloc((nparams ? nparams : 1) * sizeof(uint16_t)))) {
 		free(d);
 		return -ENOMEM;
 	}
@@ -153,7 +142,7 @@ void hora_dist_optim_begin(struct hora_dist_optim *d, float *grads, double weigh
 	d->nev = 0;
 	d->open = 0;
 	d->nb = 0;
-	d->t_begin = hora_now();
+	d->t_begin = hora_clock_s();
 }
 
 /* Queue the open buffer's average on the background thread, or (inline,
@@ -188,16 +177,17 @@ static void close_bucket(struct hora_dist_optim *d, bool inline_now)
 	*b = (struct bucket){.off = d->cur_off, .cnt = d->cur_cnt, .events = d->cur_events};
 	void *buf = g;
 	enum hora_dtype t = HORA_F32;
-	if (d->fc.compression) { /* 16 bits on the wire and in the sums */
-		hora_net_f32_to_half_n(g, d->comp + d->cur_off, d->cur_cnt, d->fc.compression == 2);
+	if (d->fc.compression != HORA_COMPRESSION_NONE) { /* 16 bits on the wire and in the sums */
+		const bool bf16 = d->fc.compression == HORA_COMPRESSION_BF16;
+		hora_net_f32_to_half_n(g, d->comp + d->cur_off, d->cur_cnt, bf16);
 		buf = d->comp + d->cur_off;
-		t = d->fc.compression == 2 ? HORA_BF16 : HORA_F16;
+		t = bf16 ? HORA_BF16 : HORA_F16;
 	}
 	int rc;
 	if (inline_now) {
-		b->s = hora_now();
+		b->s = hora_clock_s();
 		rc = hora_allreduce(d->c, buf, buf, d->cur_cnt, t, HORA_AVG);
-		b->e = hora_now();
+		b->e = hora_clock_s();
 	} else {
 		rc = hora_allreduce_async(d->c, buf, buf, d->cur_cnt, t, HORA_AVG, &b->req);
 	}
@@ -253,7 +243,7 @@ void hora_dist_optim_grads_ready(void *arg, int layer, size_t offset, size_t cou
 	}
 	const int k = d->nev++;
 	if (!d->planned || d->fc.cycle_time_ms <= 0) {
-		d->ev_time[k] = hora_now();
+		d->ev_time[k] = hora_clock_s();
 		d->ev_off[k] = offset;
 		d->ev_cnt[k] = count;
 	}
@@ -303,7 +293,7 @@ static int make_plan(struct hora_dist_optim *d)
 
 int hora_dist_optim_step(struct hora_dist_optim *d, float *params, double lr)
 {
-	d->t_fb_end = hora_now();
+	d->t_fb_end = hora_clock_s();
 	if (!d->err && d->expect_end) {
 		snprintf(d->msg, sizeof(d->msg),
 			 "the model reported only the gradients from %zu to %zu ready (of %zu): every "
@@ -311,7 +301,7 @@ int hora_dist_optim_step(struct hora_dist_optim *d, float *params, double lr)
 			 d->expect_end, d->nparams, d->nparams);
 		d->err = -EPROTO; /* the buffers already queued are still waited for below */
 	}
-	double t_wait0 = hora_now(), busy = 0, hidden = 0;
+	double t_wait0 = hora_clock_s(), busy = 0, hidden = 0;
 	close_bucket(d, true); /* the last buffer: here, behind the queued ones */
 	int rc = d->err;
 	for (int i = 0; i < d->nb; i++) {
@@ -329,10 +319,10 @@ int hora_dist_optim_step(struct hora_dist_optim *d, float *params, double lr)
 				hidden += he - hs;
 			if (d->tl)
 				hora_timeline_span(d->tl, 1, "allreduce", s, e,
-						   d->b[i].cnt * (d->fc.compression ? 2 : sizeof(float)));
+						   d->b[i].cnt * (d->fc.compression != HORA_COMPRESSION_NONE ? 2 : sizeof(float)));
 		}
 	}
-	double t_wait1 = hora_now();
+	double t_wait1 = hora_clock_s();
 	if (d->tl) {
 		hora_timeline_span(d->tl, 0, "forward_backward", d->t_begin, d->t_fb_end, 0);
 		if (t_wait1 > t_wait0)
@@ -344,20 +334,20 @@ int hora_dist_optim_step(struct hora_dist_optim *d, float *params, double lr)
 	d->st.hidden_s += hidden;
 	d->st.wait_s += t_wait1 - t_wait0;
 	d->st.buffers += d->nb;
-	if (!rc && d->fc.compression)
+	if (!rc && d->fc.compression != HORA_COMPRESSION_NONE)
 		for (int i = 0; i < d->nb; i++)
 			hora_net_half_to_f32_n(d->comp + d->b[i].off, d->grads + d->b[i].off, d->b[i].cnt,
-					       d->fc.compression == 2);
+					       d->fc.compression == HORA_COMPRESSION_BF16);
 	if (rc) {
 		d->err = rc;
 		return rc;
 	}
 	if (!d->planned && (rc = make_plan(d)))
 		return d->err = rc;
-	double t0 = hora_now();
+	double t0 = hora_clock_s();
 	hora_optim_step(d->inner, params, d->grads, lr);
 	if (d->tl)
-		hora_timeline_span(d->tl, 0, "optimizer_step", t0, hora_now(), 0);
+		hora_timeline_span(d->tl, 0, "optimizer_step", t0, hora_clock_s(), 0);
 	d->nb = 0;
 	return 0;
 }

@@ -14,7 +14,7 @@
 struct hora_timeline;
 int hora_timeline_create(int rank, struct hora_timeline **out);
 void hora_timeline_destroy(struct hora_timeline *tl);
-/* A span [t0, t1] (hora_now() seconds) on track tid; bytes > 0 is shown as an arg. */
+/* A span [t0, t1] (hora_clock_s() seconds) on track tid; bytes > 0 is shown as an arg. */
 void hora_timeline_span(struct hora_timeline *tl, int tid, const char *name, double t0, double t1,
 			size_t bytes);
 /* Gather every rank's events on rank 0 (a collective: every rank calls it)

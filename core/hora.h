@@ -9,7 +9,8 @@
  * Conventions: functions return 0 or a negative code (-errno, or a HORA_ERR_*
  * below); hora_strerror() names any of them. Objects are opaque and come in
  * _create/_destroy pairs; _destroy(NULL) is a no-op. Unless a comment says
- * otherwise, an object is used by one thread at a time.
+ * otherwise, an object is used by one thread at a time. The library never
+ * exits the process, and reads the environment only in hora_init.
  *
  * Includes only <stddef.h> and <stdint.h>.
  */
@@ -37,6 +38,8 @@ enum hora_err {
 	HORA_ERR_DATA = -10002,   /* a data file is missing or malformed */
 	HORA_ERR_MODEL = -10003,  /* a model could not be loaded or built */
 	HORA_ERR_DIVERGED = -10004, /* training produced a non-finite loss */
+	HORA_ERR_STALL = -10005,    /* the stall inspector stopped the job (stall_abort_s);
+				       `hora` exits 3 on it */
 };
 
 /* Static text for a code (negative errno or HORA_ERR_*). Never NULL. */
@@ -48,7 +51,8 @@ HORA_API const char *hora_version(void);
 /* ---- logging (the only global state: one sink, stderr) ------------------- */
 
 enum hora_log_level { HORA_LOG_ERROR, HORA_LOG_WARN, HORA_LOG_INFO, HORA_LOG_DEBUG };
-/* Default INFO, or HORA_LOG=error|warn|info|debug from the environment. */
+/* Default INFO. The library reads no environment: hora_init and the `hora`
+ * command apply HORA_LOG=error|warn|info|debug. */
 HORA_API void hora_log_set_level(enum hora_log_level level);
 
 /* ---- optimizers -------------------------------------------------------------- */
@@ -90,14 +94,18 @@ HORA_API double hora_lr_at(const struct hora_optim_config *cfg, int64_t step,
  * cycle_time_ms > 0 a buffer is also closed when that long passed since its
  * first gradient was ready: rank 0 times the first step and every rank
  * follows its plan (runs are then reproducible only for 2 workers, as the
- * buffer boundaries decide the summation order). Defaults: 1 MiB, 0 (off);
- * env HORA_FUSION_THRESHOLD (bytes) and HORA_CYCLE_TIME_MS win over the
- * config. */
+ * buffer boundaries decide the summation order). Defaults: 1 MiB, 0 (off).
+ * With a communicator from hora_init, HORA_FUSION_THRESHOLD (bytes) and
+ * HORA_CYCLE_TIME_MS, read there, win over these. */
+enum hora_compression {
+	HORA_COMPRESSION_NONE,
+	HORA_COMPRESSION_FP16, /* gradients travel and are averaged in 16 bits, half the */
+	HORA_COMPRESSION_BF16, /* bytes (Horovod's Compression.fp16) */
+};
 struct hora_fusion_config {
 	size_t threshold_bytes;
 	double cycle_time_ms;
-	int compression; /* 0 none; 1 fp16, 2 bf16: gradients travel and are averaged in 16
-			    bits, half the bytes (Horovod's Compression.fp16) */
+	enum hora_compression compression;
 };
 
 
@@ -174,7 +182,10 @@ HORA_API int hora_train_run(const struct hora_train_config *cfg, struct hora_tra
  * its shard of one seeded shuffle, gradients are averaged by the
  * distributed optimizer, loss/accuracy and validation are averaged across
  * ranks; rank 0 prints and writes metrics, the timeline and checkpoints.
- * Every rank ends with bitwise identical parameters. */
+ * Every rank ends with bitwise identical parameters. Returns what
+ * hora_train_run does, the communicator's error (a rank that stopped or
+ * mismatched), or HORA_ERR_STALL when train.stall_abort_s stopped the job
+ * (err holds the inspector's report). */
 HORA_API int hora_train_run_comm(struct hora_comm *c, const struct hora_train_config *cfg,
 				 struct hora_train_result *res, char *err, size_t errlen);
 HORA_API void hora_train_result_deinit(struct hora_train_result *res);
@@ -309,9 +320,14 @@ HORA_API int hora_comm_set_algorithm(struct hora_comm *c, enum hora_algo algo);
  * PMI_RANK, as set by `hora launch`, Slurm or mpirun), join the membership
  * through the seeds, wait for the view that holds every worker of the file,
  * and form the communicator over that view (rank = position in the view).
- * Without a cluster file: a communicator of one (rank 0 of 1). */
+ * Without a cluster file: a communicator of one (rank 0 of 1).
+ * This is the one call that reads the environment (core/README.md): also
+ * HORA_SPIN_US, HORA_FUSION_THRESHOLD, HORA_CYCLE_TIME_MS (kept by the
+ * communicator for hora_dist_optim_create) and HORA_LOG. A variable that is
+ * set to an invalid value fails it with HORA_ERR_CONFIG naming it. */
 HORA_API int hora_init(const char *cluster_file, struct hora_comm **out, char *err, size_t errlen);
-/* Leave the job (graceful: the others see a LEAVE, not a failure). */
+/* Leave the job (graceful: the others see a LEAVE, not a failure; after a
+ * stall abort they see a failure) and destroy c. */
 HORA_API void hora_finalize(struct hora_comm *c);
 HORA_API int hora_rank(const struct hora_comm *c);       /* 0..size-1 (NULL: 0) */
 HORA_API int hora_size(const struct hora_comm *c);       /* workers in the job (NULL: 1) */
@@ -321,7 +337,11 @@ HORA_API int hora_local_size(const struct hora_comm *c);
  * waited in one collective for warn_s (default 60), it asks every worker
  * where it is and logs the ranks that have not reached it and which
  * collective, again every warn_s while it lasts; after abort_s (0 = never)
- * it logs that and exits (status 3), which fails the others' calls. */
+ * it stops the job: the collective in flight and every later call on c
+ * fail with HORA_ERR_STALL and the report (the ranks it names, as above)
+ * in hora_comm_last_error; the ranks waiting on this one then fail too.
+ * The process is not stopped: the caller returns the error (`hora` exits
+ * 3). Safe to call while collectives run on other threads. */
 HORA_API void hora_comm_set_stall(struct hora_comm *c, double warn_s, double abort_s);
 /* Rank root's parameters to every rank (call once after initialising). */
 HORA_API int hora_broadcast_parameters(struct hora_comm *c, float *params, size_t n, int root);

@@ -7,154 +7,223 @@
  * which orders members by uid; uids carry g + 1 in their high bits, so rank
  * g is worker g in a full view. The membership keeps running on its own
  * loop for the whole job (hora_finalize leaves gracefully).
+ *
+ * hora_init reads its inputs from the environment (env.c, the only place
+ * that does); hora_init_with takes them in a struct (the `hora worker`
+ * command passes its --proc that way).
  */
+#include "init.h"
+
 #include "cluster.h"
 #include "comm.h"
-#include "init.h"
+#include "env.h"
 #include "log.h"
 
 #include "net/membership/membership.h"
 #include "net/transport/handshake.h"
+#include "net/util/clock.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-int hora_init(const char *file, struct hora_comm **out, char *err, size_t errlen)
+/* one worker's way into the job, filled step by step */
+struct joining {
+	const struct hora_init_opts *o;
+	struct hora_cluster_config cc;
+	uint8_t secret[HORA_NET_SECRET_MAX];
+	struct hora_net_opts no; /* the transport's options, secret set */
+	struct hora_net_loop *loop;
+	struct hora_net_membership *mem;
+	int size, node;
+	struct hora_swim_view v;
+	int rank;
+};
+
+void hora_init_opts_defaults(struct hora_init_opts *o)
 {
-	*out = NULL;
-	if (!file || !*file)
-		file = getenv("HORA_CONFIG");
-	if (!file || !*file) { /* a job of one: no sockets at all */
-		static const char *const self[1] = {"127.0.0.1:0"};
-		struct hora_net_comm_cfg nc = {.rank = 0, .nranks = 1, .addrs = self};
-		hora_net_opts_default(&nc.opts);
-		return hora_comm_create_net(&nc, HORA_ALGO_AUTO, out, err, errlen);
-	}
-	struct hora_cluster_config *cc = calloc(1, sizeof(*cc));
-	if (!cc)
-		return -ENOMEM;
-	hora_cluster_defaults(cc);
-	int rc = hora_cluster_load(cc, file, err, errlen);
+	memset(o, 0, sizeof(*o));
+}
+
+/* a job of one: no sockets at all */
+static int init_single(const struct hora_init_opts *o, struct hora_comm **out, char *err, size_t errlen)
+{
+	static const char *const self[1] = {"127.0.0.1:0"};
+	struct hora_net_comm_cfg nc = {.rank = 0, .nranks = 1, .addrs = self, .spin_us = o->spin_us};
+	hora_net_opts_default(&nc.opts);
+	int rc = hora_comm_create_net(&nc, HORA_ALGO_AUTO, out, err, errlen);
 	if (!rc)
-		rc = hora_init_cluster(cc, out, err, errlen);
-	free(cc);
+		hora_comm_set_fusion_override(*out, &o->fusion);
 	return rc;
 }
 
-int hora_init_cluster(const struct hora_cluster_config *cc, struct hora_comm **out, char *err,
-		      size_t errlen)
+/* the cluster file, this worker's place in it, and the secret */
+static int load_job(struct joining *j, char *err, size_t errlen)
 {
-	*out = NULL;
-	const char *file = cc->file;
-	uint8_t secret[HORA_NET_SECRET_MAX];
-	int rc;
-	struct hora_net_loop *loop = NULL;
-	struct hora_net_membership *mem = NULL;
-	const int g = hora_cluster_proc_from_env(), size = hora_cluster_size(cc);
-	int local, node = hora_cluster_locate(cc, g, &local);
-	if (node < 0) {
-		snprintf(err, errlen, "worker %d does not exist: %s has %d workers", g, file, size);
-		rc = HORA_ERR_CONFIG;
-		goto out;
+	const char *file = j->o->cluster_file;
+	if (j->o->cluster) {
+		j->cc = *j->o->cluster;
+		file = j->cc.file;
+	} else {
+		hora_cluster_defaults(&j->cc);
+		int rc = hora_cluster_load(&j->cc, file, err, errlen);
+		if (rc)
+			return rc;
+	}
+	int local;
+	j->size = hora_cluster_size(&j->cc);
+	j->node = hora_cluster_locate(&j->cc, j->o->proc, &local);
+	if (j->o->proc < 0 || j->node < 0) {
+		snprintf(err, errlen, "worker %d does not exist: %s has %d workers", j->o->proc, file, j->size);
+		return HORA_ERR_CONFIG;
 	}
 	char why[256], warn[320];
-	int slen = hora_net_secret_load(cc->secret_file[0] ? cc->secret_file : NULL,
-					getenv("HORA_SECRET"), secret, sizeof(secret), why, sizeof(why),
-					warn, sizeof(warn));
+	const char *sf = j->cc.secret_file[0] ? j->cc.secret_file : NULL;
+	int slen = hora_net_secret_load(sf, j->o->secret_env, j->secret, sizeof(j->secret), why,
+					sizeof(why), warn, sizeof(warn));
 	if (slen < 0) {
 		snprintf(err, errlen, "%s", why);
-		rc = HORA_ERR_CONFIG;
-		goto out;
+		return HORA_ERR_CONFIG;
 	}
 	if (warn[0])
 		HORA_LOGW("%s", warn);
-	struct hora_net_opts no = cc->transport;
-	no.secret = secret;
-	no.secret_len = (size_t)slen;
-	if ((rc = hora_net_loop_create(&no, &loop, err, errlen)))
-		goto out;
-	struct hora_swim_cfg sw = cc->membership;
+	j->no = j->cc.transport;
+	j->no.secret = j->secret;
+	j->no.secret_len = (size_t)slen;
+	return 0;
+}
+
+/* a transport loop and the membership on it, joining through the seeds */
+static int join_membership(struct joining *j, char *err, size_t errlen)
+{
+	int rc = hora_net_loop_create(&j->no, &j->loop, err, errlen);
+	if (rc)
+		return rc;
+	struct hora_swim_cfg sw = j->cc.membership;
 	sw.role = HORA_SWIM_WORKER;
-	sw.uid = hora_cluster_uid(g);
+	sw.uid = hora_cluster_uid(j->o->proc);
 	if (!sw.min_members)
-		sw.min_members = size;
+		sw.min_members = j->size;
 	struct hora_swim_addr seeds[HORA_CLUSTER_MAX_SEEDS];
 	int nseeds = 0;
-	for (int i = 0; i < cc->nseeds; i++)
-		if (!hora_net_swim_addr(cc->seeds[i], &seeds[nseeds]))
+	for (int i = 0; i < j->cc.nseeds; i++)
+		if (!hora_net_swim_addr(j->cc.seeds[i], &seeds[nseeds]))
 			nseeds++;
-	const char *host = cc->nodes[node].host;
-	const int port = cc->port_base + 1 + g;
+	const int port = j->cc.port_base + 1 + j->o->proc;
 	uint16_t bound;
-	if ((rc = hora_net_membership_create(loop, &sw, host, (uint16_t)port, &bound, seeds, nseeds,
-					     &mem, err, errlen)))
-		goto out;
-	/* wait for the full view */
-	struct hora_swim_view v;
-	int rank = -1;
-	bool paused = false;
-	const double deadline = hora_now() + (cc->join_timeout_ms > 0 ? cc->join_timeout_ms : 10000) / 1e3 * 3;
+	return hora_net_membership_create(j->loop, &sw, j->cc.nodes[j->node].host, (uint16_t)port,
+					  &bound, seeds, nseeds, &j->mem, err, errlen);
+}
+
+/* until the installed view holds every worker of the file (three join
+ * timeouts at most) */
+static int wait_full_view(struct joining *j, char *err, size_t errlen)
+{
+	const double limit_s = (j->cc.join_timeout_ms > 0 ? j->cc.join_timeout_ms : 10000) / 1e3 * 3;
+	const double deadline = hora_clock_s() + limit_s;
 	uint64_t known = 0;
+	char why[256];
+	bool paused = false;
 	for (;;) {
-		hora_net_membership_view(mem, &v, &rank, &paused, why, sizeof(why));
-		if (v.id && rank >= 0 && v.n >= size && !paused)
-			break;
-		if (hora_now() > deadline) {
+		hora_net_membership_view(j->mem, &j->v, &j->rank, &paused, why, sizeof(why));
+		if (j->v.id && j->rank >= 0 && j->v.n >= j->size && !paused)
+			return 0;
+		if (hora_clock_s() > deadline) {
 			snprintf(err, errlen, "worker %d: no view with all %d workers after %.0f s (have %d "
 					      "alive%s%s; seeds down, workers missing, or a wrong secret?)",
-				 g, size, (cc->join_timeout_ms > 0 ? cc->join_timeout_ms : 10000) / 1e3 * 3,
-				 hora_net_membership_alive(mem), paused ? ", paused: " : "", paused ? why : "");
-			rc = -ETIMEDOUT;
-			goto out;
+				 j->o->proc, j->size, limit_s, hora_net_membership_alive(j->mem),
+				 paused ? ", paused: " : "", paused ? why : "");
+			return -ETIMEDOUT;
 		}
-		hora_net_membership_wait(mem, known, paused, 100);
-		known = v.id;
+		hora_net_membership_wait(j->mem, known, paused, 100);
+		known = j->v.id;
 	}
-	/* the communicator over the view */
-	char (*addr)[80] = calloc((size_t)v.n, 80);
-	const char **addrs = calloc((size_t)v.n, sizeof(*addrs));
-	if (!addr || !addrs) {
-		free(addr);
-		free(addrs);
-		rc = -ENOMEM;
-		goto out;
-	}
-	for (int i = 0; i < v.n; i++) {
-		int gi = (int)(v.uids[i] >> 40) - 1, li, ni = hora_cluster_locate(cc, gi, &li);
+}
+
+/* "host:port" of every member of the view, from the file (addr: v.n x 80) */
+static int view_addrs(const struct joining *j, char (*addr)[80], const char **addrs, char *err,
+		      size_t errlen)
+{
+	for (int i = 0; i < j->v.n; i++) {
+		int gi = (int)(j->v.uids[i] >> 40) - 1, li, ni = hora_cluster_locate(&j->cc, gi, &li);
 		if (ni < 0) {
 			snprintf(err, errlen, "view %llu holds a member (uid %016llx) that is not a worker of %s",
-				 (unsigned long long)v.id, (unsigned long long)v.uids[i], file);
-			free(addr);
-			free(addrs);
-			rc = -EPROTO;
-			goto out;
+				 (unsigned long long)j->v.id, (unsigned long long)j->v.uids[i], j->cc.file);
+			return -EPROTO;
 		}
-		snprintf(addr[i], 80, "%s:%d", cc->nodes[ni].host, cc->port_base + 1 + gi);
+		snprintf(addr[i], 80, "%s:%d", j->cc.nodes[ni].host, j->cc.port_base + 1 + gi);
 		addrs[i] = addr[i];
 	}
-	struct hora_net_comm_cfg nc = {.rank = rank, .nranks = v.n, .addrs = addrs,
-				       .connect_timeout_ms = cc->join_timeout_ms > 0 ? cc->join_timeout_ms * 3 : 30000,
-				       .small_bytes = cc->coll.small_bytes, .medium_bytes = cc->coll.medium_bytes,
-				       .segment_bytes = cc->coll.segment_bytes,
-				       .slice_bytes = cc->coll.slice_bytes, .spin_us = cc->coll.spin_us};
-	nc.opts = no;
-	nc.opts.view = (uint32_t)v.id;
-	rc = hora_comm_create_net(&nc, (enum hora_algo)cc->coll.algorithm, out, err, errlen);
+	return 0;
+}
+
+/* the communicator over the view; it owns the membership loop from now on */
+static int form_comm(struct joining *j, struct hora_comm **out, char *err, size_t errlen)
+{
+	char (*addr)[80] = calloc((size_t)j->v.n, 80);
+	const char **addrs = calloc((size_t)j->v.n, sizeof(*addrs));
+	int rc = addr && addrs ? view_addrs(j, addr, addrs, err, errlen) : -ENOMEM;
+	if (!rc) {
+		const int join_ms = j->cc.join_timeout_ms;
+		struct hora_net_comm_cfg nc = {
+			.rank = j->rank, .nranks = j->v.n, .addrs = addrs,
+			.connect_timeout_ms = join_ms > 0 ? join_ms * 3 : 30000,
+			.small_bytes = j->cc.coll.small_bytes, .medium_bytes = j->cc.coll.medium_bytes,
+			.segment_bytes = j->cc.coll.segment_bytes, .slice_bytes = j->cc.coll.slice_bytes,
+			.spin_us = j->o->spin_us ? j->o->spin_us : j->cc.coll.spin_us};
+		nc.opts = j->no;
+		nc.opts.view = (uint32_t)j->v.id;
+		rc = hora_comm_create_net(&nc, (enum hora_algo)j->cc.coll.algorithm, out, err, errlen);
+	}
 	free(addr);
 	free(addrs);
-	if (!rc) {
-		hora_comm_own_loop(*out, loop, mem);
-		loop = NULL;
-		mem = NULL;
-		HORA_LOGD("worker %d: rank %d of %d in view %llu", g, rank, v.n, (unsigned long long)v.id);
-	}
-out:
-	hora_net_membership_destroy(mem);
-	hora_net_loop_destroy(loop);
-	memset(secret, 0, sizeof(secret));
+	if (rc)
+		return rc;
+	hora_comm_own_loop(*out, j->loop, j->mem);
+	j->loop = NULL;
+	j->mem = NULL;
+	hora_comm_set_fusion_override(*out, &j->o->fusion);
+	HORA_LOGD("worker %d: rank %d of %d in view %llu", j->o->proc, j->rank, j->v.n,
+		  (unsigned long long)j->v.id);
+	return 0;
+}
+
+int hora_init_with(const struct hora_init_opts *o, struct hora_comm **out, char *err, size_t errlen)
+{
+	*out = NULL;
+	if (!o->cluster && (!o->cluster_file || !*o->cluster_file))
+		return init_single(o, out, err, errlen);
+	struct joining *j = calloc(1, sizeof(*j));
+	if (!j)
+		return -ENOMEM;
+	j->o = o;
+	j->rank = -1;
+	int rc = load_job(j, err, errlen);
+	if (!rc)
+		rc = join_membership(j, err, errlen);
+	if (!rc)
+		rc = wait_full_view(j, err, errlen);
+	if (!rc)
+		rc = form_comm(j, out, err, errlen);
+	hora_net_membership_destroy(j->mem);
+	hora_net_loop_destroy(j->loop);
+	memset(j->secret, 0, sizeof(j->secret));
+	free(j);
 	return rc;
+}
+
+int hora_init(const char *file, struct hora_comm **out, char *err, size_t errlen)
+{
+	*out = NULL;
+	struct hora_init_opts o;
+	hora_init_opts_defaults(&o);
+	int rc = hora_env_init_opts(&o, err, errlen);
+	if (rc)
+		return rc;
+	if (file && *file)
+		o.cluster_file = file;
+	return hora_init_with(&o, out, err, errlen);
 }
 
 void hora_finalize(struct hora_comm *c)
@@ -162,7 +231,9 @@ void hora_finalize(struct hora_comm *c)
 	if (!c)
 		return;
 	struct hora_net_membership *m = hora_comm_membership(c);
-	if (m)
+	/* a job stopped by the stall inspector failed: no graceful leave, whose
+	 * new view would renumber the ranks the others' reports name */
+	if (m && !hora_comm_stalled(c))
 		hora_net_membership_leave(m);
 	hora_comm_destroy(c);
 }

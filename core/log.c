@@ -1,4 +1,5 @@
-/* log.c - the log sink: timestamped lines on stderr, level from HORA_LOG.
+/* log.c - the log sink: timestamped lines on stderr, level set by
+ * hora_log_set_level (HORA_LOG is read by env.c, not here).
  * Thread-safe: one fprintf per line (stdio locks the stream). */
 #include "log.h"
 
@@ -12,36 +13,16 @@
 #include <string.h>
 #include <time.h>
 
-/* -1 = not yet read from the environment */
-static _Atomic int g_level = -1;
+static _Atomic int g_level = HORA_LOG_INFO;
 
 void hora_log_set_level(enum hora_log_level level)
 {
 	atomic_store_explicit(&g_level, (int)level, memory_order_relaxed);
 }
 
-static int level_now(void)
-{
-	int l = atomic_load_explicit(&g_level, memory_order_relaxed);
-	if (l >= 0)
-		return l;
-	const char *e = getenv("HORA_LOG");
-	l = HORA_LOG_INFO;
-	if (e) {
-		if (!strcmp(e, "error"))
-			l = HORA_LOG_ERROR;
-		else if (!strcmp(e, "warn"))
-			l = HORA_LOG_WARN;
-		else if (!strcmp(e, "debug"))
-			l = HORA_LOG_DEBUG;
-	}
-	atomic_store_explicit(&g_level, l, memory_order_relaxed);
-	return l;
-}
-
 int hora_log_enabled(enum hora_log_level level)
 {
-	return (int)level <= level_now();
+	return (int)level <= atomic_load_explicit(&g_level, memory_order_relaxed);
 }
 
 void hora_log(enum hora_log_level level, const char *fmt, ...)
@@ -76,6 +57,8 @@ const char *hora_strerror(int code)
 		return "model could not be loaded or built";
 	case HORA_ERR_DIVERGED:
 		return "training diverged (non-finite loss)";
+	case HORA_ERR_STALL:
+		return "stopped by the stall inspector (a rank did not reach a collective)";
 	default:
 		if (code < 0 && code > -4096)
 			return strerror(-code);

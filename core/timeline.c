@@ -10,6 +10,8 @@
 #include "distopt.h"
 #include "comm.h"
 
+#include "net/util/clock.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,7 +41,7 @@ int hora_timeline_create(int rank, struct hora_timeline **out)
 	if (!tl)
 		return -ENOMEM;
 	tl->rank = rank;
-	tl->start = hora_now();
+	tl->start = hora_clock_s();
 	*out = tl;
 	return 0;
 }

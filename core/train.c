@@ -18,6 +18,8 @@
 #include "log.h"
 #include "trainer.h"
 
+#include "net/util/clock.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -25,13 +27,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static uint64_t splitmix(uint64_t *s)
 {
@@ -79,7 +74,7 @@ static void fmt_time(char *buf, size_t n, double s)
 static void bar_draw(struct progress *p, int64_t step, const struct hora_model_stats *st, int done)
 {
 	const int width = 30;
-	double t = now_s();
+	double t = hora_clock_s();
 	if (!done && t - p->last_draw < 0.1)
 		return;
 	p->last_draw = t;
@@ -270,290 +265,400 @@ static int agree_on_job(struct hora_comm *c, int64_t *v, char *err, size_t errle
 	return who ? HORA_ERR_CONFIG : 0;
 }
 
-int hora_train_run_comm(struct hora_comm *c, const struct hora_train_config *cfg,
-			struct hora_train_result *res, char *err, size_t errlen)
-{
-	struct hora_dataset train = {0}, test = {0};
-	struct hora_trainer tr = {0};
-	struct hora_dist_optim *dopt = NULL;
-	struct hora_timeline *tl = NULL;
-	int64_t *order = NULL;
-	FILE *mf = NULL;
-	char msg[HORA_PATH_MAX + 512];
-	int rc;
-	const int rank = hora_rank(c), size = hora_size(c);
-	const bool dist = c && size > 1 && cfg->communication;
+/* One job on one rank: what hora_train_run_comm's steps share. */
+struct run {
+	struct hora_comm *c;
+	const struct hora_train_config *cfg;
+	char *err;
+	size_t errlen;
+	int rank, size;
+	bool several; /* a communicator of more than one rank */
+	bool talk;    /* rank 0 prints */
+	struct hora_dataset train, test;
+	int classes;
+	struct hora_trainer tr;
+	struct hora_dist_optim *dopt; /* gradients averaged across ranks (NULL: not) */
+	struct hora_timeline *tl;
+	int64_t *order; /* this epoch's shuffle of the training set */
+	FILE *mf;       /* rank 0's metrics file */
+	struct progress pg;
+	int first_epoch;
+	int64_t step, steps_per_epoch, total, global_bs;
+	uint64_t rng; /* the shuffle's state: the same on every rank */
+	struct hora_epoch_metrics m;
+};
 
-	if (res)
-		memset(res, 0, sizeof(*res));
-	rc = hora_dataset_load_dir(&train, cfg->data, "train", 256, msg, sizeof(msg));
+/* the training and test sets, which must fit each other */
+static int load_data(struct run *r)
+{
+	const struct hora_train_config *cfg = r->cfg;
+	char msg[HORA_PATH_MAX + 512];
+	int rc = hora_dataset_load_dir(&r->train, cfg->data, "train", 256, msg, sizeof(msg));
 	if (!rc)
-		rc = hora_dataset_load_dir(&test, cfg->data, "test", 256, msg, sizeof(msg));
-	if (!rc && (train.rows != test.rows || train.cols != test.cols)) {
-		snprintf(msg, sizeof(msg), "%s: train images are %dx%d but test images are %dx%d",
-			 cfg->data, train.rows, train.cols, test.rows, test.cols);
+		rc = hora_dataset_load_dir(&r->test, cfg->data, "test", 256, msg, sizeof(msg));
+	if (!rc && (r->train.rows != r->test.rows || r->train.cols != r->test.cols)) {
+		snprintf(msg, sizeof(msg), "%s: train images are %dx%d but test images are %dx%d", cfg->data,
+			 r->train.rows, r->train.cols, r->test.rows, r->test.cols);
 		rc = -EINVAL;
 	}
-	if (!rc && train.n == 0) {
+	if (!rc && r->train.n == 0) {
 		snprintf(msg, sizeof(msg), "%s: the training set is empty", cfg->data);
 		rc = -EINVAL;
 	}
 	if (rc) {
-		snprintf(err, errlen, "data: %s", msg);
-		rc = rc == -ENOMEM ? rc : HORA_ERR_DATA;
-		goto out;
+		snprintf(r->err, r->errlen, "data: %s", msg);
+		return rc == -ENOMEM ? rc : HORA_ERR_DATA;
 	}
-	int classes = train.num_classes > test.num_classes ? train.num_classes : test.num_classes;
-	if (classes < 2)
-		classes = 2;
-	rc = hora_trainer_init(&tr, cfg, train.rows * train.cols, classes, err, errlen);
+	r->classes = r->train.num_classes > r->test.num_classes ? r->train.num_classes : r->test.num_classes;
+	if (r->classes < 2)
+		r->classes = 2;
+	return 0;
+}
+
+/* the trainer, rank 0's metrics file, the shuffle and the distributed optimizer */
+static int set_up(struct run *r)
+{
+	const struct hora_train_config *cfg = r->cfg;
+	int rc = hora_trainer_init(&r->tr, cfg, r->train.rows * r->train.cols, r->classes, r->err, r->errlen);
 	if (rc)
-		goto out;
+		return rc;
 	/* a resumed job adds to the metrics of the epochs before the checkpoint */
-	if (rank == 0 && cfg->metrics[0] && !(mf = fopen(cfg->metrics, cfg->resume ? "a" : "w"))) {
-		snprintf(err, errlen, "metrics: cannot open %s: %s", cfg->metrics, strerror(errno));
-		rc = HORA_ERR_CONFIG;
-		goto out;
+	if (r->rank == 0 && cfg->metrics[0] && !(r->mf = fopen(cfg->metrics, cfg->resume ? "a" : "w"))) {
+		snprintf(r->err, r->errlen, "metrics: cannot open %s: %s", cfg->metrics, strerror(errno));
+		return HORA_ERR_CONFIG;
 	}
-	order = malloc((size_t)train.n * sizeof(*order));
-	if (!order) {
-		rc = -ENOMEM;
-		snprintf(err, errlen, "out of memory");
-		goto out;
+	if (!(r->order = malloc((size_t)r->train.n * sizeof(*r->order)))) {
+		snprintf(r->err, r->errlen, "out of memory");
+		return -ENOMEM;
 	}
-	for (int64_t i = 0; i < train.n; i++)
-		order[i] = i;
-	if (dist && (rc = hora_dist_optim_create(c, tr.optim, tr.nparams, &cfg->fusion, &dopt))) {
-		snprintf(err, errlen, "distributed optimizer: %s", hora_strerror(rc));
-		goto out;
+	if (r->several && cfg->communication &&
+	    (rc = hora_dist_optim_create(r->c, r->tr.optim, r->tr.nparams, &cfg->fusion, &r->dopt))) {
+		snprintf(r->err, r->errlen, "distributed optimizer: %s", hora_strerror(rc));
+		return rc;
 	}
+	return 0;
+}
+
+/* Every rank checks its job against rank 0's and takes rank 0's bar choice
+ * (*bar) and initial parameters (Horovod's broadcast). */
+static int agree(struct run *r, int *bar)
+{
+	const struct hora_train_config *cfg = r->cfg;
+	const struct hora_fusion_config *fc = r->dopt ? hora_dist_optim_fusion(r->dopt) : NULL;
+	int64_t job[JOB_N] = {
+		[JOB_SEED] = (int64_t)cfg->seed, [JOB_EPOCHS] = cfg->epochs, [JOB_BATCH] = cfg->batch_size,
+		[JOB_TRAIN_N] = r->train.n, [JOB_TEST_N] = r->test.n,
+		[JOB_INPUTS] = r->train.rows * r->train.cols, [JOB_CLASSES] = r->classes,
+		[JOB_PARAMS] = (int64_t)r->tr.nparams, [JOB_COMM] = cfg->communication != 0,
+		[JOB_FUSION] = fc ? (int64_t)fc->threshold_bytes : 0,
+		[JOB_CYCLE_US] = fc ? (int64_t)(fc->cycle_time_ms * 1e3) : 0,
+		[JOB_COMPRESSION] = fc ? fc->compression : 0, [JOB_TIMELINE] = cfg->timeline[0] != 0,
+		[JOB_CKPT_EVERY] = cfg->checkpoint_dir[0] ? cfg->checkpoint_every : 0,
+		[JOB_RESUME] = cfg->resume != 0, [JOB_BAR] = *bar};
+	int rc = agree_on_job(r->c, job, r->err, r->errlen);
+	if (rc)
+		return rc;
+	*bar = (int)job[JOB_BAR];
+	if ((rc = hora_broadcast_parameters(r->c, r->tr.params, r->tr.nparams, 0)))
+		snprintf(r->err, r->errlen, "broadcasting the parameters: %s", hora_comm_last_error(r->c));
+	return rc;
+}
+
+/* the timeline starts on every rank right after a barrier */
+static int start_timeline(struct run *r)
+{
+	int rc;
+	if ((rc = hora_barrier(r->c)) || (rc = hora_timeline_create(r->rank, &r->tl))) {
+		snprintf(r->err, r->errlen, "timeline: %s",
+			 rc == -ENOMEM ? "out of memory" : hora_comm_last_error(r->c));
+		return rc;
+	}
+	if (r->dopt)
+		hora_dist_optim_set_timeline(r->dopt, r->tl);
+	return 0;
+}
+
+static void print_header(const struct run *r)
+{
+	const struct hora_train_config *cfg = r->cfg;
+	printf("hora %s: model %s (%zu parameters, %d layers), %lld train / %lld test "
+	       "samples of %dx%d, batch %d, %lld steps/epoch",
+	       hora_version(), r->tr.ops->name, r->tr.nparams, r->tr.nlayers, (long long)r->train.n,
+	       (long long)r->test.n, r->train.rows, r->train.cols, cfg->batch_size,
+	       (long long)r->steps_per_epoch);
+	if (r->size > 1)
+		printf(", %d workers (global batch %lld, lr x %d%s)", r->size, (long long)r->global_bs,
+		       cfg->optim.scale_lr_by_size ? r->size : 1, cfg->communication ? "" : ", NO gradient averaging");
+	printf("\n");
+}
+
+/* Step s of the epoch: this rank's share of the global batch; with the
+ * distributed optimizer the update is the global batch's mean gradient. */
+static int train_step(struct run *r, int64_t s, struct hora_model_stats *st)
+{
+	const int64_t lo = s * r->global_bs;
+	const int64_t gn = r->train.n - lo < r->global_bs ? r->train.n - lo : r->global_bs;
+	int n;
+	const int64_t mine = lo + share(gn, r->rank, r->size, &n);
+	const double lr = hora_lr_at(&r->cfg->optim, r->step, r->steps_per_epoch, r->total, r->size);
+	int rc;
+	if (!r->dopt) {
+		rc = n ? hora_trainer_step(&r->tr, &r->train, r->order + mine, n, lr, st) : 0;
+	} else {
+		/* this rank's share of the global mean; an empty share still takes
+		 * part, with one sample at weight 0 */
+		struct hora_model_stats junk;
+		const double w = n == r->global_bs / r->size && gn == r->global_bs ? 1.0
+										    : (double)n * r->size / (double)gn;
+		hora_dist_optim_begin(r->dopt, r->tr.grads, w);
+		rc = 0;
+		if (n || hora_dist_optim_replay_zero(r->dopt))
+			rc = hora_trainer_forward_backward(&r->tr, &r->train, r->order + (n ? mine : lo), n ? n : 1,
+							   n ? st : &junk, hora_dist_optim_grads_ready, r->dopt);
+		if (!rc && (rc = hora_dist_optim_step(r->dopt, r->tr.params, lr))) {
+			snprintf(r->err, r->errlen, "step %lld: averaging gradients: %s", (long long)r->step,
+				 hora_dist_optim_error(r->dopt));
+			return rc;
+		}
+	}
+	if (rc) {
+		snprintf(r->err, r->errlen, "step %lld: model %s: %s", (long long)r->step, r->tr.ops->name,
+			 hora_strerror(rc));
+		return rc;
+	}
+	/* one worker stops at once; several stop together, when the summed loss
+	 * shows it, so that no rank waits in a collective for one that has left */
+	if (!r->several && !isfinite(st->loss_sum)) {
+		snprintf(r->err, r->errlen, "epoch %d step %lld: loss is not finite; lower the learning rate "
+					    "(now %g)", r->pg.epoch, (long long)r->step, lr);
+		return HORA_ERR_DIVERGED;
+	}
+	return 0;
+}
+
+/* What the bar shows after step s: this rank's sums alone, or every
+ * BAR_SYNC_STEPS steps the sums over ranks (then a diverged job stops). */
+static int bar_stats(struct run *r, int64_t s, const struct hora_model_stats *st,
+		     struct hora_model_stats *shown)
+{
+	if (!r->several) {
+		*shown = *st;
+		return 0;
+	}
+	if ((s + 1) % BAR_SYNC_STEPS || !r->pg.bar)
+		return 0;
+	*shown = *st; /* every rank: the same calls in the same order */
+	int rc = sum_stats(r->c, shown);
+	if (rc) {
+		snprintf(r->err, r->errlen, "averaging the loss: %s", hora_comm_last_error(r->c));
+		return rc;
+	}
+	if (!isfinite(shown->loss_sum)) {
+		snprintf(r->err, r->errlen, "epoch %d step %lld: the loss summed over the %d workers is not "
+					    "finite; lower the learning rate (now %g)", r->pg.epoch, (long long)r->step,
+			 r->size, hora_lr_at(&r->cfg->optim, r->step, r->steps_per_epoch, r->total, r->size));
+		return HORA_ERR_DIVERGED;
+	}
+	return 0;
+}
+
+/* Validation on each rank's contiguous shard of the test set, and the
+ * epoch's sums over ranks (st: training, vs: validation). */
+static int evaluate(struct run *r, struct hora_model_stats *st, struct hora_model_stats *vs)
+{
+	int vn;
+	const int64_t vlo = share(r->test.n, r->rank, r->size, &vn);
+	const double tv0 = hora_clock_s();
+	int rc = hora_trainer_evaluate_range(&r->tr, &r->test, vlo, vlo + vn, vs);
+	if (rc) {
+		snprintf(r->err, r->errlen, "evaluate: model %s: %s", r->tr.ops->name, hora_strerror(rc));
+		return rc;
+	}
+	if ((rc = sum_stats(r->c, st)) || (rc = sum_stats(r->c, vs))) {
+		snprintf(r->err, r->errlen, "averaging the epoch's metrics: %s", hora_comm_last_error(r->c));
+		return rc;
+	}
+	if (!isfinite(st->loss_sum)) { /* the same sums on every rank: all stop here */
+		snprintf(r->err, r->errlen, "epoch %d: the loss summed over the %d workers is not finite; "
+					    "lower the learning rate (now %g)", r->pg.epoch, r->size,
+			 hora_lr_at(&r->cfg->optim, r->step - 1, r->steps_per_epoch, r->total, r->size));
+		return HORA_ERR_DIVERGED;
+	}
+	if (r->tl)
+		hora_timeline_span(r->tl, 0, "evaluate", tv0, hora_clock_s(), 0);
+	return 0;
+}
+
+static void print_epoch(struct run *r, const struct hora_model_stats *st)
+{
+	const struct hora_epoch_metrics *m = &r->m;
+	if (r->pg.bar) {
+		bar_draw(&r->pg, r->steps_per_epoch, st, 1);
+		printf(" - val_loss: %.4f - val_acc: %.4f - %.0f samples/s\n", m->val_loss, m->val_acc,
+		       m->samples_per_s);
+	} else {
+		printf("epoch %d/%d loss %.4f acc %.4f val_loss %.4f val_acc %.4f samples/s %.0f seconds "
+		       "%.2f\n", m->epoch, r->cfg->epochs, m->loss, m->acc, m->val_loss, m->val_acc,
+		       m->samples_per_s, m->seconds);
+	}
+	fflush(stdout);
+}
+
+/* Rank 0 writes the epoch's metrics line and, when due, a checkpoint;
+ * returns 0 or why it could not (err says why). */
+static int32_t write_epoch(struct run *r, int e)
+{
+	const struct hora_train_config *cfg = r->cfg;
+	int32_t wrc = 0;
+	if (r->mf && (wrc = write_metrics(r->mf, &r->m)))
+		snprintf(r->err, r->errlen, "metrics: cannot write %s: %s", cfg->metrics, strerror(-wrc));
+	if (!wrc && r->rank == 0 && cfg->checkpoint_dir[0] && cfg->checkpoint_every > 0 &&
+	    (e % cfg->checkpoint_every == 0 || e == cfg->epochs)) {
+		struct hora_ckpt_meta cm = {.epoch = e, .workers = r->size, .step = r->step, .rng = r->rng,
+					    .seed = cfg->seed, .nparams = r->tr.nparams, .batch = cfg->batch_size};
+		snprintf(cm.model, sizeof(cm.model), "%s", r->tr.ops->name);
+		snprintf(cm.optimizer, sizeof(cm.optimizer), "%s", optim_desc(&cfg->optim));
+		const double tc0 = hora_clock_s();
+		/* on failure the previous checkpoint is still there */
+		wrc = hora_ckpt_write(cfg->checkpoint_dir, &cm, r->tr.params, r->tr.optim, r->err, r->errlen);
+		if (r->tl && !wrc)
+			hora_timeline_span(r->tl, 0, "checkpoint", tc0, hora_clock_s(), 0);
+	}
+	return wrc;
+}
+
+/* rank 0's files: a failure there stops every rank, together */
+static int end_epoch(struct run *r, int e)
+{
+	int32_t wrc = write_epoch(r, e);
+	int rc;
+	if (r->several && (rc = hora_broadcast(r->c, &wrc, 1, HORA_I32, 0))) {
+		snprintf(r->err, r->errlen, "after epoch %d: %s", e, hora_comm_last_error(r->c));
+		return rc;
+	}
+	if (wrc && r->rank != 0)
+		snprintf(r->err, r->errlen, "rank 0 stopped the job after epoch %d: it could not write its "
+					    "metrics or checkpoint (its log says why)", e);
+	return wrc;
+}
+
+/* epoch e: a fresh shuffle (it depends on the RNG state only), the steps,
+ * validation, the report and rank 0's files */
+static int run_epoch(struct run *r, int e)
+{
+	struct hora_model_stats st = {0}, vs, shown = {0};
+	for (int64_t i = 0; i < r->train.n; i++)
+		r->order[i] = i;
+	shuffle(r->order, r->train.n, &r->rng);
+	r->pg.epoch = e;
+	r->pg.t0 = r->pg.last_draw = hora_clock_s();
+	if (r->pg.bar && r->talk)
+		printf("Epoch %d/%d\n", e, r->cfg->epochs);
+	const double t0 = hora_clock_s();
+	int rc;
+	for (int64_t s = 0; s < r->steps_per_epoch; s++, r->step++) {
+		if ((rc = train_step(r, s, &st)) || (rc = bar_stats(r, s, &st, &shown)))
+			return rc;
+		if (r->pg.bar && r->talk)
+			bar_draw(&r->pg, s + 1, &shown, 0);
+	}
+	const double t_train = hora_clock_s() - t0;
+	if ((rc = evaluate(r, &st, &vs)))
+		return rc;
+	r->m = (struct hora_epoch_metrics){
+		.epoch = e,
+		.loss = st.loss_sum / (double)st.n,
+		.acc = (double)st.correct / (double)st.n,
+		.val_loss = vs.n ? vs.loss_sum / (double)vs.n : NAN,
+		.val_acc = vs.n ? (double)vs.correct / (double)vs.n : NAN,
+		.samples_per_s = (double)st.n / t_train,
+		.seconds = hora_clock_s() - t0,
+		.workers = r->size,
+	};
+	if (r->talk)
+		print_epoch(r, &st);
+	return end_epoch(r, e);
+}
+
+/* the final parameters and the averaging times */
+static int fill_result(const struct run *r, struct hora_train_result *res)
+{
+	res->last = r->m;
+	res->steps = r->step;
+	res->nparams = r->tr.nparams;
+	if (r->dopt) {
+		struct hora_dist_stats ds;
+		hora_dist_optim_stats(r->dopt, &ds);
+		res->allreduce_s = ds.allreduce_s;
+		res->allreduce_hidden_s = ds.hidden_s;
+	}
+	if (!(res->params = malloc(r->tr.nparams * sizeof(float)))) {
+		snprintf(r->err, r->errlen, "out of memory");
+		return -ENOMEM;
+	}
+	memcpy(res->params, r->tr.params, r->tr.nparams * sizeof(float));
+	return 0;
+}
+
+/* everything before the first epoch: data, trainer, agreement, stall
+ * inspector, timeline, resume, schedule */
+static int prepare(struct run *r)
+{
+	const struct hora_train_config *cfg = r->cfg;
+	int rc;
+	if ((rc = load_data(r)) || (rc = set_up(r)))
+		return rc;
 	int bar = cfg->progress < 0 ? isatty(STDOUT_FILENO) : cfg->progress;
-	if (c && size > 1) {
-		const struct hora_fusion_config *fc = dopt ? hora_dist_optim_fusion(dopt) : NULL;
-		int64_t job[JOB_N] = {
-			[JOB_SEED] = (int64_t)cfg->seed, [JOB_EPOCHS] = cfg->epochs, [JOB_BATCH] = cfg->batch_size,
-			[JOB_TRAIN_N] = train.n, [JOB_TEST_N] = test.n, [JOB_INPUTS] = train.rows * train.cols,
-			[JOB_CLASSES] = classes, [JOB_PARAMS] = (int64_t)tr.nparams,
-			[JOB_COMM] = cfg->communication != 0, [JOB_FUSION] = fc ? (int64_t)fc->threshold_bytes : 0,
-			[JOB_CYCLE_US] = fc ? (int64_t)(fc->cycle_time_ms * 1e3) : 0,
-			[JOB_COMPRESSION] = fc ? fc->compression : 0, [JOB_TIMELINE] = cfg->timeline[0] != 0,
-			[JOB_CKPT_EVERY] = cfg->checkpoint_dir[0] ? cfg->checkpoint_every : 0,
-			[JOB_RESUME] = cfg->resume != 0, [JOB_BAR] = bar};
-		if ((rc = agree_on_job(c, job, err, errlen)))
-			goto out;
-		bar = (int)job[JOB_BAR];
-		/* rank 0's initial parameters everywhere (Horovod's broadcast) */
-		if ((rc = hora_broadcast_parameters(c, tr.params, tr.nparams, 0))) {
-			snprintf(err, errlen, "broadcasting the parameters: %s", hora_comm_last_error(c));
-			goto out;
-		}
-	}
-	hora_comm_set_stall(c, cfg->stall_warning_s, cfg->stall_abort_s);
-	if (cfg->timeline[0] && c) {
-		if ((rc = hora_barrier(c)) || (rc = hora_timeline_create(rank, &tl))) {
-			snprintf(err, errlen, "timeline: %s", rc == -ENOMEM ? "out of memory" : hora_comm_last_error(c));
-			goto out;
-		}
-		if (dopt)
-			hora_dist_optim_set_timeline(dopt, tl);
-	}
+	if (r->several && (rc = agree(r, &bar)))
+		return rc;
+	hora_comm_set_stall(r->c, cfg->stall_warning_s, cfg->stall_abort_s);
+	if (cfg->timeline[0] && r->c && (rc = start_timeline(r)))
+		return rc;
+	r->first_epoch = 1;
+	r->rng = cfg->seed ^ 0x5eed5eed5eedULL; /* the same shuffle on every rank */
+	if (cfg->resume &&
+	    (rc = resume(r->c, cfg, &r->tr, &r->first_epoch, &r->step, &r->rng, r->err, r->errlen)))
+		return rc;
+	r->global_bs = (int64_t)cfg->batch_size * r->size;
+	r->steps_per_epoch = (r->train.n + r->global_bs - 1) / r->global_bs;
+	r->total = r->steps_per_epoch * cfg->epochs;
+	/* rank 0's bar choice on every rank: it decides the bar's collectives */
+	r->pg = (struct progress){.bar = bar, .epochs = cfg->epochs, .steps = r->steps_per_epoch};
+	return 0;
+}
 
-	int first_epoch = 1;
-	int64_t step = 0;
-	uint64_t rng = cfg->seed ^ 0x5eed5eed5eedULL; /* the same shuffle on every rank */
-	if (cfg->resume && (rc = resume(c, cfg, &tr, &first_epoch, &step, &rng, err, errlen)))
-		goto out;
-
-	const int bs = cfg->batch_size;
-	const int64_t global_bs = (int64_t)bs * size;
-	const int64_t steps_per_epoch = (train.n + global_bs - 1) / global_bs;
-	const int64_t total = steps_per_epoch * cfg->epochs;
-	struct progress pg = {.epochs = cfg->epochs, .steps = steps_per_epoch};
-	const bool talk = rank == 0 && !cfg->quiet;
-	pg.bar = bar; /* rank 0's choice on every rank: it decides the bar's collectives */
-	if (talk) {
-		printf("hora %s: model %s (%zu parameters, %d layers), %lld train / %lld test "
-		       "samples of %dx%d, batch %d, %lld steps/epoch",
-		       hora_version(), tr.ops->name, tr.nparams, tr.nlayers, (long long)train.n,
-		       (long long)test.n, train.rows, train.cols, bs, (long long)steps_per_epoch);
-		if (size > 1)
-			printf(", %d workers (global batch %lld, lr x %d%s)", size, (long long)global_bs,
-			       cfg->optim.scale_lr_by_size ? size : 1,
-			       cfg->communication ? "" : ", NO gradient averaging");
-		printf("\n");
+int hora_train_run_comm(struct hora_comm *c, const struct hora_train_config *cfg,
+			struct hora_train_result *res, char *err, size_t errlen)
+{
+	if (res)
+		memset(res, 0, sizeof(*res));
+	struct run *r = calloc(1, sizeof(*r));
+	if (!r) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
 	}
-	struct hora_epoch_metrics m = {0};
-	for (int e = first_epoch; e <= cfg->epochs; e++) {
-		struct hora_model_stats st = {0}, vs, shown = {0}, junk;
-		for (int64_t i = 0; i < train.n; i++) /* each epoch's order depends on rng only */
-			order[i] = i;
-		shuffle(order, train.n, &rng);
-		pg.epoch = e;
-		pg.t0 = pg.last_draw = now_s();
-		if (pg.bar && talk)
-			printf("Epoch %d/%d\n", e, cfg->epochs);
-		double t0 = now_s();
-		for (int64_t s = 0; s < steps_per_epoch; s++, step++) {
-			int64_t lo = s * global_bs;
-			int64_t gn = train.n - lo < global_bs ? train.n - lo : global_bs;
-			int n;
-			int64_t mine = lo + share(gn, rank, size, &n);
-			double lr = hora_lr_at(&cfg->optim, step, steps_per_epoch, total, size);
-			if (!dopt) {
-				rc = n ? hora_trainer_step(&tr, &train, order + mine, n, lr, &st) : 0;
-			} else {
-				/* this rank's share of the global mean; an empty share still
-				 * takes part, with one sample at weight 0 */
-				double w = n == global_bs / size && gn == global_bs ? 1.0 : (double)n * size / (double)gn;
-				hora_dist_optim_begin(dopt, tr.grads, w);
-				if (n || hora_dist_optim_replay_zero(dopt))
-					rc = hora_trainer_forward_backward(&tr, &train, order + (n ? mine : lo),
-									   n ? n : 1, n ? &st : &junk,
-									   hora_dist_optim_grads_ready, dopt);
-				if (!rc && (rc = hora_dist_optim_step(dopt, tr.params, lr))) {
-					snprintf(err, errlen, "step %lld: averaging gradients: %s", (long long)step,
-						 hora_dist_optim_error(dopt));
-					goto out;
-				}
-			}
-			if (rc) {
-				snprintf(err, errlen, "step %lld: model %s: %s", (long long)step,
-					 tr.ops->name, hora_strerror(rc));
-				goto out;
-			}
-			/* one worker stops at once; several stop together, when the
-			 * summed loss shows it (below), so that no rank waits in a
-			 * collective for one that has left */
-			if ((!c || size == 1) && !isfinite(st.loss_sum)) {
-				snprintf(err, errlen, "epoch %d step %lld: loss is not finite; lower "
-					 "the learning rate (now %g)", e, (long long)step, lr);
-				rc = HORA_ERR_DIVERGED;
-				goto out;
-			}
-			if (c && size > 1 && (s + 1) % BAR_SYNC_STEPS == 0 && pg.bar) {
-				shown = st; /* every rank: the same calls in the same order */
-				if ((rc = sum_stats(c, &shown))) {
-					snprintf(err, errlen, "averaging the loss: %s", hora_comm_last_error(c));
-					goto out;
-				}
-				if (!isfinite(shown.loss_sum)) {
-					snprintf(err, errlen, "epoch %d step %lld: the loss summed over the %d workers "
-							      "is not finite; lower the learning rate (now %g)",
-						 e, (long long)step, size, lr);
-					rc = HORA_ERR_DIVERGED;
-					goto out;
-				}
-			} else if (!c || size == 1) {
-				shown = st;
-			}
-			if (pg.bar && talk)
-				bar_draw(&pg, s + 1, &shown, 0);
-		}
-		double t_train = now_s() - t0;
-		/* validation: each rank a contiguous shard of the test set */
-		int vn;
-		int64_t vlo = share(test.n, rank, size, &vn);
-		double tv0 = now_s();
-		rc = hora_trainer_evaluate_range(&tr, &test, vlo, vlo + vn, &vs);
-		if (rc) {
-			snprintf(err, errlen, "evaluate: model %s: %s", tr.ops->name, hora_strerror(rc));
-			goto out;
-		}
-		if ((rc = sum_stats(c, &st)) || (rc = sum_stats(c, &vs))) {
-			snprintf(err, errlen, "averaging the epoch's metrics: %s", hora_comm_last_error(c));
-			goto out;
-		}
-		if (!isfinite(st.loss_sum)) { /* the same sums on every rank: all stop here */
-			snprintf(err, errlen, "epoch %d: the loss summed over the %d workers is not finite; "
-					      "lower the learning rate (now %g)", e, size,
-				 hora_lr_at(&cfg->optim, step - 1, steps_per_epoch, total, size));
-			rc = HORA_ERR_DIVERGED;
-			goto out;
-		}
-		if (tl)
-			hora_timeline_span(tl, 0, "evaluate", tv0, now_s(), 0);
-		m = (struct hora_epoch_metrics){
-			.epoch = e,
-			.loss = st.loss_sum / (double)st.n,
-			.acc = (double)st.correct / (double)st.n,
-			.val_loss = vs.n ? vs.loss_sum / (double)vs.n : NAN,
-			.val_acc = vs.n ? (double)vs.correct / (double)vs.n : NAN,
-			.samples_per_s = (double)st.n / t_train,
-			.seconds = now_s() - t0,
-			.workers = size,
-		};
-		if (talk) {
-			if (pg.bar) {
-				bar_draw(&pg, steps_per_epoch, &st, 1);
-				printf(" - val_loss: %.4f - val_acc: %.4f - %.0f samples/s\n", m.val_loss,
-				       m.val_acc, m.samples_per_s);
-			} else {
-				printf("epoch %d/%d loss %.4f acc %.4f val_loss %.4f val_acc %.4f "
-				       "samples/s %.0f seconds %.2f\n",
-				       e, cfg->epochs, m.loss, m.acc, m.val_loss, m.val_acc,
-				       m.samples_per_s, m.seconds);
-			}
-			fflush(stdout);
-		}
-		/* rank 0's files: a failure there stops every rank, together */
-		int32_t wrc = 0;
-		if (mf && (wrc = write_metrics(mf, &m)))
-			snprintf(err, errlen, "metrics: cannot write %s: %s", cfg->metrics, strerror(-wrc));
-		if (!wrc && rank == 0 && cfg->checkpoint_dir[0] && cfg->checkpoint_every > 0 &&
-		    (e % cfg->checkpoint_every == 0 || e == cfg->epochs)) {
-			struct hora_ckpt_meta cm = {.epoch = e, .workers = size, .step = step, .rng = rng,
-						    .seed = cfg->seed, .nparams = tr.nparams};
-			snprintf(cm.model, sizeof(cm.model), "%s", tr.ops->name);
-			cm.batch = cfg->batch_size;
-			snprintf(cm.optimizer, sizeof(cm.optimizer), "%s", optim_desc(&cfg->optim));
-			double tc0 = now_s();
-			/* on failure the previous checkpoint is still there */
-			wrc = hora_ckpt_write(cfg->checkpoint_dir, &cm, tr.params, tr.optim, err, errlen);
-			if (tl && !wrc)
-				hora_timeline_span(tl, 0, "checkpoint", tc0, now_s(), 0);
-		}
-		if (c && size > 1 && (rc = hora_broadcast(c, &wrc, 1, HORA_I32, 0))) {
-			snprintf(err, errlen, "after epoch %d: %s", e, hora_comm_last_error(c));
-			goto out;
-		}
-		if (wrc) {
-			if (rank != 0)
-				snprintf(err, errlen, "rank 0 stopped the job after epoch %d: it could not write its "
-						      "metrics or checkpoint (its log says why)", e);
-			rc = wrc;
-			goto out;
-		}
-	}
-	if (tl && (rc = hora_timeline_write(tl, c, cfg->timeline, err, errlen)))
-		goto out;
-	if (res) {
-		res->last = m;
-		res->steps = step;
-		res->nparams = tr.nparams;
-		if (dopt) {
-			struct hora_dist_stats ds;
-			hora_dist_optim_stats(dopt, &ds);
-			res->allreduce_s = ds.allreduce_s;
-			res->allreduce_hidden_s = ds.hidden_s;
-		}
-		res->params = malloc(tr.nparams * sizeof(float));
-		if (!res->params) {
-			rc = -ENOMEM;
-			snprintf(err, errlen, "out of memory");
-			goto out;
-		}
-		memcpy(res->params, tr.params, tr.nparams * sizeof(float));
-	}
-	rc = 0;
-out:
-	if (mf)
-		fclose(mf);
-	free(order);
-	hora_dist_optim_destroy(dopt);
-	hora_timeline_destroy(tl);
-	hora_trainer_deinit(&tr);
-	hora_dataset_deinit(&train);
-	hora_dataset_deinit(&test);
+	*r = (struct run){.c = c, .cfg = cfg, .err = err, .errlen = errlen, .rank = hora_rank(c),
+			  .size = hora_size(c)};
+	r->several = c && r->size > 1;
+	r->talk = r->rank == 0 && !cfg->quiet;
+	int rc = prepare(r);
+	if (!rc && r->talk)
+		print_header(r);
+	for (int e = r->first_epoch; !rc && e <= cfg->epochs; e++)
+		rc = run_epoch(r, e);
+	if (!rc && r->tl)
+		rc = hora_timeline_write(r->tl, c, cfg->timeline, err, errlen);
+	if (!rc && res)
+		rc = fill_result(r, res);
+	if (r->mf)
+		fclose(r->mf);
+	free(r->order);
+	hora_dist_optim_destroy(r->dopt);
+	hora_timeline_destroy(r->tl);
+	hora_trainer_deinit(&r->tr);
+	hora_dataset_deinit(&r->train);
+	hora_dataset_deinit(&r->test);
+	free(r);
 	return rc;
 }
 

@@ -132,12 +132,6 @@ int hora_trainer_forward_backward(struct hora_trainer *t, const struct hora_data
 	return t->ops->forward_backward(t->model, t->params, t->grads, &b, stats, ready, arg);
 }
 
-int hora_trainer_evaluate(struct hora_trainer *t, const struct hora_dataset *ds,
-			  struct hora_model_stats *stats)
-{
-	return hora_trainer_evaluate_range(t, ds, 0, ds->n, stats);
-}
-
 int hora_trainer_evaluate_range(struct hora_trainer *t, const struct hora_dataset *ds, int64_t lo,
 				int64_t hi, struct hora_model_stats *stats)
 {

@@ -45,9 +45,8 @@ int hora_trainer_forward_backward(struct hora_trainer *t, const struct hora_data
 				  const int64_t *idx, int n, struct hora_model_stats *stats,
 				  hora_grads_ready_fn ready, void *arg);
 
-/* Evaluate on all of ds, or on samples [lo, hi); fills *stats. Returns 0 or -errno. */
-int hora_trainer_evaluate(struct hora_trainer *t, const struct hora_dataset *ds,
-			  struct hora_model_stats *stats);
+/* Evaluate on samples [lo, hi) of ds (all of it: 0, ds->n); fills *stats.
+ * Returns 0 or -errno. */
 int hora_trainer_evaluate_range(struct hora_trainer *t, const struct hora_dataset *ds, int64_t lo,
 				int64_t hi, struct hora_model_stats *stats);
 

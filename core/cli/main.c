@@ -11,6 +11,7 @@
  * model, data). Fail-fast handling belongs here, not in the library.
  */
 #include "cli.h"
+#include "env.h"
 #include "hora.h"
 #include "hora_config.h"
 #include "hora_model.h"
@@ -211,6 +212,11 @@ int main(int argc, char **argv)
 {
 	if (argc < 2) {
 		usage(stderr);
+		return 2;
+	}
+	char lerr[128];
+	if (hora_env_apply_log(lerr, sizeof(lerr))) { /* the one environment read of every command */
+		fprintf(stderr, "hora: %s\n", lerr);
 		return 2;
 	}
 	const char *cmd = argv[1];

@@ -18,6 +18,7 @@
  */
 #include "cli.h"
 #include "cluster.h"
+#include "env.h"
 #include "hora.h"
 #include "init.h"
 #include "net/membership/membership.h"
@@ -325,8 +326,11 @@ static int node_from_cluster(struct node_opts *o, const struct hora_cluster_conf
 		if (!hora_net_swim_addr(cc->seeds[i], &o->seeds[o->nseeds]))
 			o->nseeds++;
 	if (f->config && role == HORA_SWIM_WORKER) {
-		if (o->proc < 0)
-			o->proc = hora_cluster_proc_from_env();
+		char why[256];
+		if (o->proc < 0 && hora_env_proc(&o->proc, why, sizeof(why))) {
+			fprintf(stderr, "%s: %s\n", prog, why);
+			return 2;
+		}
 		int local, node = hora_cluster_locate(cc, o->proc, &local);
 		if (node < 0) {
 			fprintf(stderr, "%s: worker %d does not exist: %s has %d workers\n", prog, o->proc,
@@ -514,7 +518,7 @@ static int run_node(struct node_opts *o, enum hora_swim_role role, const char *p
 
 /* The job of a launched worker: the train section of the cluster file with
  * the train.* --set applied, distributed over every worker of cc
- * (hora_init_cluster, hora_train_run_comm). */
+ * (hora_init_with over cc, hora_train_run_comm). */
 static int run_training(const struct node_opts *o, const struct hora_cluster_config *cc,
 			const struct node_flags *f, struct hora_train_config *tc, const char *prog)
 {
@@ -536,11 +540,17 @@ static int run_training(const struct node_opts *o, const struct hora_cluster_con
 		tc->progress = 1;
 	else if (pg && !strcmp(pg, "lines"))
 		tc->progress = 0;
-	char gs[16];
-	snprintf(gs, sizeof(gs), "%d", o->proc);
-	setenv("HORA_PROC", gs, 1);
+	struct hora_init_opts io;
+	hora_init_opts_defaults(&io);
+	if (hora_env_init_opts(&io, err, sizeof(err))) {
+		fprintf(stderr, "%s: %s\n", prog, err);
+		return 2;
+	}
+	io.cluster = cc;
+	io.cluster_file = cc->file;
+	io.proc = o->proc;
 	struct hora_comm *c;
-	if (hora_init_cluster(cc, &c, err, sizeof(err))) {
+	if (hora_init_with(&io, &c, err, sizeof(err))) {
 		fprintf(stderr, "%s: worker %d: %s\n", prog, o->proc, err);
 		return 1;
 	}
@@ -555,6 +565,8 @@ static int run_training(const struct node_opts *o, const struct hora_cluster_con
 	}
 	hora_train_result_deinit(&res);
 	hora_finalize(c);
+	if (rc == HORA_ERR_STALL)
+		return 3; /* the stall inspector's report is in err, printed above */
 	return rc == HORA_ERR_CONFIG || rc == HORA_ERR_DATA || rc == HORA_ERR_MODEL ? 2 : rc ? 1 : 0;
 }
 

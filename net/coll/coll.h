@@ -117,6 +117,14 @@ void hora_net_comm_progress(struct hora_net_comm *c, uint64_t *seq, uint32_t *ki
  * (the kind travels as uint32_t in stall reports). */
 const char *hora_net_coll_name(uint32_t kind);
 
+/* From any thread: make the call in progress fail now, and every later one
+ * (-ECANCELED; the calling thread then breaks the communicator as for any
+ * error). The fast sockets are shut down for reading (a blocked receive
+ * returns; a send blocked on a full buffer waits for its io timeout) and
+ * every peer is failed with
+ * why; nothing is freed here. For the stall abort (core/comm.c). */
+void hora_net_comm_interrupt(struct hora_net_comm *c, const char *why);
+
 const char *hora_net_comm_error(const struct hora_net_comm *c);
 int hora_net_comm_rank(const struct hora_net_comm *c);
 int hora_net_comm_size(const struct hora_net_comm *c);

@@ -75,6 +75,13 @@ int hora_net_comm_create(const struct hora_net_comm_cfg *cfg, struct hora_net_co
 	return 0;
 }
 
+void hora_net_comm_interrupt(struct hora_net_comm *c, const char *why)
+{
+	atomic_store(&c->interrupted, 1);
+	if (c->link && c->link->ops->interrupt)
+		c->link->ops->interrupt(c->link, why);
+}
+
 void hora_net_comm_destroy(struct hora_net_comm *c)
 {
 	if (!c)

@@ -26,6 +26,8 @@ static int begin(struct hora_net_comm *c, enum hora_net_coll_kind kind, size_t c
 {
 	if (c->broken)
 		return c->broken;
+	if (atomic_load(&c->interrupted))
+		return coll_fail_peer(c, -ECANCELED, -1, "the communicator was interrupted");
 	c->seq++;
 	c->kind = kind;
 	atomic_store(&c->p_since_ms, hora_clock_ms());

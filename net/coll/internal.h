@@ -56,6 +56,7 @@ struct hora_net_comm {
 	pthread_mutex_t refusal_mu;
 	struct refusal refusal;   /* the first refusal seen (ours or a notice's), refusal_mu */
 	int post_err;             /* why the last post was refused */
+	_Atomic int interrupted;  /* hora_net_comm_interrupt was called (any thread) */
 };
 
 /* ---- the 32-byte fingerprint / notice (wire.c) ---------------------------------- */

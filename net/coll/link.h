@@ -86,6 +86,12 @@ struct hora_net_link_ops {
 	 * from `peer` without consuming them, waiting up to wait_ms for them.
 	 * Returns 0 when len bytes were there, else -errno (-ENOTCONN: closed). */
 	int (*peek)(struct hora_net_link *l, int peer, void *buf, size_t len, int wait_ms);
+	/* optional: from any thread, make what blocks on the link now and every
+	 * later operation fail promptly: the caller-driven streams are shut for
+	 * reading (a blocked receive returns; our notices can still leave) and
+	 * the queued path's peers fail with `why`. Frees nothing; safe against a
+	 * close on the calling thread. For the stall abort (core/comm.c). */
+	void (*interrupt)(struct hora_net_link *l, const char *why);
 	/* Close both paths to `peer` (-1: every peer). Pending posted messages
 	 * complete with an error; later posts fail. */
 	void (*close)(struct hora_net_link *l, int peer);

@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -28,6 +29,9 @@ struct link_tcp {
 	int io_timeout_ms;
 	const struct hora_net_comm_cfg *cfg; /* during setup only */
 	uint32_t hello[4];                   /* ours, sent to every peer during setup */
+	/* tcp_interrupt (any thread) against closing peer[] and fast[] (the
+	 * calling thread): both take mu */
+	pthread_mutex_t mu;
 };
 
 static struct link_tcp *tcp_of(struct hora_net_link *l)
@@ -72,8 +76,10 @@ static int tcp_exchange(struct hora_net_link *l, struct hora_net_link_xchg *x)
 	int rc = hora_net_fast_xchg(&f);
 	x->dir = f.dir;
 	if (f.torn) { /* rank `to` is inside our message: nothing more may follow it */
+		pthread_mutex_lock(&t->mu);
 		close(t->fast[x->to]);
 		t->fast[x->to] = -1;
+		pthread_mutex_unlock(&t->mu);
 	}
 	return rc;
 }
@@ -102,9 +108,22 @@ static int tcp_peek(struct hora_net_link *l, int peer, void *buf, size_t len, in
 	return got == (ssize_t)len ? 0 : -EAGAIN;
 }
 
+static void tcp_interrupt(struct hora_net_link *l, const char *why)
+{
+	struct link_tcp *t = tcp_of(l);
+	pthread_mutex_lock(&t->mu);
+	for (int i = 0; t->fast && i < l->nranks; i++)
+		if (t->fast[i] >= 0)
+			shutdown(t->fast[i], SHUT_RD);
+	for (int i = 0; t->peer && i < l->nranks; i++)
+		hora_net_peer_abort(t->peer[i], why);
+	pthread_mutex_unlock(&t->mu);
+}
+
 static void tcp_close(struct hora_net_link *l, int peer)
 {
 	struct link_tcp *t = tcp_of(l);
+	pthread_mutex_lock(&t->mu);
 	for (int i = peer < 0 ? 0 : peer; i < (peer < 0 ? l->nranks : peer + 1); i++) {
 		if (t->peer) {
 			hora_net_peer_close(t->peer[i]);
@@ -115,6 +134,7 @@ static void tcp_close(struct hora_net_link *l, int peer)
 			t->fast[i] = -1;
 		}
 	}
+	pthread_mutex_unlock(&t->mu);
 }
 
 static void tcp_destroy(struct hora_net_link *l)
@@ -124,6 +144,7 @@ static void tcp_destroy(struct hora_net_link *l)
 	struct link_tcp *t = tcp_of(l);
 	tcp_close(l, -1);
 	hora_net_loop_destroy(t->loop);
+	pthread_mutex_destroy(&t->mu);
 	free(t->peer);
 	free(t->fast);
 	free(t);
@@ -136,6 +157,7 @@ static const struct hora_net_link_ops tcp_ops = {
 	.exchange = tcp_exchange,
 	.notify = tcp_notify,
 	.peek = tcp_peek,
+	.interrupt = tcp_interrupt,
 	.close = tcp_close,
 	.destroy = tcp_destroy,
 };
@@ -407,6 +429,7 @@ int hora_net_link_tcp_create(const struct hora_net_comm_cfg *cfg, struct hora_ne
 	t->base = (struct hora_net_link){.ops = &tcp_ops, .rank = cfg->rank, .nranks = cfg->nranks};
 	t->io_timeout_ms = cfg->opts.io_timeout_ms;
 	t->cfg = cfg;
+	pthread_mutex_init(&t->mu, NULL);
 	memcpy(t->hello, &(struct hello){HELLO_MAGIC, (uint32_t)cfg->rank, (uint32_t)cfg->nranks, 0},
 	       sizeof(t->hello));
 	t->peer = calloc((size_t)cfg->nranks, sizeof(*t->peer));

@@ -146,6 +146,8 @@ int coll_fail_peer(struct hora_net_comm *c, int rc, int peer, const char *fmt, .
 {
 	if (c->broken)
 		return rc;
+	if (atomic_load(&c->interrupted))
+		peer = -1; /* our own doing (the stall abort), whatever peer it showed at */
 	int k = snprintf(c->err, sizeof(c->err), "rank %d (view %u), %s #%llu: ", c->rank, c->cfg.opts.view,
 			 hora_net_coll_name(c->kind), (unsigned long long)c->seq);
 	va_list ap;

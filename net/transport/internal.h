@@ -149,7 +149,7 @@ struct hora_net_peer {
 	int64_t created_ns;
 };
 
-enum cmd_kind { CMD_LISTEN, CMD_CONNECT, CMD_SEND, CMD_RECV, CMD_CLOSE, CMD_STOP, CMD_CALL };
+enum cmd_kind { CMD_LISTEN, CMD_CONNECT, CMD_SEND, CMD_RECV, CMD_CLOSE, CMD_STOP, CMD_CALL, CMD_ABORT };
 
 struct cmd {
 	struct cmd *next;
@@ -247,6 +247,7 @@ void hora_net_peer_conn_gone(struct hora_net_peer *p, struct conn *c);
 void hora_net_peer_do_send(struct hora_net_req *r);
 void hora_net_peer_do_recv(struct hora_net_req *r);
 void hora_net_peer_do_close(struct hora_net_peer *p, struct hora_net_req *sync);
+void hora_net_peer_do_abort(struct hora_net_peer *p, struct cmd *c);
 struct hora_net_req *hora_net_peer_find_recv(struct hora_net_peer *p, uint64_t seq);
 void hora_net_peer_recv_complete(struct hora_net_peer *p, struct hora_net_req *r);
 void hora_net_peer_send_frame_done(struct hora_net_req *r);

@@ -157,6 +157,9 @@ static void run_cmd(struct hora_net_loop *loop, struct cmd *c)
 		if (c->req)
 			hora_net_req_finish(c->req, 0, NULL);
 		break;
+	case CMD_ABORT:
+		hora_net_peer_do_abort(c->peer, c);
+		break;
 	}
 	free(c);
 }

@@ -710,6 +710,31 @@ void hora_net_peer_do_close(struct hora_net_peer *p, struct hora_net_req *sync)
 	}
 }
 
+void hora_net_peer_do_abort(struct hora_net_peer *p, struct cmd *c)
+{
+	hora_net_peer_fail(p, -ECANCELED, "%s", (const char *)c->arg);
+	hora_net_req_finish(c->req, 0, NULL);
+}
+
+void hora_net_peer_abort(struct hora_net_peer *p, const char *why)
+{
+	if (!p)
+		return;
+	struct cmd *c = calloc(1, sizeof(*c));
+	struct hora_net_req *r = req_new(REQ_SYNC, NULL, NULL, 0, NULL, NULL);
+	if (!c || !r) {
+		free(c);
+		if (r)
+			req_free(r);
+		return;
+	}
+	c->kind = CMD_ABORT;
+	c->peer = p;
+	c->arg = (void *)why;
+	char err[256];
+	sync_cmd(p->loop, c, r, err, sizeof(err), NULL);
+}
+
 void hora_net_peer_close(struct hora_net_peer *p)
 {
 	if (!p)

@@ -73,6 +73,11 @@ int hora_net_connect(struct hora_net_loop *loop, const char *host, uint16_t port
 /* Say goodbye (CLOSE frames), close the sockets and free the peer; waits
  * until the comm thread has done so. Pending requests fail with -ECANCELED. */
 void hora_net_peer_close(struct hora_net_peer *peer);
+/* Fail the peer now, from any thread: its sockets are shut down and its
+ * pending and later requests fail with -ECANCELED and `why` (once they
+ * left the kernel, as for any failure); p stays valid until
+ * hora_net_peer_close. Returns once the comm thread has done so. */
+void hora_net_peer_abort(struct hora_net_peer *peer, const char *why);
 /* "host:port" of the peer; valid until hora_net_peer_close. */
 const char *hora_net_peer_name(const struct hora_net_peer *peer);
 uint32_t hora_net_peer_node(const struct hora_net_peer *peer);

@@ -6,6 +6,10 @@
  * and compared bit for bit. Allreduce itself is covered in tests/net. */
 #include "hora.h"
 #include "comm_helpers.h"
+#include "distopt.h"
+#include "env.h"
+#include "init.h"
+#include "net/util/clock.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -247,13 +251,6 @@ Test(comm, reduce_scatter_in_and_out_of_place, .timeout = 120)
 
 /* ---- barrier --------------------------------------------------------------------- */
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* when the last rank entered the second barrier (ns of CLOCK_MONOTONIC) */
 static _Atomic long long last_arrived_ns;
 
@@ -263,13 +260,13 @@ static void barrier_fn(struct rank_ctx *x)
 	 * (compared with the time it recorded on entering, so a rank that is
 	 * descheduled somewhere cannot make the barrier look early or late) */
 	hora_barrier(x->c); /* line everyone up first */
-	double t0 = now_s();
+	double t0 = hora_clock_s();
 	if (x->rank == x->n - 1) {
 		usleep(300000);
-		atomic_store(&last_arrived_ns, (long long)(now_s() * 1e9));
+		atomic_store(&last_arrived_ns, (long long)(hora_clock_s() * 1e9));
 	}
 	int rc = hora_barrier(x->c);
-	double left = now_s(), arrived = (double)atomic_load(&last_arrived_ns) * 1e-9;
+	double left = hora_clock_s(), arrived = (double)atomic_load(&last_arrived_ns) * 1e-9;
 	x->ok = !rc && arrived > 0 && left >= arrived;
 	snprintf(x->err, sizeof(x->err), "rc %d, left %.3f s after the first barrier, the last rank "
 		 "arrived after %.3f s: %s", rc, left - t0, arrived - t0,
@@ -423,4 +420,278 @@ Test(comm, bad_arguments_are_refused)
 	cr_assert_eq(hora_comm_create(&cfg, &c, err, sizeof(err)), -EINVAL);
 	cr_assert(strstr(err, "secret"), "%s", err);
 	cr_assert_null(c);
+}
+
+/* ---- local rank and size ----------------------------------------------------------- */
+
+/* ranks on two hosts (127.x.y.z and the next z, both loopback): local rank
+ * and size count the ranks that listen on the same host */
+static void local_fn(struct rank_ctx *x)
+{
+	int lr = hora_local_rank(x->c), ls = hora_local_size(x->c);
+	/* hosts: even ranks on A, odd ranks on B */
+	int want_size = (x->n + (x->rank % 2 ? 0 : 1)) / 2, want_rank = x->rank / 2;
+	x->ok = lr == want_rank && ls == want_size && hora_rank(x->c) == x->rank &&
+		hora_size(x->c) == x->n;
+	snprintf(x->err, sizeof(x->err), "local rank %d of %d, want %d of %d", lr, ls, want_rank,
+		 want_size);
+}
+
+Test(comm, local_rank_and_size_count_the_ranks_of_one_host, .timeout = 60)
+{
+	struct rank_ctx rk[MAXR];
+	for (int n = 1; n <= 5; n++) {
+		tc_pick_addrs(n);
+		for (int i = 1; i < n; i += 2) { /* odd ranks: the next host address */
+			unsigned h1, h2, h3, port;
+			cr_assert_eq(sscanf(tc_addr[i], "127.%u.%u.%u:%u", &h1, &h2, &h3, &port), 4);
+			snprintf(tc_addr[i], sizeof(tc_addr[i]), "127.%u.%u.%u:%u", h1 & 255, h2 & 255,
+				 (h3 + 1) % 254 + 1, port & 0xffff);
+		}
+		for (int i = 0; i < n; i++)
+			rk[i] = (struct rank_ctx){.rank = i, .n = n, .fn = local_fn};
+		tc_threads(n, create, rk, sizeof(*rk));
+		for (int r = 0; r < n; r++) {
+			cr_assert_eq(rk[r].rc, 0, "N=%d rank %d (%s): %s", n, r, tc_addrs[r], rk[r].err);
+			cr_assert(rk[r].ok, "N=%d rank %d: %s", n, r, rk[r].err);
+			hora_comm_destroy(rk[r].c);
+		}
+	}
+	cr_assert_eq(hora_local_rank(NULL), 0);
+	cr_assert_eq(hora_local_size(NULL), 1);
+}
+
+/* ---- the async forms of broadcast, allgather, reduce-scatter, barrier ------------ */
+
+#define AC 1000 /* elements per rank */
+static void async_others_fn(struct rank_ctx *x)
+{
+	const int n = x->n, me = x->rank, root = n - 1;
+	int32_t *bc = malloc(AC * sizeof(int32_t)), *ag = malloc((size_t)n * AC * sizeof(int32_t));
+	float *rsin = malloc((size_t)n * AC * sizeof(float)), *rs = malloc(AC * sizeof(float));
+	int32_t mine[AC];
+	for (size_t i = 0; i < AC; i++) {
+		bc[i] = me == root ? (int32_t)(i * 3 + 1) : -1;
+		mine[i] = contrib(me, i);
+	}
+	for (size_t i = 0; i < (size_t)n * AC; i++)
+		rsin[i] = (float)contrib(me, i);
+	struct hora_request *rq[4];
+	int rc[4];
+	rc[0] = hora_broadcast_async(x->c, bc, AC, HORA_I32, root, &rq[0]);
+	rc[1] = hora_allgather_async(x->c, mine, ag, AC, HORA_I32, &rq[1]);
+	rc[2] = hora_reduce_scatter_async(x->c, rsin, rs, AC, HORA_F32, HORA_SUM, &rq[2]);
+	rc[3] = hora_barrier_async(x->c, &rq[3]);
+	x->ok = 1;
+	for (int k = 0; k < 4; k++)
+		if (rc[k] || (rc[k] = hora_wait(rq[k]))) {
+			x->ok = 0;
+			snprintf(x->err, sizeof(x->err), "call %d: rc %d: %s", k, rc[k], hora_comm_last_error(x->c));
+			break;
+		}
+	for (size_t i = 0; i < AC && x->ok; i++) {
+		float want = 0;
+		for (int r = 0; r < n; r++)
+			want += (float)contrib(r, (size_t)me * AC + i);
+		if (bc[i] != (int32_t)(i * 3 + 1) || rs[i] != want) {
+			x->ok = 0;
+			snprintf(x->err, sizeof(x->err), "element %zu: broadcast %d (want %d), reduce_scatter %g "
+				 "(want %g)", i, bc[i], (int)(i * 3 + 1), rs[i], want);
+		}
+		for (int r = 0; r < n && x->ok; r++)
+			if (ag[(size_t)r * AC + i] != contrib(r, i)) {
+				x->ok = 0;
+				snprintf(x->err, sizeof(x->err), "allgather block %d element %zu: %d (want %d)", r, i,
+					 ag[(size_t)r * AC + i], contrib(r, i));
+			}
+	}
+	free(bc);
+	free(ag);
+	free(rsin);
+	free(rs);
+}
+
+Test(comm, async_broadcast_allgather_reduce_scatter_barrier, .timeout = 120)
+{
+	struct rank_ctx rk[MAXR];
+	for (int n = 1; n <= 4; n++) {
+		run_ranks(n, async_others_fn, NULL, rk);
+		for (int r = 0; r < n; r++)
+			cr_assert(rk[r].ok, "N=%d rank %d: %s", n, r, rk[r].err);
+	}
+}
+
+/* an async barrier finishes only once every rank entered it: the last rank
+ * enters 300 ms late, after the others recorded that their request was
+ * still pending */
+static _Atomic int barrier_early;
+static void async_barrier_fn(struct rank_ctx *x)
+{
+	struct hora_request *rq;
+	hora_barrier(x->c);
+	if (x->rank == x->n - 1)
+		usleep(300000);
+	int rc = hora_barrier_async(x->c, &rq);
+	if (!rc && x->rank != x->n - 1 && hora_test(rq))
+		atomic_store(&barrier_early, 1);
+	if (!rc)
+		rc = hora_wait(rq);
+	x->ok = !rc;
+	snprintf(x->err, sizeof(x->err), "rc %d: %s", rc, rc ? hora_comm_last_error(x->c) : "");
+}
+
+Test(comm, async_barrier_waits_for_the_last_rank, .timeout = 60)
+{
+	struct rank_ctx rk[MAXR];
+	atomic_store(&barrier_early, 0);
+	run_ranks(3, async_barrier_fn, NULL, rk);
+	for (int r = 0; r < 3; r++)
+		cr_assert(rk[r].ok, "rank %d: %s", r, rk[r].err);
+	cr_assert_not(atomic_load(&barrier_early), "an async barrier finished before the last rank entered");
+}
+
+/* ---- the small-message threshold --------------------------------------------------- */
+
+static void small_fn(struct rank_ctx *x)
+{
+	enum { COUNT = 3000 }; /* 12 000 bytes: below the default threshold, above 1 KiB */
+	float *in = malloc(COUNT * sizeof(float)), *out = malloc(COUNT * sizeof(float));
+	for (size_t i = 0; i < COUNT; i++)
+		in[i] = (float)contrib(x->rank, i);
+	struct hora_request *rq;
+	x->ok = 1;
+	/* a queued call finishes before the setting changes */
+	int rc = hora_allreduce_async(x->c, in, out, COUNT, HORA_F32, HORA_SUM, &rq);
+	const size_t before = hora_comm_small_bytes(x->c);
+	int set = hora_comm_set_small_bytes(x->c, 1024);
+	if (rc || set || !hora_test(rq) || hora_wait(rq) || hora_comm_small_bytes(x->c) != 1024 ||
+	    before != (16 << 10)) {
+		x->ok = 0;
+		snprintf(x->err, sizeof(x->err), "rc %d, set %d, small_bytes %zu then %zu", rc, set, before,
+			 hora_comm_small_bytes(x->c));
+	}
+	/* above the new threshold: the ring, with the same result */
+	float *ring = malloc(COUNT * sizeof(float));
+	if (x->ok && (rc = hora_allreduce(x->c, in, ring, COUNT, HORA_F32, HORA_SUM))) {
+		x->ok = 0;
+		snprintf(x->err, sizeof(x->err), "after the change: %s", hora_comm_last_error(x->c));
+	}
+	for (size_t i = 0; i < COUNT && x->ok; i++) {
+		long s = 0;
+		for (int r = 0; r < x->n; r++)
+			s += contrib(r, i);
+		if (out[i] != (float)s || ring[i] != (float)s) {
+			x->ok = 0;
+			snprintf(x->err, sizeof(x->err), "element %zu: %g and %g, want %ld", i, out[i], ring[i], s);
+		}
+	}
+	/* the small-message buffers hold 1 MiB: more is refused, the setting kept */
+	if (x->ok && (hora_comm_set_small_bytes(x->c, (1 << 20) + 1) != -EINVAL ||
+		      hora_comm_small_bytes(x->c) != 1024)) {
+		x->ok = 0;
+		snprintf(x->err, sizeof(x->err), "1 MiB + 1 accepted or the setting changed (%zu)",
+			 hora_comm_small_bytes(x->c));
+	}
+	free(in);
+	free(out);
+	free(ring);
+}
+
+Test(comm, set_small_bytes_waits_for_queued_calls_and_is_bounded, .timeout = 60)
+{
+	struct rank_ctx rk[MAXR];
+	for (int n = 1; n <= 3; n++) {
+		run_ranks(n, small_fn, NULL, rk);
+		for (int r = 0; r < n; r++)
+			cr_assert(rk[r].ok, "N=%d rank %d: %s", n, r, rk[r].err);
+	}
+}
+
+/* ---- the environment, read by hora_init only (core/env.c) -------------------------- */
+
+static int init_with_env(const char *name, const char *value, char *err, size_t errlen)
+{
+	setenv(name, value, 1);
+	struct hora_comm *c = NULL;
+	int rc = hora_init(NULL, &c, err, errlen); /* no cluster file: a job of one */
+	hora_finalize(c);
+	unsetenv(name);
+	return rc;
+}
+
+/* HORA_SPIN_US was read with an unchecked atoi inside net/ ("abc" = 0 = the
+ * default, silently); every variable hora_init reads is now refused by name */
+Test(init, bad_environment_values_are_named)
+{
+	static const char *const bad[][2] = {
+		{"HORA_SPIN_US", "abc"},         {"HORA_SPIN_US", "-2"},
+		{"HORA_FUSION_THRESHOLD", "1x"}, {"HORA_FUSION_THRESHOLD", "-1"},
+		{"HORA_CYCLE_TIME_MS", "fast"},  {"HORA_PROC", "two"},
+		{"SLURM_PROCID", "-3"},          {"HORA_LOG", "loud"},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char err[256] = "";
+		int rc = init_with_env(bad[i][0], bad[i][1], err, sizeof(err));
+		cr_assert_eq(rc, HORA_ERR_CONFIG, "%s=%s: rc %d", bad[i][0], bad[i][1], rc);
+		cr_assert(strstr(err, bad[i][0]) && strstr(err, bad[i][1]), "%s=%s: %s", bad[i][0], bad[i][1],
+			  err);
+	}
+	char err[256] = "";
+	cr_assert_eq(init_with_env("HORA_SPIN_US", "-1", err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(init_with_env("HORA_SPIN_US", "50", err, sizeof(err)), 0, "%s", err);
+}
+
+Test(init, worker_index_comes_from_the_first_variable_set)
+{
+	char err[256];
+	int g = -1;
+	unsetenv("HORA_PROC");
+	unsetenv("SLURM_PROCID");
+	unsetenv("OMPI_COMM_WORLD_RANK");
+	unsetenv("PMI_RANK");
+	cr_assert_eq(hora_env_proc(&g, err, sizeof(err)), 0);
+	cr_assert_eq(g, 0);
+	setenv("PMI_RANK", "5", 1);
+	setenv("SLURM_PROCID", "3", 1);
+	cr_assert_eq(hora_env_proc(&g, err, sizeof(err)), 0);
+	cr_assert_eq(g, 3, "SLURM_PROCID before PMI_RANK (got %d)", g);
+	setenv("HORA_PROC", "2", 1);
+	cr_assert_eq(hora_env_proc(&g, err, sizeof(err)), 0);
+	cr_assert_eq(g, 2, "HORA_PROC first (got %d)", g);
+}
+
+/* HORA_FUSION_THRESHOLD / HORA_CYCLE_TIME_MS reach the distributed optimizer
+ * through hora_init's communicator, over the config; hora_comm_create's
+ * communicator reads no environment */
+Test(init, fusion_variables_reach_the_distributed_optimizer_through_hora_init)
+{
+	setenv("HORA_FUSION_THRESHOLD", "4096", 1);
+	setenv("HORA_CYCLE_TIME_MS", "2.5", 1);
+	char err[256];
+	struct hora_comm *c;
+	cr_assert_eq(hora_init(NULL, &c, err, sizeof(err)), 0, "%s", err);
+	struct hora_optim_config oc = {.kind = HORA_OPTIM_SGD, .lr = 0.1};
+	struct hora_optim *o;
+	cr_assert_eq(hora_optim_create(&oc, 10, &o), 0);
+	struct hora_fusion_config fc = {.threshold_bytes = 1 << 20};
+	struct hora_dist_optim *d;
+	cr_assert_eq(hora_dist_optim_create(c, o, 10, &fc, &d), 0);
+	cr_assert_eq(hora_dist_optim_fusion(d)->threshold_bytes, 4096);
+	cr_assert_float_eq(hora_dist_optim_fusion(d)->cycle_time_ms, 2.5, 1e-12);
+	hora_dist_optim_destroy(d);
+	hora_finalize(c);
+
+	const char *self[1] = {"127.0.0.1:0"};
+	struct hora_comm_config cfg;
+	hora_comm_config_defaults(&cfg);
+	cfg.size = 1;
+	cfg.addrs = self;
+	cfg.secret = TC_SECRET;
+	cfg.secret_len = strlen(TC_SECRET);
+	cr_assert_eq(hora_comm_create(&cfg, &c, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(hora_dist_optim_create(c, o, 10, &fc, &d), 0);
+	cr_assert_eq(hora_dist_optim_fusion(d)->threshold_bytes, 1 << 20, "the environment was read");
+	hora_dist_optim_destroy(d);
+	hora_comm_destroy(c);
+	hora_optim_destroy(o);
 }

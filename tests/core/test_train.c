@@ -1,12 +1,18 @@
 /* test_train.c - the training loop: learns, is bitwise deterministic per
- * seed, writes metrics, refuses bad data; and the reference model on the
- * real MNIST digits (data/mnist, made by deploy/get-data.sh). */
+ * seed, writes metrics, refuses bad data; a stall abort is the error a
+ * distributed job returns; and the reference model on the real MNIST
+ * digits (data/mnist, made by deploy/get-data.sh). */
 #include "hora.h"
 #include "../helpers.h"
+#include "init.h"
 
 #include <criterion/criterion.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 static char *dir;
 static char err[1024];
@@ -144,4 +150,72 @@ Test(core_train, mnist_mlp_on_real_mnist, .timeout = 120)
 	cr_assert_gt(r.last.val_acc, 0.90, "val_acc %.4f", r.last.val_acc);
 	cr_assert_eq(r.nparams, 101770);
 	hora_train_result_deinit(&r);
+}
+
+/* ---- the stall abort: an error of the training loop, not an exit --------------------- */
+
+struct stall_rank {
+	const char *file;
+	int proc, rc;
+	char err[1024];
+};
+
+/* rank 0 waits in the job agreement for rank 1, which sleeps 3 s first;
+ * rank 0's inspector (abort after 1 s) stops it */
+static void *stall_rank_main(void *p)
+{
+	struct stall_rank *x = p;
+	struct hora_init_opts o;
+	hora_init_opts_defaults(&o);
+	o.cluster_file = x->file;
+	o.proc = x->proc;
+	o.secret_env = getenv("HORA_SECRET"); /* hora_init_with reads no environment */
+	struct hora_comm *c;
+	if ((x->rc = hora_init_with(&o, &c, x->err, sizeof(x->err))))
+		return NULL;
+	if (x->proc == 0)
+		hora_comm_set_stall(c, 30, 1);
+	else
+		sleep(3);
+	struct hora_train_config tc = cfg;
+	tc.stall_warning_s = 30;
+	tc.stall_abort_s = 1;
+	struct hora_train_result res;
+	x->rc = hora_train_run_comm(c, &tc, &res, x->err, sizeof(x->err));
+	hora_train_result_deinit(&res);
+	hora_finalize(c);
+	return NULL;
+}
+
+/* The stall inspector called _exit(3) from its thread: the process died
+ * inside the library. Now the collective fails with HORA_ERR_STALL and the
+ * report, and hora_train_run_comm returns it (the CLI exits 3 on it). */
+Test(core_train, stall_abort_is_the_error_the_training_loop_returns, .timeout = 60)
+{
+	setenv("HORA_SECRET", "stall-unit-test-secret-0123456789", 1);
+	const int port = 20000 + (int)(getpid() % 6000) * 2;
+	char *file = th_path(dir, "cluster.yaml");
+	FILE *f = fopen(file, "w");
+	cr_assert(f);
+	fprintf(f, "cluster:\n  name: stall\n  port_base: %d\n  seeds: [\"127.0.0.1:%d\"]\n  nodes:\n"
+		   "    - {host: 127.0.0.1, workers: 2}\nmembership:\n  probe_interval_ms: 100\n"
+		   "  suspect_timeout_ms: 1000\n",
+		port, port + 1);
+	fclose(f);
+	struct stall_rank rk[2] = {{.file = file, .proc = 0}, {.file = file, .proc = 1}};
+	pthread_t th[2];
+	for (int i = 0; i < 2; i++)
+		pthread_create(&th[i], NULL, stall_rank_main, &rk[i]);
+	for (int i = 0; i < 2; i++)
+		pthread_join(th[i], NULL);
+	cr_assert_eq(rk[0].rc, HORA_ERR_STALL, "rank 0: rc %d: %s", rk[0].rc, rk[0].err);
+	/* the agreement's first call, the broadcast from rank 0, is where rank 0
+	 * waits: its root takes part in the fingerprint check around the ring */
+	cr_assert(strstr(rk[0].err, "agreeing on the job: stall: rank 0 waited ") &&
+			  strstr(rk[0].err, " s in broadcast #1 (stall_abort_s 1); ranks that have not reached "
+					    "it: rank 1 (no collective yet). Stopping this worker."),
+		  "rank 0: %s", rk[0].err);
+	/* the late rank fails (it does not hang), on its own terms */
+	cr_assert(rk[1].rc != 0 && rk[1].rc != HORA_ERR_STALL, "rank 1: rc %d: %s", rk[1].rc, rk[1].err);
+	free(file);
 }

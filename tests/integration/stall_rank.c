@@ -1,7 +1,9 @@
 /* stall_rank.c - a worker for test_stall.sh (public API only): every rank
  * joins the job (HORA_CONFIG, HORA_PROC), rank `sleeper` sleeps before an
  * allreduce that the others enter at once, so their stall inspector must
- * name it.  usage: stall_rank SLEEPER SLEEP_S WARN_S ABORT_S */
+ * name it. A stall abort comes back as the allreduce's HORA_ERR_STALL (the
+ * library never exits); this program exits 3 on it, as `hora` does.
+ * usage: stall_rank SLEEPER SLEEP_S WARN_S ABORT_S */
 #include "hora.h"
 
 #include <stdio.h>
@@ -28,5 +30,5 @@ int main(int argc, char **argv)
 	       rc ? hora_comm_last_error(c) : "");
 	fflush(stdout);
 	hora_finalize(c);
-	return rc ? 1 : 0;
+	return rc == HORA_ERR_STALL ? 3 : rc ? 1 : 0;
 }

@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
-# test_stall.sh STALL_RANK_BINARY - the stall inspector with real processes:
+# test_stall.sh STALL_RANK_BINARY [HORA DATA_DIR] - the stall inspector with real processes:
 # three workers of a local cluster file, rank 2 sleeps before an allreduce.
 #  1. warning: ranks 0 and 1 log, after stall_warning_s, that rank 2 has not
 #     reached allreduce #1; everyone finishes once it arrives (value 3).
 #  2. abort: with stall_abort_s (2 s, below a 30 s stall_warning_s), ranks 0
-#     and 1 stop (exit 3) naming rank 2,
-#     and rank 2's late allreduce fails instead of hanging.
+#     and 1 stop (exit 3) naming rank 2, and rank 2's late allreduce fails
+#     instead of hanging. The abort is an error the allreduce returns
+#     (HORA_ERR_STALL, -10005, with the report as its text), not an exit
+#     from a library thread: the program goes on to print it.
+#  3. with HORA and DATA_DIR (MNIST): `hora worker` training a job of three,
+#     worker 2 stopped (SIGSTOP) mid-training: workers 0 and 1 exit 3 with
+#     the report, which hora_train_run_comm returned to the CLI.
 set -uo pipefail
 BIN="$1"
 T="$(mktemp -d)"
@@ -49,10 +54,52 @@ run 8 30 2 # the abort comes before the (later) warning would
 for g in 0 1; do
   [[ $(cat "$T/rc$g") == 3 ]] && grep -q "stall: rank $g waited [0-9]* s in allreduce #1 (stall_abort_s 2); ranks that have not reached it: rank 2 (no collective yet). Stopping this worker." "$T/out$g"
   check "abort on rank $g: exit 3, rank 2 named" $?
+  grep -q "rank $g: allreduce rc -10005 value 1: stall: rank $g waited" "$T/out$g"
+  check "rank $g's allreduce returns the stall error" $?
 done
 [[ $(cat "$T/rc2") == 1 ]] && grep -q "rank 2: allreduce rc -" "$T/out2"
 check "the late rank's allreduce fails (no hang)" $?
 if [[ $fail != 0 || -n ${VERBOSE:-} ]]; then
   for g in 0 1 2; do echo "--- worker $g"; cat "$T/out$g"; done
+fi
+
+HORA="${2:-}"
+DATA="${3:-}"
+if [[ -z $HORA || ! -f $DATA/train-images-idx3-ubyte ]]; then
+  echo "skip the hora worker part (no hora binary or no MNIST in '${DATA}')"
+  exit $fail
+fi
+cat >>"$T/c.yaml" <<YAML
+train:
+  model: mnist_mlp
+  data: $DATA
+  epochs: 1000
+  batch_size: 32
+  stall_warning_s: 30
+  stall_abort_s: 2
+YAML
+PIDS=()
+for g in 0 1 2; do # no `timeout` in between: PIDS are the workers themselves
+  "$HORA" worker --config "$T/c.yaml" --proc $g >"$T/w$g" 2>&1 &
+  PIDS+=($!)
+done
+for _ in $(seq 300); do grep -q "^epoch 1/" "$T/w0" && break; sleep 0.1; done # training runs
+kill -STOP "${PIDS[2]}"
+for _ in $(seq 300); do # 30 s at most for workers 0 and 1 to stop
+  kill -0 "${PIDS[0]}" 2>/dev/null || kill -0 "${PIDS[1]}" 2>/dev/null || break
+  sleep 0.1
+done
+for g in 0 1; do
+  kill -KILL "${PIDS[$g]}" 2>/dev/null # still running: fails below
+  wait "${PIDS[$g]}"; echo $? >"$T/wrc$g"
+done
+kill -KILL "${PIDS[2]}"
+wait "${PIDS[2]}" 2>/dev/null
+for g in 0 1; do
+  [[ $(cat "$T/wrc$g") == 3 ]] && grep -q "rank $g: .*stall: rank $g waited [0-9]* s in .* (stall_abort_s 2); ranks that have not reached it: .*rank 2" "$T/w$g"
+  check "hora worker $g: exit 3 with the stall report" $?
+done
+if [[ $fail != 0 || -n ${VERBOSE:-} ]]; then
+  for g in 0 1 2; do echo "--- hora worker $g"; tail -5 "$T/w$g"; done
 fi
 exit $fail

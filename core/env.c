@@ -1,0 +1,120 @@
+/* env.c - the one place hora reads the environment (see env.h and the table
+ * in core/README.md). Values are parsed strictly: a variable that is set but
+ * not a valid value is an error naming it, never a silent default. */
+#include "env.h"
+
+#include "log.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *env_get(const char *name)
+{
+	const char *v = getenv(name);
+	return v && *v ? v : NULL;
+}
+
+int hora_env_long(const char *name, long lo, long hi, long *out, char *err, size_t errlen)
+{
+	const char *v = env_get(name);
+	if (!v)
+		return 0;
+	char *end;
+	errno = 0;
+	long x = strtol(v, &end, 10);
+	if (errno || end == v || *end || x < lo || x > hi) {
+		snprintf(err, errlen, "%s must be an integer in %ld..%ld (got '%s')", name, lo, hi, v);
+		return HORA_ERR_CONFIG;
+	}
+	*out = x;
+	return 1;
+}
+
+int hora_env_double(const char *name, double lo, double hi, double *out, char *err, size_t errlen)
+{
+	const char *v = env_get(name);
+	if (!v)
+		return 0;
+	char *end;
+	errno = 0;
+	double x = strtod(v, &end);
+	if (errno || end == v || *end || !isfinite(x) || x < lo || x > hi) {
+		snprintf(err, errlen, "%s must be a number in %g..%g (got '%s')", name, lo, hi, v);
+		return HORA_ERR_CONFIG;
+	}
+	*out = x;
+	return 1;
+}
+
+int hora_env_proc(int *proc, char *err, size_t errlen)
+{
+	static const char *const names[] = {"HORA_PROC", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK",
+					    "PMI_RANK"};
+	*proc = 0;
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		long g;
+		int rc = hora_env_long(names[i], 0, 1 << 20, &g, err, errlen);
+		if (rc < 0)
+			return rc;
+		if (rc) {
+			*proc = (int)g;
+			return 0;
+		}
+	}
+	return 0;
+}
+
+const char *hora_env_secret(void)
+{
+	return getenv("HORA_SECRET");
+}
+
+int hora_env_apply_log(char *err, size_t errlen)
+{
+	static const char *const names[] = {"error", "warn", "info", "debug"};
+	const char *v = env_get("HORA_LOG");
+	if (!v)
+		return 0;
+	for (int l = HORA_LOG_ERROR; l <= HORA_LOG_DEBUG; l++)
+		if (!strcmp(v, names[l])) {
+			hora_log_set_level((enum hora_log_level)l);
+			return 0;
+		}
+	snprintf(err, errlen, "HORA_LOG must be error, warn, info or debug (got '%s')", v);
+	return HORA_ERR_CONFIG;
+}
+
+int hora_env_init_opts(struct hora_init_opts *o, char *err, size_t errlen)
+{
+	int rc;
+	long spin;
+	double x;
+	if ((rc = hora_env_apply_log(err, errlen)))
+		return rc;
+	o->cluster_file = env_get("HORA_CONFIG");
+	o->secret_env = hora_env_secret();
+	if ((rc = hora_env_proc(&o->proc, err, errlen)))
+		return rc;
+	if ((rc = hora_env_long("HORA_SPIN_US", -1, 1000000, &spin, err, errlen)) < 0)
+		return rc;
+	if (rc)
+		o->spin_us = spin ? (int)spin : -1; /* 0: never poll, as it always meant */
+	/* up to 64 GiB: a fusion buffer is one allocation of this size */
+	long bytes;
+	if ((rc = hora_env_long("HORA_FUSION_THRESHOLD", 0, 64L << 30, &bytes, err, errlen)) < 0)
+		return rc;
+	if (rc) {
+		o->fusion.has_threshold = true;
+		o->fusion.threshold_bytes = (size_t)bytes;
+	}
+	if ((rc = hora_env_double("HORA_CYCLE_TIME_MS", 0, 3600e3, &x, err, errlen)) < 0)
+		return rc;
+	if (rc) {
+		o->fusion.has_cycle_time = true;
+		o->fusion.cycle_time_ms = x;
+	}
+	return 0;
+}

@@ -1,0 +1,44 @@
+/* env.h - the one place hora reads the environment (core/ internal).
+ *
+ * Library code never calls getenv: hora_init (the Horovod-style entry point
+ * of a launched worker) and the `hora` command line read these variables
+ * here, with checked parses that name the variable on a bad value, and pass
+ * the values on in config structs. The table of variables is in
+ * core/README.md. */
+#ifndef HORA_CORE_ENV_H
+#define HORA_CORE_ENV_H
+
+#include "init.h"
+
+#include <stddef.h>
+
+/* An integer variable in [lo, hi]: 1 and *out when set, 0 when unset or
+ * empty, HORA_ERR_CONFIG with "NAME must be an integer in lo..hi (got 'v')"
+ * in err when it is not one. */
+int hora_env_long(const char *name, long lo, long hi, long *out, char *err, size_t errlen);
+/* The same for a number (strtod) in [lo, hi]. */
+int hora_env_double(const char *name, double lo, double hi, double *out, char *err, size_t errlen);
+
+/* This process's global worker index: the first of HORA_PROC, SLURM_PROCID,
+ * OMPI_COMM_WORLD_RANK, PMI_RANK that is set (as `hora launch`, Slurm or
+ * mpirun set them), else 0. 0 or HORA_ERR_CONFIG naming the variable. */
+int hora_env_proc(int *proc, char *err, size_t errlen);
+
+/* HORA_SECRET's value, or NULL when unset: the cluster secret when no
+ * secret_file is named (hora_comm_create, the cluster file's check, the
+ * `hora` commands pass it to hora_net_secret_load). */
+const char *hora_env_secret(void);
+
+/* HORA_LOG=error|warn|info|debug: sets the log level when given. 0 or
+ * HORA_ERR_CONFIG naming the variable and the accepted values. */
+int hora_env_apply_log(char *err, size_t errlen);
+
+/* Everything hora_init takes from the environment: HORA_CONFIG (the cluster
+ * file), HORA_SECRET, the worker index (hora_env_proc), HORA_SPIN_US (0: never
+ * poll), HORA_FUSION_THRESHOLD,
+ * HORA_CYCLE_TIME_MS; applies HORA_LOG. Fills o (after hora_init_opts_defaults)
+ * and returns 0, or HORA_ERR_CONFIG naming the variable. o->cluster_file
+ * points into the environment: valid while it is not changed. */
+int hora_env_init_opts(struct hora_init_opts *o, char *err, size_t errlen);
+
+#endif
