@@ -1,14 +1,10 @@
 /* bench.c - `hora bench <what>` dispatcher. One file per bench. */
+#include "bench.h"
+
 #include <stdio.h>
 #include <string.h>
 
-int hora_bench_train(int argc, char **argv);
-int hora_bench_p2p(int argc, char **argv);
-int hora_bench_membership(int argc, char **argv);
-int hora_bench_coll(const char *what, int argc, char **argv);
-int hora_bench_reduce(int argc, char **argv);
 
-int hora_bench_main(int argc, char **argv);
 int hora_bench_main(int argc, char **argv)
 {
 	if (argc < 2 || !strcmp(argv[1], "--help")) {

@@ -22,6 +22,7 @@
  * last size of their first run of wins: the values for
  * collectives.small_bytes and collectives.medium_bytes.
  */
+#include "bench.h"
 #include "hora.h"
 #include "net/coll/coll.h"
 #include "report.h"
@@ -420,7 +421,6 @@ static void usage(FILE *f)
 		   "       hora bench <coll> --rank R --addrs IP:PORT,IP:PORT,... [same options]\n");
 }
 
-int hora_bench_coll(const char *what, int argc, char **argv);
 int hora_bench_coll(const char *what, int argc, char **argv)
 {
 	static const struct option lopts[] = {

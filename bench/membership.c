@@ -11,6 +11,7 @@
  * and prints medians. SWIM's expectations: detection time about constant in
  * N, dissemination O(log N) periods, traffic per member constant.
  */
+#include "bench.h"
 #include "net/membership/membership.h"
 #include "report.h"
 
@@ -58,7 +59,6 @@ static void usage(FILE *f)
 		   "       [--suspect-timeout-ms 1000] [--json F]\n");
 }
 
-int hora_bench_membership(int argc, char **argv);
 int hora_bench_membership(int argc, char **argv)
 {
 	static const struct option opts[] = {

@@ -13,6 +13,7 @@
  * flight from the client, then a 1-byte ack; GB/s = 1e9 B/s; median of reps.
  * Secret: HORA_SECRET (or a random one shared with the forked server).
  */
+#include "bench.h"
 #include "net/transport/handshake.h"
 #include "net/transport/transport.h"
 #include "net/util/hostport.h"
@@ -304,7 +305,6 @@ static int run_server(const struct hora_net_opts *o, const char *host, uint16_t 
 	return rc;
 }
 
-int hora_bench_p2p(int argc, char **argv);
 int hora_bench_p2p(int argc, char **argv)
 {
 	static const struct option opts[] = {

@@ -11,6 +11,7 @@
  * writes one, memcpy reads one and writes one, so ~0.67 is the memory-bound
  * ceiling).
  */
+#include "bench.h"
 #include "net/coll/reduce.h"
 #include "report.h"
 
@@ -19,7 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-int hora_bench_reduce(int argc, char **argv);
 int hora_bench_reduce(int argc, char **argv)
 {
 	static const struct option lopts[] = {{"bytes", required_argument, 0, 'b'},

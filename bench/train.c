@@ -8,6 +8,7 @@
  * above 1.0 is overhead outside GEMM. Also the peak RSS against the decoded
  * dataset size (train + test bytes).
  */
+#include "bench.h"
 #include "core/trainer.h"
 #include "model/nn.h"
 #include "report.h"

@@ -8,7 +8,6 @@ int hora_cmd_seed(int argc, char **argv);   /* worker.c */
 int hora_cmd_worker(int argc, char **argv); /* worker.c */
 int hora_cmd_launch(int argc, char **argv); /* launch.c */
 #if HORA_WITH_BENCH
-int hora_bench_main(int argc, char **argv); /* bench/bench.c */
 #endif
 
 #endif

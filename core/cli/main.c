@@ -17,6 +17,9 @@
 #include "hora_model.h"
 #include "gpu/hora_gpu.h"
 #include "setarg.h"
+#if HORA_WITH_BENCH
+#include "bench/bench.h"
+#endif
 
 #include <errno.h>
 #include <getopt.h>
