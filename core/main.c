@@ -8,6 +8,7 @@
  * Exit codes: 0 success, 1 runtime failure, 2 bad input (usage, config,
  * model, data). Fail-fast handling belongs here, not in the library.
  */
+#include "config.h"
 #include "hora.h"
 #include "hora_config.h"
 #include "hora_model.h"
@@ -152,6 +153,8 @@ static int cmd_train(int argc, char **argv)
 		return 2;
 	}
 
+	if (hora_config_single_worker_note(&cfg, err, sizeof(err)) > 0)
+		fprintf(stderr, "hora train: note: %s\n", err);
 	struct hora_train_result res;
 	int rc = hora_train_run(&cfg, &res, err, sizeof(err));
 	if (rc) {
