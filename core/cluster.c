@@ -81,8 +81,11 @@ static int set_seeds(void *base, const char *key, const char *v, int line, int c
 }
 
 static const struct hora_cfg_name binds[] = {{"none", 0}, {"core", 1}, {NULL, 0}};
-static const struct hora_cfg_name algorithms[] = {
-	{"auto", 0}, {"ring", 1}, {"latency", 2}, {"direct", 3}, {NULL, 0}}; /* enum hora_algo */
+static const struct hora_cfg_name algorithms[] = {{"auto", HORA_ALGO_AUTO},
+						   {"ring", HORA_ALGO_RING},
+						   {"latency", HORA_ALGO_LATENCY},
+						   {"direct", HORA_ALGO_DIRECT_RING},
+						   {NULL, 0}};
 
 #define F(field) HORA_CFG_FIELD(struct hora_cluster_config, field)
 #define TEXT(k, f) {k, HORA_CFG_TEXT, F(f)}

@@ -1,5 +1,5 @@
-/* cluster.h - the cluster file: cluster, transport and membership sections
- * (internal; schema in deploy/README.md). */
+/* cluster.h - the cluster file: cluster, transport, membership and
+ * collectives sections (internal; schema in deploy/README.md). */
 #ifndef HORA_CORE_CLUSTER_H
 #define HORA_CORE_CLUSTER_H
 
