@@ -9,6 +9,7 @@
 
 #include <criterion/criterion.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 static char *dir;
 static char err[1024];
@@ -445,4 +446,55 @@ Test(core_config, single_worker_note_names_distributed_only_keys)
 	cr_assert_eq(hora_config_set(&cfg, "train.timeline", "", err, sizeof(err)), 0);
 	hora_train_config_defaults(&cfg);
 	cr_assert_eq(hora_config_single_worker_note(&cfg, msg, sizeof(msg)), 0);
+}
+
+/* ---- the documented schema is what the tables accept ------------------ */
+
+/* The n-th ```yaml block of deploy/README.md, written to dir/c.yaml with
+ * "deploy/secret" replaced by a secret file of our own. */
+static char *schema_block(int n)
+{
+	FILE *f = fopen(HORA_SOURCE_DIR "/deploy/README.md", "r");
+	cr_assert_not_null(f);
+	char *p = th_path(dir, "c.yaml"), *secret = th_path(dir, "secret");
+	th_write(secret, "0123456789abcdef0123456789abcdef", 32, 0);
+	cr_assert_eq(chmod(secret, 0600), 0);
+	FILE *out = fopen(p, "w");
+	cr_assert_not_null(out);
+	char line[512];
+	int block = 0, in = 0;
+	while (fgets(line, sizeof(line), f)) {
+		if (!strncmp(line, "```yaml", 7)) {
+			in = ++block == n;
+			continue;
+		}
+		if (!strncmp(line, "```", 3))
+			in = 0;
+		if (!in)
+			continue;
+		char *s = strstr(line, "deploy/secret");
+		if (s)
+			fprintf(out, "%.*s%s%s", (int)(s - line), line, secret, s + strlen("deploy/secret"));
+		else
+			fputs(line, out);
+	}
+	fclose(out);
+	fclose(f);
+	cr_assert_geq(block, n, "deploy/README.md has no yaml block %d", n);
+	free(secret);
+	return p;
+}
+
+Test(core_config, every_documented_key_is_accepted)
+{
+	char *p = schema_block(1); /* the train section */
+	cr_assert_eq(hora_config_load_yaml(&cfg, p, err, sizeof(err)), 0, "%s", err);
+	free(p);
+	p = schema_block(2); /* the cluster file */
+	struct hora_cluster_config cc;
+	hora_cluster_defaults(&cc);
+	cr_assert_eq(hora_cluster_load(&cc, p, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(cc.nnodes, 1);
+	cr_assert_eq(cc.coll.slice_bytes, (size_t)1 << 20);
+	free(p);
 }
