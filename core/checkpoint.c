@@ -15,6 +15,9 @@
  *   128 params                f32[nparams]
  *   ... optimizer state       (hora_optim_state_save)
  *   end BLAKE2b-256 of all the bytes before it (libsodium)
+ * Every version, past and future, ends with that checksum: a reader checks
+ * the whole file against it first, so that a damaged file is called damaged
+ * and only an intact one is judged by its version.
  * Writing: <dir>/checkpoint.hora.tmp, fsync, the current checkpoint.hora
  * becomes checkpoint.prev.hora, the new one is renamed into place, the
  * directory is fsynced. A crash at any point leaves a complete checkpoint.
@@ -137,6 +140,123 @@ int hora_ckpt_write(const char *dir, const struct hora_ckpt_meta *m, const float
 	return rc;
 }
 
+/* What a header says, before anything in it is trusted. */
+struct header {
+	uint32_t ver, hl;
+	uint64_t np, ob;
+	uint64_t size; /* of the whole file, if the header is one this hora reads; else 0 */
+};
+
+static void parse_header(const uint8_t *h, struct header *x)
+{
+	memcpy(&x->ver, h + 8, 4);
+	memcpy(&x->hl, h + 12, 4);
+	memcpy(&x->np, h + 48, 8);
+	memcpy(&x->ob, h + 56, 8);
+	x->size = 0;
+	if ((x->ver == 1 || x->ver == 2) && x->hl == HDR && x->np < (1ull << 60) && x->ob < (1ull << 60))
+		x->size = HDR + x->np * sizeof(float) + x->ob + SUM;
+}
+
+/* Hash the n bytes after the header into hs; into dst when there is one,
+ * else through a bounce buffer. 0, or -1 on a short read. */
+static int hash_bytes(FILE *f, crypto_generichash_state *hs, uint8_t *dst, uint64_t n)
+{
+	uint8_t buf[65536];
+	while (n) {
+		const size_t k = n < sizeof(buf) ? (size_t)n : sizeof(buf);
+		uint8_t *to = dst ? dst : buf;
+		if (fread(to, 1, k, f) != k)
+			return -1;
+		crypto_generichash_update(hs, to, k);
+		if (dst)
+			dst += k;
+		n -= k;
+	}
+	return 0;
+}
+
+/* Integrity before meaning: every version ends with the BLAKE2b-256 of all
+ * the bytes before it, so the whole file is checked against its checksum
+ * before its version, sizes or contents are believed. A damaged header is
+ * then reported as damage, not as a version or size it never had. When the
+ * header is one this model can load, params and optimizer state are read
+ * into p and state on the way (one pass, nothing read twice). */
+static int verify(FILE *f, const char *path, uint64_t size, const uint8_t *hdr, const struct header *x,
+		  uint8_t *p, uint8_t *state, char *err, size_t errlen)
+{
+	uint8_t sum[SUM], want[SUM];
+	crypto_generichash_state hs;
+	crypto_generichash_init(&hs, NULL, 0, SUM);
+	crypto_generichash_update(&hs, hdr, HDR);
+	int rd;
+	if (p) /* x->size == size */
+		rd = hash_bytes(f, &hs, p, x->np * sizeof(float)) || hash_bytes(f, &hs, state, x->ob);
+	else
+		rd = hash_bytes(f, &hs, NULL, size - HDR - SUM);
+	if (rd || fread(sum, 1, SUM, f) != SUM) {
+		snprintf(err, errlen, "checkpoint %s: cannot read it: %s", path,
+			 ferror(f) ? strerror(errno) : "it shrank while being read");
+		return ferror(f) && errno ? -errno : HORA_ERR_DATA;
+	}
+	crypto_generichash_final(&hs, want, SUM);
+	if (!sodium_memcmp(sum, want, SUM))
+		return 0;
+	int k = snprintf(err, errlen, "checkpoint %s is corrupt (checksum mismatch: its BLAKE2b "
+				      "checksum does not match its contents)", path);
+	if (k > 0 && (size_t)k < errlen && x->size && x->size != size)
+		snprintf(err + k, errlen - (size_t)k, "; it has %llu bytes where its header says %llu: "
+						      "truncated or with trailing bytes",
+			 (unsigned long long)size, (unsigned long long)x->size);
+	else if (k > 0 && (size_t)k < errlen && !x->size)
+		snprintf(err + k, errlen - (size_t)k, "; its header is damaged too (version %u, header "
+						      "size %u)", x->ver, x->hl);
+	return HORA_ERR_DATA;
+}
+
+/* An intact file this hora cannot load: another version, or another model
+ * or optimizer than this job's. */
+static int check_layout(const char *path, uint64_t size, const struct header *x, size_t nparams,
+			size_t ob, char *err, size_t errlen)
+{
+	if (x->ver != 1 && x->ver != 2) {
+		snprintf(err, errlen, "checkpoint %s is intact but version %u, and this hora reads versions 1 "
+				      "and 2 (written by %s hora?)", path, x->ver,
+			 x->ver > 2 ? "a newer" : "another");
+		return HORA_ERR_DATA;
+	}
+	if (!x->size || x->size != size) {
+		snprintf(err, errlen, "checkpoint %s is intact but inconsistent: header size %u, %llu bytes "
+				      "where its header says %llu (not written by hora?)", path, x->hl,
+			 (unsigned long long)size, (unsigned long long)x->size);
+		return HORA_ERR_DATA;
+	}
+	if (x->np != nparams || x->ob != ob) {
+		snprintf(err, errlen, "checkpoint %s: holds %llu parameters and %llu bytes of optimizer "
+				      "state, this model and optimizer need %zu and %zu",
+			 path, (unsigned long long)x->np, (unsigned long long)x->ob, nparams, ob);
+		return HORA_ERR_CONFIG;
+	}
+	return 0;
+}
+
+static void fill_meta(struct hora_ckpt_meta *m, const uint8_t *hdr, const struct header *x)
+{
+	memcpy(&m->epoch, hdr + 16, 4);
+	memcpy(&m->workers, hdr + 20, 4);
+	memcpy(&m->step, hdr + 24, 8);
+	memcpy(&m->rng, hdr + 32, 8);
+	memcpy(&m->seed, hdr + 40, 8);
+	m->nparams = x->np;
+	snprintf(m->model, sizeof(m->model), "%.47s", (const char *)hdr + 64);
+	m->batch = 0;
+	m->optimizer[0] = 0;
+	if (x->ver >= 2) {
+		memcpy(&m->batch, hdr + 112, 4);
+		snprintf(m->optimizer, sizeof(m->optimizer), "%.11s", (const char *)hdr + 116);
+	}
+}
+
 int hora_ckpt_read(const char *path, struct hora_ckpt_meta *m, float *params, size_t nparams,
 		   struct hora_optim *o, char *err, size_t errlen)
 {
@@ -145,74 +265,108 @@ int hora_ckpt_read(const char *path, struct hora_ckpt_meta *m, float *params, si
 		snprintf(err, errlen, "checkpoint %s: %s", path, strerror(errno));
 		return -errno;
 	}
-	uint8_t hdr[HDR], sum[SUM], want[SUM];
-	uint8_t *state = NULL;
+	uint8_t hdr[HDR];
+	uint8_t *state = NULL, *p = NULL;
+	struct header x;
+	struct stat st;
+	const size_t ob = hora_optim_state_bytes(o);
 	int rc = HORA_ERR_DATA;
-	uint32_t ver, hl;
-	uint64_t ob, np;
-	if (fread(hdr, 1, HDR, f) != HDR || memcmp(hdr, MAGIC, 8)) {
-		snprintf(err, errlen, "checkpoint %s: not a hora checkpoint (bad magic or too short)", path);
+	if (fstat(fileno(f), &st) || !S_ISREG(st.st_mode)) {
+		snprintf(err, errlen, "checkpoint %s: not a regular file", path);
 		goto out;
 	}
-	memcpy(&ver, hdr + 8, 4);
-	memcpy(&hl, hdr + 12, 4);
-	memcpy(&np, hdr + 48, 8);
-	memcpy(&ob, hdr + 56, 8);
-	if ((ver != 1 && ver != 2) || hl != HDR) {
-		snprintf(err, errlen, "checkpoint %s: version %u not supported (this hora reads 1 and 2)", path,
-			 ver);
+	const uint64_t size = (uint64_t)st.st_size;
+	if (size < HDR + SUM || fread(hdr, 1, HDR, f) != HDR) {
+		snprintf(err, errlen, "checkpoint %s is truncated: %llu bytes, shorter than any checkpoint "
+				      "(%d)", path, (unsigned long long)size, HDR + SUM);
 		goto out;
 	}
-	if (np != nparams || ob != hora_optim_state_bytes(o)) {
-		snprintf(err, errlen, "checkpoint %s: holds %llu parameters and %llu bytes of optimizer "
-				      "state, this model and optimizer need %zu and %zu",
-			 path, (unsigned long long)np, (unsigned long long)ob, nparams, hora_optim_state_bytes(o));
+	if (memcmp(hdr, MAGIC, 8)) {
+		snprintf(err, errlen, "checkpoint %s: not a hora checkpoint (it does not start with %s)",
+			 path, MAGIC);
 		goto out;
 	}
-	state = malloc(ob ? ob : 1);
-	float *p = malloc(nparams ? nparams * sizeof(float) : 1);
-	if (!state || !p) {
-		free(p);
-		rc = -ENOMEM;
-		goto out;
+	parse_header(hdr, &x);
+	if (x.size == size && x.np == nparams && x.ob == ob) {
+		p = malloc(nparams ? nparams * sizeof(float) : 1);
+		state = malloc(ob ? ob : 1);
+		if (!p || !state) {
+			snprintf(err, errlen, "checkpoint %s: out of memory", path);
+			rc = -ENOMEM;
+			goto out;
+		}
 	}
-	if (fread(p, sizeof(float), nparams, f) != nparams || fread(state, 1, ob, f) != ob ||
-	    fread(sum, 1, SUM, f) != SUM || fgetc(f) != EOF) {
-		snprintf(err, errlen, "checkpoint %s: truncated or with trailing bytes", path);
-		free(p);
+	if ((rc = verify(f, path, size, hdr, &x, p, state, err, errlen)) ||
+	    (rc = check_layout(path, size, &x, nparams, ob, err, errlen)))
 		goto out;
-	}
-	crypto_generichash_state hs;
-	crypto_generichash_init(&hs, NULL, 0, SUM);
-	crypto_generichash_update(&hs, hdr, HDR);
-	crypto_generichash_update(&hs, (const uint8_t *)p, nparams * sizeof(float));
-	crypto_generichash_update(&hs, state, ob);
-	crypto_generichash_final(&hs, want, SUM);
-	if (sodium_memcmp(sum, want, SUM)) {
-		snprintf(err, errlen, "checkpoint %s: checksum mismatch (the file is corrupt)", path);
-		free(p);
-		goto out;
-	}
 	/* only now, with everything verified, touch the caller's state */
-	memcpy(&m->epoch, hdr + 16, 4);
-	memcpy(&m->workers, hdr + 20, 4);
-	memcpy(&m->step, hdr + 24, 8);
-	memcpy(&m->rng, hdr + 32, 8);
-	memcpy(&m->seed, hdr + 40, 8);
-	m->nparams = np;
-	snprintf(m->model, sizeof(m->model), "%.47s", (const char *)hdr + 64);
-	m->batch = 0;
-	m->optimizer[0] = 0;
-	if (ver >= 2) {
-		memcpy(&m->batch, hdr + 112, 4);
-		snprintf(m->optimizer, sizeof(m->optimizer), "%.11s", (const char *)hdr + 116);
-	}
+	fill_meta(m, hdr, &x);
 	memcpy(params, p, nparams * sizeof(float));
 	hora_optim_state_load(o, state, ob);
-	free(p);
 	rc = 0;
 out:
+	free(p);
 	free(state);
 	fclose(f);
+	return rc;
+}
+
+/* The job that wrote the checkpoint must be this one (HORA_ERR_CONFIG). */
+static int check_job(const char *path, const struct hora_ckpt_meta *m, const struct hora_ckpt_job *j,
+		     char *err, size_t errlen)
+{
+	if (m->batch && (m->batch != j->batch || strcmp(m->optimizer, j->optimizer))) {
+		snprintf(err, errlen, "checkpoint %s was written with batch %d per worker and the %s "
+				      "optimizer; this job has batch %d and %s",
+			 path, m->batch, m->optimizer, j->batch, j->optimizer);
+		return HORA_ERR_CONFIG;
+	}
+	if (m->workers != j->workers || m->seed != j->seed || strcmp(m->model, j->model)) {
+		snprintf(err, errlen, "checkpoint %s was written by a job of %d workers, seed %llu, "
+				      "model %s; this job has %d, seed %llu, model %s",
+			 path, m->workers, (unsigned long long)m->seed, m->model, j->workers,
+			 (unsigned long long)j->seed, j->model);
+		return HORA_ERR_CONFIG;
+	}
+	return 0;
+}
+
+/* What to do about it, after the reason in err: a damaged or missing file
+ * can be replaced by the previous checkpoint; a checkpoint of another job
+ * cannot (the previous one was written by that job too). */
+static void add_hint(int rc, const struct hora_ckpt_meta *m, const struct hora_ckpt_job *j,
+		     const char *cur, const char *prev, char *err, size_t errlen)
+{
+	size_t k = strlen(err);
+	if (k >= errlen)
+		return;
+	if (rc == HORA_ERR_CONFIG && m->nparams && m->workers != j->workers)
+		snprintf(err + k, errlen - k, "; resume it with %d workers (each worker's share of every "
+					      "batch depends on the job size), or start afresh with "
+					      "another train.checkpoint.dir or without train.resume",
+			 m->workers);
+	else if (rc == HORA_ERR_CONFIG)
+		snprintf(err + k, errlen - k, "; resume it with the settings that wrote it, or start "
+					      "afresh with another train.checkpoint.dir or without "
+					      "train.resume");
+	else if (!access(prev, R_OK))
+		snprintf(err + k, errlen - k, "; the previous checkpoint %s is kept (move it to %s to "
+					      "resume from it)", prev, cur);
+	else
+		snprintf(err + k, errlen - k, "; there is no previous checkpoint to fall back on: start "
+					      "afresh without train.resume");
+}
+
+int hora_ckpt_resume(const char *dir, const struct hora_ckpt_job *job, struct hora_ckpt_meta *m,
+		     float *params, size_t nparams, struct hora_optim *o, char *err, size_t errlen)
+{
+	char cur[HORA_PATH_MAX + 32], prev[HORA_PATH_MAX + 32];
+	hora_ckpt_paths(dir, cur, prev, sizeof(cur));
+	memset(m, 0, sizeof(*m));
+	int rc = hora_ckpt_read(cur, m, params, nparams, o, err, errlen);
+	if (!rc)
+		rc = check_job(cur, m, job, err, errlen);
+	if (rc)
+		add_hint(rc, m, job, cur, prev, err, errlen);
 	return rc;
 }

@@ -23,10 +23,29 @@ void hora_ckpt_paths(const char *dir, char *cur, char *prev, size_t n);
 /* Atomically replace <dir>/checkpoint.hora (the old one becomes .prev). */
 int hora_ckpt_write(const char *dir, const struct hora_ckpt_meta *m, const float *params,
 		    const struct hora_optim *o, char *err, size_t errlen);
-/* Verify everything (magic, version, sizes, checksum) before touching
- * params, o or m. 0, -errno, or HORA_ERR_DATA with the reason. */
+/* Verify everything (magic, checksum, then version and sizes) before
+ * touching params, o or m. 0, -errno, HORA_ERR_DATA (damaged: "is corrupt",
+ * "is truncated"; or an intact file of a version this hora does not read),
+ * or HORA_ERR_CONFIG (intact, for another model or optimizer), with the
+ * reason and the file in err. */
 int hora_ckpt_read(const char *path, struct hora_ckpt_meta *m, float *params, size_t nparams,
 		   struct hora_optim *o, char *err, size_t errlen);
+
+/* The job resuming: what its checkpoint must have been written by. */
+struct hora_ckpt_job {
+	int32_t workers;
+	uint64_t seed;
+	const char *model;     /* model name */
+	int32_t batch;         /* per worker */
+	const char *optimizer; /* as hora_ckpt_meta.optimizer */
+};
+/* Read <dir>/checkpoint.hora for job: hora_ckpt_read, then the job that
+ * wrote it compared with this one (HORA_ERR_CONFIG when it differs). On
+ * failure err ends with the hint that fits the cause: the previous
+ * checkpoint for a damaged or missing file, the worker count or settings
+ * that wrote it for another job's checkpoint. m is filled as far as known. */
+int hora_ckpt_resume(const char *dir, const struct hora_ckpt_job *job, struct hora_ckpt_meta *m,
+		     float *params, size_t nparams, struct hora_optim *o, char *err, size_t errlen);
 
 /* optimizer state (optim.c) */
 size_t hora_optim_state_bytes(const struct hora_optim *o);

@@ -1,6 +1,8 @@
-/* cluster.c - the cluster file: `cluster:`, `transport:` and `membership:`.
+/* cluster.c - the cluster file: `cluster:`, `transport:`, `membership:` and
+ * `collectives:`.
  *
- * Read with the same walker as the train section (yamlwalk.c), so errors are
+ * Its keys are tables (cluster_keys, node_keys; cfgkey.c parses the values),
+ * read with the same walker as the train section (yamlwalk.c), so errors are
  * "file:line:col: key must be ... (got '...')". After the walk, checks that
  * need the whole file: at least one node, every node has host and workers,
  * no host twice (per network namespace), a readable secret.
@@ -8,6 +10,7 @@
 #include "cluster.h"
 #include "env.h"
 
+#include "cfgkey.h"
 #include "hora.h"
 #include "net/transport/handshake.h"
 #include "yamlwalk.h"
@@ -37,213 +40,166 @@ void hora_cluster_defaults(struct hora_cluster_config *c)
 	c->join_timeout_ms = 10000;
 }
 
-static int int_of(const char *v, long lo, long hi, int *out)
+static int set_host(void *base, const char *key, const char *v, int line, int col, char *err,
+		    size_t errlen)
 {
-	long x;
-	if (hora_cfg_int(v, lo, hi, &x))
-		return -1;
-	*out = (int)x;
+	struct hora_cluster_node *n = base;
+	struct in_addr a;
+	if (inet_pton(AF_INET, v, &a) != 1)
+		return hora_cfg_bad(err, errlen, "%s must be an IPv4 address (got '%s')", key, v);
+	n->host_line = line;
+	n->host_col = col;
+	return hora_cfg_text(n->host, sizeof(n->host), key, v, 0, err, errlen);
+}
+
+static int set_secret_file(void *base, const char *key, const char *v, int line, int col, char *err,
+			   size_t errlen)
+{
+	struct hora_cluster_config *c = base;
+	c->secret_line = line;
+	c->secret_col = col;
+	return hora_cfg_text(c->secret_file, sizeof(c->secret_file), key, v, 0, err, errlen);
+}
+
+static int set_seeds(void *base, const char *key, const char *v, int line, int col, char *err,
+		     size_t errlen)
+{
+	(void)line;
+	(void)col;
+	struct hora_cluster_config *c = base;
+	c->nseeds = 0;
+	char buf[2048];
+	snprintf(buf, sizeof(buf), "%s", v);
+	for (char *save, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		while (*tok == ' ')
+			tok++;
+		struct hora_swim_addr a;
+		if (hora_net_swim_addr(tok, &a) || c->nseeds == HORA_CLUSTER_MAX_SEEDS)
+			return hora_cfg_bad(err, errlen, "%s must be a list of IPv4:PORT (got '%s')", key, tok);
+		snprintf(c->seeds[c->nseeds++], sizeof(c->seeds[0]), "%s", tok);
+	}
 	return 0;
 }
 
-static int bytes_of(const char *v, size_t *out)
-{
-	char *end;
-	errno = 0;
-	double x = strtod(v, &end);
-	if (errno || end == v || x < 0)
-		return -1;
-	if (!strcasecmp(end, "k") || !strcasecmp(end, "KiB"))
-		x *= 1024;
-	else if (!strcasecmp(end, "m") || !strcasecmp(end, "MiB"))
-		x *= 1 << 20;
-	else if (!strcasecmp(end, "g") || !strcasecmp(end, "GiB"))
-		x *= 1 << 30;
-	else if (*end)
-		return -1;
-	*out = (size_t)x;
-	return 0;
-}
+static const struct hora_cfg_name binds[] = {{"none", 0}, {"core", 1}, {NULL, 0}};
+static const struct hora_cfg_name algorithms[] = {{"auto", HORA_ALGO_AUTO},
+						   {"ring", HORA_ALGO_RING},
+						   {"latency", HORA_ALGO_LATENCY},
+						   {"direct", HORA_ALGO_DIRECT_RING},
+						   {NULL, 0}};
 
+#define F(field) HORA_CFG_FIELD(struct hora_cluster_config, field)
+#define TEXT(k, f) {k, HORA_CFG_TEXT, F(f)}
+#define INT(k, f, l, h) {k, HORA_CFG_INT, F(f), .lo = l, .hi = h}
+#define SIZE(k, f, l, h) {k, HORA_CFG_SIZE, F(f), .lo = l, .hi = h}
+#define BOOL(k, f) {k, HORA_CFG_BOOL, F(f)}
+#define NAME(k, f, n) {k, HORA_CFG_NAME, F(f), .names = n}
+#define FN(k, f) {k, HORA_CFG_FN, .fn = f}
+#define KiB 1024.0
+#define MiB (1024.0 * 1024)
+#define GiB (1024.0 * 1024 * 1024)
 
-static int copy(char *dst, size_t cap, const char *key, const char *v, char *err, size_t errlen)
-{
-	if (!*v || strlen(v) >= cap)
-		return hora_cfg_bad(err, errlen, "%s must be a non-empty string of at most %zu bytes (got '%s')",
-			   key, cap - 1, v);
-	memcpy(dst, v, strlen(v) + 1);
-	return 0;
-}
+/* Every key of the cluster, transport, membership and collectives sections
+ * but those of a node (node_keys); the schema is in deploy/README.md. */
+static const struct hora_cfg_key cluster_keys[] = {
+	TEXT("cluster.name", name),
+	FN("cluster.secret_file", set_secret_file),
+	TEXT("cluster.launcher", launcher),
+	NAME("cluster.bind", bind, binds),
+	TEXT("cluster.ssh_command", ssh_command),
+	{"cluster.port_base", HORA_CFG_INT, F(port_base), .lo = 1024, .hi = 60000,
+	 .what = "a port in 1024..60000"},
+	FN("cluster.seeds", set_seeds),
+	INT("transport.sockets_per_peer", transport.sockets_per_peer, 1, 64),
+	SIZE("transport.sndbuf_bytes", transport.sndbuf_bytes, 0, GiB),
+	SIZE("transport.rcvbuf_bytes", transport.rcvbuf_bytes, 0, GiB),
+	SIZE("transport.chunk_size", transport.chunk_bytes, 4 * KiB, GiB),
+	SIZE("transport.max_frame_size", transport.max_frame_bytes, 4 * KiB, GiB),
+	BOOL("transport.send_zc", transport.send_zc),
+	BOOL("transport.crc", transport.crc),
+	BOOL("transport.rcvlowat", transport.rcvlowat),
+	INT("transport.handshake_timeout_ms", transport.handshake_timeout_ms, 1, 600000),
+	INT("transport.io_timeout_ms", transport.io_timeout_ms, 0, 3600000),
+	INT("transport.max_pending_handshakes", transport.max_pending_handshakes, 1, 65536),
+	INT("membership.probe_interval_ms", membership.probe_interval_ms, 10, 60000),
+	INT("membership.ping_timeout_ms", membership.ping_timeout_ms, 1, 60000),
+	INT("membership.suspect_timeout_ms", membership.suspect_timeout_ms, 10, 600000),
+	INT("membership.indirect_probes", membership.indirect_probes, 0, 16),
+	INT("membership.retransmit_mult", membership.retransmit_mult, 1, 16),
+	INT("membership.min_members", membership.min_members, 1, 4096),
+	INT("membership.join_timeout_ms", join_timeout_ms, 100, 3600000),
+	NAME("collectives.algorithm", coll.algorithm, algorithms),
+	SIZE("collectives.small_bytes", coll.small_bytes, 0, GiB),
+	SIZE("collectives.medium_bytes", coll.medium_bytes, 0, GiB),
+	SIZE("collectives.segment_size", coll.segment_bytes, 4 * KiB, 64 * MiB),
+	SIZE("collectives.slice_size", coll.slice_bytes, 64 * KiB, GiB),
+	INT("collectives.spin_us", coll.spin_us, -1, 1000000),
+};
+#undef F
+#define F(field) HORA_CFG_FIELD(struct hora_cluster_node, field)
 
-static int set_node(struct hora_cluster_config *c, const char *key, const char *v, int line, int col,
-		    char *err, size_t errlen)
+/* the keys of cluster.nodes[i], relative to the node */
+static const struct hora_cfg_key node_keys[] = {
+	FN("host", set_host),
+	TEXT("netns", netns),
+	{"workers", HORA_CFG_INT, F(workers), .lo = 1, .hi = 4096, .what = "a positive integer"},
+	{"gpus", HORA_CFG_REFUSED,
+	 .what = "placing workers on GPUs is not available in this build (workers train on the "
+		 "CPU); remove the key"},
+};
+#define N(t) (sizeof(t) / sizeof((t)[0]))
+
+/* The table entry for key and the struct it writes into: c itself, or the
+ * node of a "cluster.nodes[i]." key. NULL when there is no such key. */
+static const struct hora_cfg_key *lookup(struct hora_cluster_config *c, const char *key, void **base,
+					 struct hora_cluster_node **node)
 {
-	char *end;
-	long i = strtol(key + strlen("cluster.nodes["), &end, 10);
-	if (i < 0 || i >= HORA_CLUSTER_MAX_NODES || strncmp(end, "].", 2))
-		return hora_cfg_bad(err, errlen, "unknown key '%s' (at most %d nodes)", key,
-			   HORA_CLUSTER_MAX_NODES);
-	struct hora_cluster_node *n = &c->nodes[i];
-	const char *field = end + 2;
-	if (i >= c->nnodes)
-		c->nnodes = (int)i + 1;
-	if (!n->line) {
-		n->line = line;
-		n->col = col;
+	static const char nodes[] = "cluster.nodes[";
+	*node = NULL;
+	if (strncmp(key, nodes, sizeof(nodes) - 1)) {
+		*base = c;
+		return hora_cfg_key_find(cluster_keys, N(cluster_keys), key);
 	}
-	if (!strcmp(field, "host")) {
-		struct in_addr a;
-		if (inet_pton(AF_INET, v, &a) != 1)
-			return hora_cfg_bad(err, errlen, "%s must be an IPv4 address (got '%s')", key, v);
-		n->host_line = line;
-		n->host_col = col;
-		return copy(n->host, sizeof(n->host), key, v, err, errlen);
-	}
-	if (!strcmp(field, "netns"))
-		return copy(n->netns, sizeof(n->netns), key, v, err, errlen);
-	if (!strcmp(field, "workers")) {
-		if (int_of(v, 1, 4096, &n->workers))
-			return hora_cfg_bad(err, errlen, "%s must be a positive integer (got '%s')", key, v);
-		return 0;
-	}
-	if (!strcmp(field, "gpus")) {
-		n->ngpus = 0;
-		const char *p = v;
-		while (*p) {
-			long g = strtol(p, &end, 10);
-			if (end == p || g < 0 || g > 1024 || n->ngpus == HORA_CLUSTER_MAX_GPUS)
-				return hora_cfg_bad(err, errlen, "%s must be a list of GPU indices (got '%s')", key, v);
-			n->gpus[n->ngpus++] = (int)g;
-			p = *end == ',' ? end + 1 : end;
-			if (*end && *end != ',')
-				return hora_cfg_bad(err, errlen, "%s must be a list of GPU indices (got '%s')", key, v);
-		}
-		return 0;
-	}
-	return hora_cfg_bad(err, errlen, "unknown key '%s'", key);
+	const char *p = key + sizeof(nodes) - 1;
+	long i = 0;
+	if (*p < '0' || *p > '9')
+		return NULL;
+	for (; *p >= '0' && *p <= '9' && i < HORA_CLUSTER_MAX_NODES; p++)
+		i = i * 10 + (*p - '0');
+	if (i >= HORA_CLUSTER_MAX_NODES || strncmp(p, "].", 2))
+		return NULL;
+	*node = &c->nodes[i];
+	*base = *node;
+	return hora_cfg_key_find(node_keys, N(node_keys), p + 2);
 }
 
 static int set_at(struct hora_cluster_config *c, const char *key, const char *v, int line, int col,
 		  char *err, size_t errlen)
 {
-	struct hora_net_opts *t = &c->transport;
-	struct hora_swim_cfg *m = &c->membership;
-	size_t b;
-	int x;
-	if (!strncmp(key, "cluster.nodes[", 14))
-		return set_node(c, key, v, line, col, err, errlen);
-	if (!strcmp(key, "cluster.name"))
-		return copy(c->name, sizeof(c->name), key, v, err, errlen);
-	if (!strcmp(key, "cluster.secret_file")) {
-		c->secret_line = line;
-		c->secret_col = col;
-		return copy(c->secret_file, sizeof(c->secret_file), key, v, err, errlen);
+	void *base;
+	struct hora_cluster_node *n;
+	const struct hora_cfg_key *k = lookup(c, key, &base, &n);
+	if (!k) {
+		if (!strncmp(key, "cluster.nodes[", 14))
+			return hora_cfg_bad(err, errlen, "unknown key '%s' (a node has host, workers and "
+					    "netns; at most %d nodes)", key, HORA_CLUSTER_MAX_NODES);
+		return hora_cfg_bad(err, errlen, "unknown key '%s'", key);
 	}
-	if (!strcmp(key, "cluster.launcher"))
-		return copy(c->launcher, sizeof(c->launcher), key, v, err, errlen);
-	if (!strcmp(key, "cluster.bind")) {
-		if (strcmp(v, "none") && strcmp(v, "core"))
-			return hora_cfg_bad(err, errlen, "%s must be none or core (got '%s')", key, v);
-		c->bind = !strcmp(v, "core");
-		return 0;
+	int rc = hora_cfg_key_set(k, base, key, v, line, col, err, errlen);
+	if (!rc && n && n - c->nodes >= c->nnodes)
+		c->nnodes = (int)(n - c->nodes) + 1;
+	if (!rc && n && !n->line) { /* the node's position: its first key */
+		n->line = line;
+		n->col = col;
 	}
-	if (!strcmp(key, "cluster.ssh_command"))
-		return copy(c->ssh_command, sizeof(c->ssh_command), key, v, err, errlen);
-	if (!strcmp(key, "cluster.port_base")) {
-		if (int_of(v, 1024, 60000, &c->port_base))
-			return hora_cfg_bad(err, errlen, "%s must be a port in 1024..60000 (got '%s')", key, v);
-		return 0;
-	}
-	if (!strcmp(key, "cluster.seeds")) {
-		c->nseeds = 0;
-		char buf[2048];
-		snprintf(buf, sizeof(buf), "%s", v);
-		for (char *save, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-			while (*tok == ' ')
-				tok++;
-			struct hora_swim_addr a;
-			if (hora_net_swim_addr(tok, &a) || c->nseeds == HORA_CLUSTER_MAX_SEEDS)
-				return hora_cfg_bad(err, errlen, "%s must be a list of IPv4:PORT (got '%s')", key, tok);
-			snprintf(c->seeds[c->nseeds++], sizeof(c->seeds[0]), "%s", tok);
-		}
-		return 0;
-	}
-#define INT(k, lo, hi, dst)                                                                       \
-	if (!strcmp(key, k)) {                                                                    \
-		if (int_of(v, lo, hi, &x))                                                        \
-			return hora_cfg_bad(err, errlen, "%s must be an integer in %d..%d (got '%s')", key, \
-				   lo, hi, v);                                                    \
-		dst = x;                                                                          \
-		return 0;                                                                         \
-	}
-	INT("transport.sockets_per_peer", 1, 64, t->sockets_per_peer)
-	INT("transport.sndbuf_bytes", 0, 1 << 30, t->sndbuf_bytes)
-	INT("transport.rcvbuf_bytes", 0, 1 << 30, t->rcvbuf_bytes)
-	INT("transport.handshake_timeout_ms", 1, 600000, t->handshake_timeout_ms)
-	INT("transport.io_timeout_ms", 0, 3600000, t->io_timeout_ms)
-	INT("transport.max_pending_handshakes", 1, 65536, t->max_pending_handshakes)
-	INT("membership.probe_interval_ms", 10, 60000, m->probe_interval_ms)
-	INT("membership.ping_timeout_ms", 1, 60000, m->ping_timeout_ms)
-	INT("membership.suspect_timeout_ms", 10, 600000, m->suspect_timeout_ms)
-	INT("membership.indirect_probes", 0, 16, m->indirect_probes)
-	INT("membership.retransmit_mult", 1, 16, m->retransmit_mult)
-	INT("membership.min_members", 1, 4096, m->min_members)
-	INT("membership.join_timeout_ms", 100, 3600000, c->join_timeout_ms)
-	INT("collectives.spin_us", -1, 1000000, c->coll.spin_us)
-#undef INT
-	if (!strcmp(key, "collectives.algorithm")) {
-		static const char *const names[] = {"auto", "ring", "latency", "direct"};
-		for (int i = 0; i < 4; i++)
-			if (!strcmp(v, names[i])) {
-				c->coll.algorithm = i;
-				return 0;
-			}
-		return hora_cfg_bad(err, errlen, "%s must be auto, ring, latency or direct (got '%s')", key, v);
-	}
-	if (!strcmp(key, "collectives.small_bytes") || !strcmp(key, "collectives.medium_bytes") ||
-	    !strcmp(key, "collectives.segment_size")) {
-		const bool seg = key[12] == 's' && key[13] == 'e';
-		if (bytes_of(v, &b) || b > (seg ? (64u << 20) : (1u << 30)) || (seg && b < 4096))
-			return hora_cfg_bad(err, errlen, "%s must be a size in %s, e.g. 64KiB (got '%s')", key,
-					    seg ? "4KiB..64MiB" : "0..1GiB", v);
-		if (seg)
-			c->coll.segment_bytes = b;
-		else if (key[12] == 's')
-			c->coll.small_bytes = b;
-		else
-			c->coll.medium_bytes = b;
-		return 0;
-	}
-	if (!strcmp(key, "collectives.slice_size")) {
-		if (bytes_of(v, &b) || b < (64u << 10) || b > (1u << 30))
-			return hora_cfg_bad(err, errlen,
-					    "%s must be a size in 64KiB..1GiB, e.g. 1MiB (got '%s')", key, v);
-		c->coll.slice_bytes = b;
-		return 0;
-	}
-	if (!strcmp(key, "transport.chunk_size") || !strcmp(key, "transport.max_frame_size")) {
-		if (bytes_of(v, &b) || b < 4096 || b > (1u << 30))
-			return hora_cfg_bad(err, errlen, "%s must be a size in 4KiB..1GiB, e.g. 1MiB (got '%s')",
-				   key, v);
-		if (key[10] == 'c')
-			t->chunk_bytes = b;
-		else
-			t->max_frame_bytes = b;
-		return 0;
-	}
-	if (!strcmp(key, "transport.send_zc") || !strcmp(key, "transport.crc") ||
-	    !strcmp(key, "transport.rcvlowat")) {
-		if (hora_cfg_bool(v, &x))
-			return hora_cfg_bad(err, errlen, "%s must be true or false (got '%s')", key, v);
-		if (key[10] == 's')
-			t->send_zc = x;
-		else if (key[10] == 'c')
-			t->crc = x;
-		else
-			t->rcvlowat = x;
-		return 0;
-	}
-	return hora_cfg_bad(err, errlen, "unknown key '%s'", key);
+	return rc;
+}
+
+static int walk_refused(void *cfg, const char *path, char *err, size_t errlen)
+{
+	void *base;
+	struct hora_cluster_node *n;
+	return hora_cfg_key_refused(lookup(cfg, path, &base, &n), path, err, errlen);
 }
 
 /* membership.ping_timeout_ms left out: 0.4 T, as the defaults are */
@@ -302,11 +258,12 @@ int hora_cluster_load_edit(struct hora_cluster_config *c, const char *path, hora
 			   void *arg, char *err, size_t errlen)
 {
 	static const char *const skip[] = {"train"};
-	static const char *const lists[] = {"cluster.seeds", "cluster.nodes[*].gpus"};
+	static const char *const lists[] = {"cluster.seeds"};
 	static const char *const map_lists[] = {"cluster.nodes"};
-	const struct hora_yaml_spec spec = {.set = walk_set, .skip = skip, .nskip = 1,
-					    .lists = lists, .nlists = 2, .map_lists = map_lists,
-					    .nmap_lists = 1, .required_section = "cluster"};
+	const struct hora_yaml_spec spec = {.set = walk_set, .refused = walk_refused, .skip = skip,
+					    .nskip = 1, .lists = lists, .nlists = 1,
+					    .map_lists = map_lists, .nmap_lists = 1,
+					    .required_section = "cluster"};
 	struct hora_cluster_config tmp = *c;
 	snprintf(tmp.file, sizeof(tmp.file), "%s", path);
 	int rc = hora_yaml_walk(path, &spec, &tmp, err, errlen);

@@ -1,8 +1,9 @@
-/* cluster.h - the cluster file: cluster, transport and membership sections
- * (internal; schema in deploy/README.md). */
+/* cluster.h - the cluster file: cluster, transport, membership and
+ * collectives sections (internal; schema in deploy/README.md). */
 #ifndef HORA_CORE_CLUSTER_H
 #define HORA_CORE_CLUSTER_H
 
+#include "config.h" /* hora_config_load_train, for the files that read both sections */
 #include "net/membership/membership.h"
 
 #include <stdbool.h>
@@ -66,11 +67,6 @@ int hora_cluster_set(struct hora_cluster_config *c, const char *key, const char 
 /* SWIM uid for worker g: g+1 in the high bits (views order members by
  * uid, so rank g is worker g while all are alive), random low bits. */
 uint64_t hora_cluster_uid(int g);
-/* hora_config_load_yaml that also counts the train keys it read (0: the
- * file has no train section). */
-struct hora_train_config;
-int hora_config_load_train(struct hora_train_config *cfg, const char *path, int *nkeys, char *err,
-			   size_t errlen);
 /* Total workers over all nodes. */
 int hora_cluster_size(const struct hora_cluster_config *c);
 /* Node and local index of global worker g; -1 if out of range. */

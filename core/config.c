@@ -1,26 +1,31 @@
-/* config.c - hora's configuration: defaults, key=value setters, YAML files.
+/* config.c - the train section: defaults, its key table, key=value
+ * setter, the YAML loader, and the note on keys only distributed jobs read.
  *
- * One code path validates every value: hora_config_set(key, value). The YAML
- * loader (libyaml document API) walks the file and calls it for each scalar,
+ * One code path validates every value: hora_config_set(key, value), which
+ * looks the key up in train_keys (cfgkey.c parses and checks the value). The
+ * YAML loader (yamlwalk.c) walks the file and calls it for each scalar,
  * prefixing errors with "file:line:col:" of the offending node. Command-line
  * flags and `--set key=value` go through the same setter, so a value is
  * accepted or refused the same way wherever it comes from.
  *
- * The cluster, transport and membership sections are read by cluster.c;
- * train.sync, train.checkpoint and train.gossip are recognised and skipped
- * (read by the distributed-training issue).
+ * Every key in the table acts. Keys of features this build does not have
+ * (train.gossip, train.sync other than allreduce) are refused with the
+ * reason, never accepted and ignored. The cluster, transport, membership and
+ * collectives sections are read by cluster.c.
  */
+#include "config.h"
+
 #include "hora.h"
+#include "cfgkey.h"
+#include "yamlwalk.h"
 
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include "cluster.h"
-#include "yamlwalk.h"
 
 _Static_assert(HORA_MAX_HIDDEN == 8, "keep HORA_MAX_HIDDEN == HORA_MODEL_MAX_HIDDEN");
 
@@ -51,31 +56,13 @@ void hora_train_config_defaults(struct hora_train_config *c)
 	c->communication = 1;
 }
 
-static int parse_double(const char *v, double *out)
-{
-	char *end;
-	errno = 0;
-	double x = strtod(v, &end);
-	if (errno || end == v || *end || !isfinite(x))
-		return -1;
-	*out = x;
-	return 0;
-}
-
-
-static int set_string(char *dst, size_t cap, const char *key, const char *v, char *err, size_t errlen)
-{
-	if (!*v)
-		return hora_cfg_bad(err, errlen, "%s must not be empty", key);
-	if (strlen(v) >= cap)
-		return hora_cfg_bad(err, errlen, "%s is too long (%zu bytes, at most %zu)", key, strlen(v), cap - 1);
-	memcpy(dst, v, strlen(v) + 1);
-	return 0;
-}
-
 /* "128,64", "[128, 64]", "[]" or "" */
-static int set_hidden(struct hora_train_config *c, const char *v, char *err, size_t errlen)
+static int set_hidden(void *base, const char *key, const char *v, int line, int col, char *err,
+		      size_t errlen)
 {
+	(void)line;
+	(void)col;
+	struct hora_train_config *c = base;
 	int h[HORA_MAX_HIDDEN], n = 0;
 	const char *p = v;
 	while (*p == ' ' || *p == '[')
@@ -86,10 +73,10 @@ static int set_hidden(struct hora_train_config *c, const char *v, char *err, siz
 		long x = strtol(p, &end, 10);
 		if (end == p || errno || x <= 0 || x > 65536)
 			return hora_cfg_bad(err, errlen,
-				   "train.hidden must be a list of layer widths 1..65536 (got '%s')", v);
+					    "%s must be a list of layer widths 1..65536 (got '%s')", key, v);
 		if (n == HORA_MAX_HIDDEN)
-			return hora_cfg_bad(err, errlen, "train.hidden has more than %d layers (got '%s')",
-				   HORA_MAX_HIDDEN, v);
+			return hora_cfg_bad(err, errlen, "%s has more than %d layers (got '%s')", key,
+					    HORA_MAX_HIDDEN, v);
 		h[n++] = (int)x;
 		p = end;
 		while (*p == ' ' || *p == ',')
@@ -100,131 +87,138 @@ static int set_hidden(struct hora_train_config *c, const char *v, char *err, siz
 	while (*p == ' ')
 		p++;
 	if (*p)
-		return hora_cfg_bad(err, errlen, "train.hidden must be a list of layer widths (got '%s')", v);
+		return hora_cfg_bad(err, errlen, "%s must be a list of layer widths (got '%s')", key, v);
 	c->nhidden = n;
 	memcpy(c->hidden, h, sizeof(int) * (size_t)n);
 	return 0;
 }
 
+static int set_seed(void *base, const char *key, const char *v, int line, int col, char *err,
+		    size_t errlen)
+{
+	(void)line;
+	(void)col;
+	char *end;
+	errno = 0;
+	unsigned long long s = strtoull(v, &end, 0);
+	if (errno || end == v || *end || *v == '-')
+		return hora_cfg_bad(err, errlen, "%s must be a non-negative integer (got '%s')", key, v);
+	((struct hora_train_config *)base)->seed = s;
+	return 0;
+}
+
+/* allreduce is what runs; any other way of synchronising is refused */
+static int set_sync(void *base, const char *key, const char *v, int line, int col, char *err,
+		    size_t errlen)
+{
+	(void)base;
+	(void)line;
+	(void)col;
+	if (!strcasecmp(v, "allreduce"))
+		return 0;
+	return hora_cfg_bad(err, errlen, "%s: %s is not available in this build (allreduce is what "
+					 "runs; leave the key out or write allreduce)", key, v);
+}
+
+static const struct hora_cfg_name optimizers[] = {
+	{"sgd", HORA_OPTIM_SGD}, {"adam", HORA_OPTIM_ADAM}, {NULL, 0}};
+static const struct hora_cfg_name schedules[] = {
+	{"constant", HORA_LR_CONSTANT}, {"cosine", HORA_LR_COSINE}, {NULL, 0}};
+static const struct hora_cfg_name compressions[] = {{"none", 0}, {"fp16", 1}, {"bf16", 2}, {NULL, 0}};
+
+#define F(field) HORA_CFG_FIELD(struct hora_train_config, field)
+#define TEXT(k, f, opt, fl) {k, (opt) ? HORA_CFG_TEXT_OR_NONE : HORA_CFG_TEXT, F(f), .flags = fl}
+#define INT(k, f, l, h, w) {k, HORA_CFG_INT, F(f), .lo = l, .hi = h, .what = w}
+#define REAL(k, f, l, h, fl, w) {k, HORA_CFG_REAL, F(f), .lo = l, .hi = h, .flags = fl, .what = w}
+#define BOOL(k, f, fl) {k, HORA_CFG_BOOL, F(f), .flags = fl}
+#define NAME(k, f, n, fl) {k, HORA_CFG_NAME, F(f), .names = n, .flags = fl}
+#define FN(k, f) {k, HORA_CFG_FN, .fn = f}
+#define POS HORA_CFG_LO_OPEN /* > lo */
+#define UNIT HORA_CFG_HI_OPEN /* [0, 1) */
+#define DIST HORA_CFG_DISTRIBUTED
+
+/* Every train key (deploy/README.md has the schema). */
+static const struct hora_cfg_key train_keys[] = {
+	TEXT("train.model", model, 0, 0),
+	TEXT("train.model.plugin", model, 0, 0),
+	TEXT("train.data", data, 0, 0),
+	TEXT("train.metrics", metrics, 1, 0),
+	FN("train.hidden", set_hidden),
+	INT("train.epochs", epochs, 1, 1000000, "a positive integer"),
+	INT("train.batch_size", batch_size, 1, 1 << 20, "an integer in 1..1048576"),
+	INT("train.blas_threads", blas_threads, 1, 1024, "an integer in 1..1024"),
+	FN("train.seed", set_seed),
+	NAME("train.optimizer.name", optim.kind, optimizers, 0),
+	NAME("train.optimizer.schedule", optim.schedule, schedules, 0),
+	REAL("train.optimizer.lr", optim.lr, 0, HUGE_VAL, POS, "a positive number"),
+	REAL("train.optimizer.momentum", optim.momentum, 0, 1, UNIT, "a number in [0, 1)"),
+	REAL("train.optimizer.beta1", optim.beta1, 0, 1, UNIT, "a number in [0, 1)"),
+	REAL("train.optimizer.beta2", optim.beta2, 0, 1, UNIT, "a number in [0, 1)"),
+	REAL("train.optimizer.eps", optim.eps, 0, HUGE_VAL, POS, "a positive number"),
+	REAL("train.optimizer.weight_decay", optim.weight_decay, 0, HUGE_VAL, 0, "a non-negative number"),
+	REAL("train.optimizer.warmup_epochs", optim.warmup_epochs, 0, HUGE_VAL, 0,
+	     "a non-negative number"),
+	BOOL("train.optimizer.nesterov", optim.nesterov, 0),
+	BOOL("train.optimizer.scale_lr_by_size", optim.scale_lr_by_size, 0),
+	TEXT("train.checkpoint.dir", checkpoint_dir, 1, 0),
+	INT("train.checkpoint.every_epochs", checkpoint_every, 0, 1000000, "a non-negative integer"),
+	BOOL("train.resume", resume, 0),
+	FN("train.sync", set_sync),
+	{"train.gossip", HORA_CFG_REFUSED,
+	 .what = "gossip averaging is not available in this build (train.sync: allreduce is what runs); "
+		 "remove the section"},
+	/* read by distributed jobs only (hora_config_single_worker_note) */
+	{"train.fusion.threshold_bytes", HORA_CFG_SIZE, F(fusion.threshold_bytes), .lo = 0,
+	 .hi = 1099511627776.0, .flags = DIST},
+	REAL("train.fusion.cycle_time_ms", fusion.cycle_time_ms, 0, HUGE_VAL, DIST,
+	     "a non-negative number (0 = off)"),
+	NAME("train.fusion.compression", fusion.compression, compressions, DIST),
+	TEXT("train.timeline", timeline, 1, DIST),
+	REAL("train.stall_warning_s", stall_warning_s, 0, HUGE_VAL, POS | DIST, "a positive number"),
+	REAL("train.stall_abort_s", stall_abort_s, 0, HUGE_VAL, DIST, "a non-negative number (0 = off)"),
+	BOOL("train.communication", communication, DIST),
+};
+#define NKEYS (sizeof(train_keys) / sizeof(train_keys[0]))
+
 int hora_config_set(struct hora_train_config *c, const char *key, const char *v, char *err,
 		    size_t errlen)
 {
-	long i;
-	double d;
-	int b;
-	struct hora_optim_config *o = &c->optim;
+	const struct hora_cfg_key *k = hora_cfg_key_find(train_keys, NKEYS, key);
+	if (!k)
+		return hora_cfg_bad(err, errlen, "unknown key '%s'", key);
+	return hora_cfg_key_set(k, c, key, v, 0, 0, err, errlen);
+}
 
-#define INT_KEY(k, lo, hi, field, what)                                                          \
-	if (!strcmp(key, k)) {                                                                   \
-		if (hora_cfg_int(v, lo, hi, &i))                                                    \
-			return hora_cfg_bad(err, errlen, "%s must be %s (got '%s')", key, what, v);      \
-		field = (int)i;                                                                  \
-		return 0;                                                                        \
+int hora_config_single_worker_note(const struct hora_train_config *c, char *msg, size_t len)
+{
+	struct hora_train_config d;
+	hora_train_config_defaults(&d);
+	int n = 0;
+	size_t at = 0;
+	for (size_t i = 0; i < NKEYS; i++) {
+		const struct hora_cfg_key *k = &train_keys[i];
+		const char *mine = (const char *)c + k->off, *dflt = (const char *)&d + k->off;
+		const bool text = k->kind == HORA_CFG_TEXT || k->kind == HORA_CFG_TEXT_OR_NONE;
+		if (!(k->flags & DIST))
+			continue;
+		if (text ? !strcmp(mine, dflt) : !memcmp(mine, dflt, k->size))
+			continue;
+		int w = snprintf(msg + at, at < len ? len - at : 0, "%s%s", n ? ", " : "", k->name);
+		at += w > 0 ? (size_t)w : 0;
+		n++;
 	}
-#define REAL_KEY(k, ok, field, what)                                                             \
-	if (!strcmp(key, k)) {                                                                   \
-		if (parse_double(v, &d) || !(ok))                                                \
-			return hora_cfg_bad(err, errlen, "%s must be %s (got '%s')", key, what, v);      \
-		field = d;                                                                       \
-		return 0;                                                                        \
-	}
-#define BOOL_KEY(k, field)                                                                       \
-	if (!strcmp(key, k)) {                                                                   \
-		if (hora_cfg_bool(v, &b))                                                           \
-			return hora_cfg_bad(err, errlen, "%s must be true or false (got '%s')", key, v); \
-		field = b;                                                                       \
-		return 0;                                                                        \
-	}
-
-	if (!strcmp(key, "train.model") || !strcmp(key, "train.model.plugin"))
-		return set_string(c->model, sizeof(c->model), key, v, err, errlen);
-	if (!strcmp(key, "train.data"))
-		return set_string(c->data, sizeof(c->data), key, v, err, errlen);
-	if (!strcmp(key, "train.metrics"))
-		return *v ? set_string(c->metrics, sizeof(c->metrics), key, v, err, errlen)
-			  : (c->metrics[0] = 0, 0);
-	if (!strcmp(key, "train.hidden"))
-		return set_hidden(c, v, err, errlen);
-	INT_KEY("train.epochs", 1, 1000000, c->epochs, "a positive integer")
-	INT_KEY("train.batch_size", 1, 1 << 20, c->batch_size, "an integer in 1..1048576")
-	INT_KEY("train.blas_threads", 1, 1024, c->blas_threads, "an integer in 1..1024")
-	if (!strcmp(key, "train.seed")) {
-		char *end;
-		errno = 0;
-		unsigned long long s = strtoull(v, &end, 0);
-		if (errno || end == v || *end || *v == '-')
-			return hora_cfg_bad(err, errlen, "%s must be a non-negative integer (got '%s')", key, v);
-		c->seed = s;
-		return 0;
-	}
-	if (!strcmp(key, "train.optimizer.name")) {
-		if (!strcasecmp(v, "sgd"))
-			o->kind = HORA_OPTIM_SGD;
-		else if (!strcasecmp(v, "adam"))
-			o->kind = HORA_OPTIM_ADAM;
-		else
-			return hora_cfg_bad(err, errlen, "%s must be sgd or adam (got '%s')", key, v);
-		return 0;
-	}
-	if (!strcmp(key, "train.optimizer.schedule")) {
-		if (!strcasecmp(v, "constant"))
-			o->schedule = HORA_LR_CONSTANT;
-		else if (!strcasecmp(v, "cosine"))
-			o->schedule = HORA_LR_COSINE;
-		else
-			return hora_cfg_bad(err, errlen, "%s must be constant or cosine (got '%s')", key, v);
-		return 0;
-	}
-	REAL_KEY("train.optimizer.lr", d > 0, o->lr, "a positive number")
-	REAL_KEY("train.optimizer.momentum", d >= 0 && d < 1, o->momentum, "a number in [0, 1)")
-	REAL_KEY("train.optimizer.beta1", d >= 0 && d < 1, o->beta1, "a number in [0, 1)")
-	REAL_KEY("train.optimizer.beta2", d >= 0 && d < 1, o->beta2, "a number in [0, 1)")
-	REAL_KEY("train.optimizer.eps", d > 0, o->eps, "a positive number")
-	REAL_KEY("train.optimizer.weight_decay", d >= 0, o->weight_decay, "a non-negative number")
-	REAL_KEY("train.optimizer.warmup_epochs", d >= 0, o->warmup_epochs, "a non-negative number")
-	BOOL_KEY("train.optimizer.nesterov", o->nesterov)
-	BOOL_KEY("train.optimizer.scale_lr_by_size", o->scale_lr_by_size)
-	/* distributed training */
-	if (!strcmp(key, "train.fusion.threshold_bytes")) {
-		char *end;
-		errno = 0;
-		double x = strtod(v, &end);
-		double mul = !strcmp(end, "KiB") ? 1024.0 : !strcmp(end, "MiB") ? 1048576.0 : !*end ? 1.0 : -1.0;
-		if (errno || end == v || mul < 0 || x < 0 || x * mul > 1e12)
-			return hora_cfg_bad(err, errlen, "%s must be a size in bytes, e.g. 1MiB (got '%s')", key, v);
-		c->fusion.threshold_bytes = (size_t)(x * mul);
-		return 0;
-	}
-	if (!strcmp(key, "train.fusion.compression")) {
-		if (!strcmp(v, "none") || !strcmp(v, "fp16") || !strcmp(v, "bf16")) {
-			c->fusion.compression = v[0] == 'n' ? 0 : v[0] == 'f' ? 1 : 2;
-			return 0;
-		}
-		return hora_cfg_bad(err, errlen, "%s must be none, fp16 or bf16 (got '%s')", key, v);
-	}
-	REAL_KEY("train.fusion.cycle_time_ms", d >= 0, c->fusion.cycle_time_ms, "a non-negative number (0 = off)")
-	if (!strcmp(key, "train.timeline"))
-		return *v ? set_string(c->timeline, sizeof(c->timeline), key, v, err, errlen)
-			  : (c->timeline[0] = 0, 0);
-	if (!strcmp(key, "train.checkpoint.dir"))
-		return *v ? set_string(c->checkpoint_dir, sizeof(c->checkpoint_dir), key, v, err, errlen)
-			  : (c->checkpoint_dir[0] = 0, 0);
-	INT_KEY("train.checkpoint.every_epochs", 0, 1000000, c->checkpoint_every, "a non-negative integer")
-	BOOL_KEY("train.resume", c->resume)
-	REAL_KEY("train.stall_warning_s", d > 0, c->stall_warning_s, "a positive number")
-	REAL_KEY("train.stall_abort_s", d >= 0, c->stall_abort_s, "a non-negative number (0 = off)")
-	BOOL_KEY("train.communication", c->communication)
-#undef INT_KEY
-#undef REAL_KEY
-#undef BOOL_KEY
-	return hora_cfg_bad(err, errlen, "unknown key '%s'", key);
+	if (n)
+		snprintf(msg + at, at < len ? len - at : 0,
+			 " appl%s only to distributed jobs (hora launch); this single-worker run "
+			 "ignores %s", n > 1 ? "y" : "ies", n > 1 ? "them" : "it");
+	else if (len)
+		msg[0] = 0;
+	return n;
 }
 
 /* ---- YAML: the train section (core/yamlwalk.c walks the file) -------------------- */
 
-static const char *const train_skip[] = {
-	"cluster", "transport", "membership", "collectives", "train.sync", "train.gossip",
-};
+static const char *const train_skip[] = {"cluster", "transport", "membership", "collectives"};
 static const char *const train_lists[] = {"train.hidden"};
 
 struct train_walk {
@@ -242,6 +236,14 @@ static int train_set(void *arg, const char *key, const char *value, int line, in
 	return hora_config_set(&w->cfg, key, value, err, errlen);
 }
 
+/* a refused key is refused at the key, before its value (a whole
+ * train.gossip section is one error, not one per key inside it) */
+static int train_refused(void *arg, const char *path, char *err, size_t errlen)
+{
+	(void)arg;
+	return hora_cfg_key_refused(hora_cfg_key_find(train_keys, NKEYS, path), path, err, errlen);
+}
+
 int hora_config_load_yaml(struct hora_train_config *cfg, const char *path, char *err, size_t errlen)
 {
 	return hora_config_load_train(cfg, path, NULL, err, errlen);
@@ -252,6 +254,7 @@ int hora_config_load_train(struct hora_train_config *cfg, const char *path, int 
 {
 	const struct hora_yaml_spec spec = {
 		.set = train_set,
+		.refused = train_refused,
 		.skip = train_skip,
 		.nskip = sizeof(train_skip) / sizeof(train_skip[0]),
 		.lists = train_lists,

@@ -155,26 +155,10 @@ static int resume(struct hora_comm *c, const struct hora_train_config *cfg, stru
 	int64_t hdr[5] = {0}; /* status, epoch, step, rng, workers */
 	int rc = 0;
 	if (rank == 0) {
-		rc = hora_ckpt_read(cur, &cm, tr->params, tr->nparams, tr->optim, err, errlen);
-		if (!rc && cm.batch &&
-		    (cm.batch != cfg->batch_size || strcmp(cm.optimizer, optim_desc(&cfg->optim)))) {
-			snprintf(err, errlen, "checkpoint %s was written with batch %d per worker and the %s "
-					      "optimizer; this job has batch %d and %s",
-				 cur, cm.batch, cm.optimizer, cfg->batch_size, optim_desc(&cfg->optim));
-			rc = HORA_ERR_CONFIG;
-		}
-		if (!rc && (cm.workers != size || cm.seed != cfg->seed || strcmp(cm.model, tr->ops->name))) {
-			snprintf(err, errlen, "checkpoint %s was written by a job of %d workers, seed %llu, "
-					      "model %s; this job has %d, seed %llu, model %s",
-				 cur, cm.workers, (unsigned long long)cm.seed, cm.model, size,
-				 (unsigned long long)cfg->seed, tr->ops->name);
-			rc = HORA_ERR_CONFIG;
-		}
-		if (rc && !access(prev, R_OK)) {
-			size_t k = strlen(err);
-			snprintf(err + k, errlen - k, "; the previous checkpoint %s is kept (move it to "
-						      "%s to resume from it)", prev, cur);
-		}
+		const struct hora_ckpt_job job = {size, cfg->seed, tr->ops->name, cfg->batch_size,
+						  optim_desc(&cfg->optim)};
+		rc = hora_ckpt_resume(cfg->checkpoint_dir, &job, &cm, tr->params, tr->nparams, tr->optim,
+				      err, errlen);
 		hdr[0] = rc;
 		hdr[1] = cm.epoch;
 		hdr[2] = cm.step;

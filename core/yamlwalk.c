@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <yaml.h>
 
 #define YAML_MAX_VISITS 10000
@@ -24,6 +23,7 @@ struct walk {
 	char *err;
 	size_t errlen;
 	int visits; /* nodes walked: bounds alias expansion ("billion laughs") */
+	int depth;  /* mappings entered: bounds nesting through aliases */
 };
 
 /* path matches pattern, where "[*]" in the pattern matches any "[digits]" */
@@ -115,7 +115,9 @@ static int walk_value(struct walk *w, const yaml_node_t *keyn, const yaml_node_t
 		     it < val->data.sequence.items.top; it++, i++) {
 			yaml_node_t *item = yaml_document_get_node(w->doc, *it);
 			char ip[256];
-			snprintf(ip, sizeof(ip), "%s[%d]", path, i);
+			int len = snprintf(ip, sizeof(ip), "%s[%d]", path, i);
+			if (len < 0 || (size_t)len >= sizeof(ip))
+				return at(w, val, "key path too long");
 			if (!item || item->type != YAML_MAPPING_NODE)
 				return at(w, item ? item : val, "%s must be a mapping, not %s", ip,
 					  item ? kind_name(item) : "empty");
@@ -159,7 +161,7 @@ static int walk_value(struct walk *w, const yaml_node_t *keyn, const yaml_node_t
 	}
 }
 
-static int walk_mapping(struct walk *w, const yaml_node_t *map, const char *prefix)
+static int walk_pairs(struct walk *w, const yaml_node_t *map, const char *prefix)
 {
 	for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top;
 	     p++) {
@@ -189,6 +191,9 @@ static int walk_mapping(struct walk *w, const yaml_node_t *map, const char *pref
 			if (v->type != YAML_MAPPING_NODE)
 				return at(w, v, "%s must be a mapping, not %s", name, kind_name(v));
 		}
+		char msg[512];
+		if (w->spec->refused && w->spec->refused(w->cfg, path, msg, sizeof(msg)))
+			return at(w, k, "%s", msg);
 		int rc = walk_value(w, k, v, path);
 		if (rc)
 			return rc;
@@ -196,79 +201,166 @@ static int walk_mapping(struct walk *w, const yaml_node_t *map, const char *pref
 	return 0;
 }
 
-int hora_cfg_int(const char *v, long lo, long hi, long *out)
+/* The file's nesting was checked on its events (check_events); aliases can
+ * still nest a mapping deeper, so the walk counts too. */
+static int walk_mapping(struct walk *w, const yaml_node_t *map, const char *prefix)
 {
-	char *end;
-	errno = 0;
-	long x = strtol(v, &end, 10);
-	if (errno || end == v || *end || x < lo || x > hi)
-		return -1;
-	*out = x;
-	return 0;
+	if (w->depth >= HORA_YAML_MAX_DEPTH)
+		return at(w, map, "nested more than %d levels deep (through aliases); refusing the file",
+			  HORA_YAML_MAX_DEPTH);
+	w->depth++;
+	int rc = walk_pairs(w, map, prefix);
+	w->depth--;
+	return rc;
 }
 
-int hora_cfg_bool(const char *v, int *out)
+/* "file:line:col: invalid YAML: problem context", at the problem if it has
+ * a position, else at its context */
+static int syntax_error(const char *path, const yaml_parser_t *p, char *err, size_t errlen)
 {
-	static const char *const t[] = {"true", "yes", "on", "1"}, *const f[] = {"false", "no", "off", "0"};
-	for (int i = 0; i < 4; i++) {
-		if (!strcasecmp(v, t[i]))
-			return *out = 1, 0;
-		if (!strcasecmp(v, f[i]))
-			return *out = 0, 0;
-	}
-	return -1;
-}
-
-int hora_cfg_bad(char *err, size_t errlen, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
+	const yaml_mark_t *m = p->context ? &p->context_mark : &p->problem_mark;
+	if (p->problem_mark.line || p->problem_mark.column)
+		m = &p->problem_mark;
+	if (p->error == YAML_MEMORY_ERROR)
+		snprintf(err, errlen, "%s: out of memory parsing YAML", path);
+	else
+		snprintf(err, errlen, "%s:%zu:%zu: invalid YAML: %s%s%s", path, m->line + 1,
+			 m->column + 1, p->problem ? p->problem : "syntax error", p->context ? " " : "",
+			 p->context ? p->context : "");
 	return HORA_ERR_CONFIG;
 }
 
-int hora_yaml_walk(const char *path, const struct hora_yaml_spec *spec, void *cfg, char *err,
-		   size_t errlen)
+/* The whole file, at most HORA_YAML_MAX_BYTES, in a buffer the caller frees. */
+static int read_file(const char *path, unsigned char **out, size_t *len, char *err, size_t errlen)
 {
 	FILE *f = fopen(path, "rb");
 	if (!f) {
 		snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
 		return HORA_ERR_CONFIG;
 	}
-	yaml_parser_t parser;
-	yaml_document_t doc;
+	size_t cap = 4096, n = 0;
+	unsigned char *buf = malloc(cap);
 	int rc = 0;
-	if (!yaml_parser_initialize(&parser)) {
-		fclose(f);
+	while (buf) {
+		n += fread(buf + n, 1, cap - n, f);
+		if (n < cap || cap > HORA_YAML_MAX_BYTES)
+			break;
+		unsigned char *b2 = realloc(buf, cap * 2);
+		if (!b2)
+			free(buf);
+		buf = b2;
+		cap *= 2;
+	}
+	if (!buf) {
+		snprintf(err, errlen, "%s: out of memory reading it", path);
+		rc = -ENOMEM;
+	} else if (ferror(f)) {
+		snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
+		rc = HORA_ERR_CONFIG;
+	} else if (n > HORA_YAML_MAX_BYTES) {
+		snprintf(err, errlen, "%s: larger than %d KiB; a configuration file is a few KiB", path,
+			 HORA_YAML_MAX_BYTES >> 10);
+		rc = HORA_ERR_CONFIG;
+	}
+	fclose(f);
+	if (rc) {
+		free(buf);
+		return rc;
+	}
+	*out = buf;
+	*len = n;
+	return 0;
+}
+
+/* The event stream, before anything is loaded: nesting deeper than
+ * HORA_YAML_MAX_DEPTH is refused where it happens (libyaml's scanner and
+ * loader take time quadratic in the depth: 200,000 levels were minutes of
+ * CPU), and so is a second document (it would be ignored). */
+static int check_events(const char *path, const unsigned char *buf, size_t len, char *err,
+			size_t errlen)
+{
+	yaml_parser_t p;
+	if (!yaml_parser_initialize(&p)) {
 		snprintf(err, errlen, "%s: cannot initialise the YAML parser", path);
 		return HORA_ERR_CONFIG;
 	}
-	yaml_parser_set_input_file(&parser, f);
-	if (!yaml_parser_load(&parser, &doc)) {
-		const yaml_mark_t *m = parser.context ? &parser.context_mark : &parser.problem_mark;
-		if (parser.problem_mark.line || parser.problem_mark.column)
-			m = &parser.problem_mark;
-		snprintf(err, errlen, "%s:%zu:%zu: invalid YAML: %s%s%s", path, m->line + 1,
-			 m->column + 1, parser.problem ? parser.problem : "syntax error",
-			 parser.context ? " " : "", parser.context ? parser.context : "");
-		yaml_parser_delete(&parser);
-		fclose(f);
-		return HORA_ERR_CONFIG;
+	yaml_parser_set_input_string(&p, buf, len);
+	int depth = 0, docs = 0, rc = 0;
+	for (;;) {
+		yaml_event_t e;
+		if (!yaml_parser_parse(&p, &e)) {
+			rc = syntax_error(path, &p, err, errlen);
+			break;
+		}
+		const yaml_event_type_t t = e.type;
+		const yaml_mark_t m = e.start_mark;
+		yaml_event_delete(&e);
+		if (t == YAML_STREAM_END_EVENT)
+			break;
+		if (t == YAML_DOCUMENT_START_EVENT && ++docs > 1) {
+			snprintf(err, errlen, "%s:%zu:%zu: a second YAML document: a configuration file "
+					      "holds one", path, m.line + 1, m.column + 1);
+			rc = HORA_ERR_CONFIG;
+			break;
+		}
+		if (t == YAML_SEQUENCE_START_EVENT || t == YAML_MAPPING_START_EVENT) {
+			if (++depth > HORA_YAML_MAX_DEPTH) {
+				snprintf(err, errlen, "%s:%zu:%zu: nested more than %d levels deep; "
+						      "refusing the file", path, m.line + 1, m.column + 1,
+					 HORA_YAML_MAX_DEPTH);
+				rc = HORA_ERR_CONFIG;
+				break;
+			}
+		} else if (t == YAML_SEQUENCE_END_EVENT || t == YAML_MAPPING_END_EVENT) {
+			depth--;
+		}
 	}
-	struct walk w = {&doc, path, spec, cfg, err, errlen, 0};
-	yaml_node_t *root = yaml_document_get_root_node(&doc);
+	yaml_parser_delete(&p);
+	return rc;
+}
+
+static int walk_document(const char *path, yaml_document_t *doc, const struct hora_yaml_spec *spec,
+			 void *cfg, char *err, size_t errlen)
+{
+	struct walk w = {doc, path, spec, cfg, err, errlen, 0, 0};
+	yaml_node_t *root = yaml_document_get_root_node(doc);
 	if (!root) {
 		snprintf(err, errlen, "%s: empty file, expected a mapping with a '%s' section", path,
 			 spec->required_section);
-		rc = HORA_ERR_CONFIG;
-	} else if (root->type != YAML_MAPPING_NODE) {
-		rc = at(&w, root, "top level must be a mapping, not %s", kind_name(root));
-	} else {
-		rc = walk_mapping(&w, root, "");
+		return HORA_ERR_CONFIG;
 	}
-	yaml_document_delete(&doc);
+	if (root->type != YAML_MAPPING_NODE)
+		return at(&w, root, "top level must be a mapping, not %s", kind_name(root));
+	return walk_mapping(&w, root, "");
+}
+
+int hora_yaml_walk(const char *path, const struct hora_yaml_spec *spec, void *cfg, char *err,
+		   size_t errlen)
+{
+	unsigned char *buf;
+	size_t len;
+	int rc = read_file(path, &buf, &len, err, errlen);
+	if (rc)
+		return rc;
+	if ((rc = check_events(path, buf, len, err, errlen))) {
+		free(buf);
+		return rc;
+	}
+	yaml_parser_t parser;
+	yaml_document_t doc;
+	if (!yaml_parser_initialize(&parser)) {
+		free(buf);
+		snprintf(err, errlen, "%s: cannot initialise the YAML parser", path);
+		return HORA_ERR_CONFIG;
+	}
+	yaml_parser_set_input_string(&parser, buf, len);
+	if (!yaml_parser_load(&parser, &doc)) {
+		rc = syntax_error(path, &parser, err, errlen);
+	} else {
+		rc = walk_document(path, &doc, spec, cfg, err, errlen);
+		yaml_document_delete(&doc);
+	}
 	yaml_parser_delete(&parser);
-	fclose(f);
+	free(buf);
 	return rc;
 }

@@ -11,6 +11,7 @@
  * model, data). Fail-fast handling belongs here, not in the library.
  */
 #include "cli.h"
+#include "config.h"
 #include "env.h"
 #include "hora.h"
 #include "hora_config.h"
@@ -159,6 +160,8 @@ static int cmd_train(int argc, char **argv)
 	int rc = train_flags(argc, argv, &cfg);
 	if (rc)
 		return rc < 0 ? 0 : rc;
+	if (hora_config_single_worker_note(&cfg, err, sizeof(err)) > 0)
+		fprintf(stderr, "hora train: note: %s\n", err);
 	struct hora_train_result res;
 	rc = hora_train_run(&cfg, &res, err, sizeof(err));
 	if (rc) {

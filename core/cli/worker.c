@@ -27,7 +27,7 @@
 #include "net/util/clock.h"
 #include "net/util/hostport.h"
 #include "setarg.h"
-#include "yamlwalk.h"
+#include "cfgkey.h"
 
 #include <errno.h>
 #include <getopt.h>

@@ -1,9 +1,15 @@
 /* test_config.c - YAML config and key=value setters: good files, and bad
- * ones whose errors name file, line, column and key. */
+ * ones whose errors name file, line, column and key; nesting refused while
+ * parsing; keys of features this build lacks refused, never ignored; one
+ * size parser for every size key; the note on distributed-only keys. */
 #include "hora.h"
 #include "../helpers.h"
+#include "core/cluster.h"
+#include "core/config.h"
 
 #include <criterion/criterion.h>
+#include <stdint.h>
+#include <sys/stat.h>
 
 static char *dir;
 static char err[1024];
@@ -195,4 +201,300 @@ Test(core_config, setter_validates_like_yaml)
 	cr_assert_eq(hora_config_set(&cfg, "train.seed", "-1", err, sizeof(err)), HORA_ERR_CONFIG);
 	cr_assert_eq(hora_config_set(&cfg, "nope", "1", err, sizeof(err)), HORA_ERR_CONFIG);
 	cr_assert(strstr(err, "unknown key 'nope'"), "%s", err);
+}
+
+/* ---- nesting: refused while parsing, at the level that goes too deep ---- */
+
+/* "train:\n" head, then n x open, inner, n x close */
+static int load_nested_after(const char *head, int n, const char *open, const char *inner,
+			     const char *close)
+{
+	const size_t lo = strlen(open), lc = strlen(close);
+	char *y = malloc(32 + strlen(head) + (size_t)n * (lo + lc) + strlen(inner));
+	cr_assert_not_null(y);
+	size_t k = (size_t)sprintf(y, "train:\n%s", head);
+	for (int i = 0; i < n; i++, k += lo)
+		memcpy(y + k, open, lo);
+	k += (size_t)sprintf(y + k, "%s", inner);
+	for (int i = 0; i < n; i++, k += lc)
+		memcpy(y + k, close, lc);
+	y[k++] = '\n';
+	char *p = th_path(dir, "c.yaml");
+	th_write(p, y, k, 0);
+	free(y);
+	int rc = hora_config_load_yaml(&cfg, p, err, sizeof(err));
+	free(p);
+	return rc;
+}
+
+static int load_nested(int n, const char *open, const char *inner, const char *close)
+{
+	return load_nested_after("  epochs: ", n, open, inner, close);
+}
+
+/* 200,000 levels took minutes of CPU in libyaml before being refused (its
+ * scanner and loader are quadratic in the depth); now the event stream is
+ * checked first and the 65th level is refused where it opens: the top
+ * mapping and train's are levels 1 and 2, so '[' number 63 at column 73. */
+Test(core_config, deep_nesting_is_refused_at_its_position, .timeout = 60)
+{
+	cr_assert_eq(load_nested(200000, "[", "", "]"), HORA_ERR_CONFIG);
+	cr_assert(strstr(err, "c.yaml:2:73: nested more than 64 levels deep"), "err: %s", err);
+	/* flow mappings: "{a: " is 4 columns */
+	cr_assert_eq(load_nested(200000, "{a: ", "1", "}"), HORA_ERR_CONFIG);
+	cr_assert(strstr(err, "c.yaml:2:259: nested more than 64 levels deep"), "err: %s", err);
+	/* block sequences on one line: "- " is 2 columns from column 5 */
+	cr_assert_eq(load_nested_after("  epochs:\n    ", 200000, "- ", "1", ""), HORA_ERR_CONFIG);
+	cr_assert(strstr(err, "c.yaml:3:129: nested more than 64 levels deep"), "err: %s", err);
+	cr_assert_eq(cfg.epochs, 20);
+}
+
+Test(core_config, nesting_up_to_the_limit_is_parsed)
+{
+	/* 62 lists inside train's mapping: 64 levels, a type error, not a depth one */
+	cr_assert_eq(load_nested(62, "[", "1", "]"), HORA_ERR_CONFIG);
+	cr_assert(strstr(err, "c.yaml:2:11: train.epochs must be a scalar, not a list"), "err: %s", err);
+	cr_assert_eq(load_nested(63, "[", "1", "]"), HORA_ERR_CONFIG);
+	cr_assert(strstr(err, "c.yaml:2:73: nested more than 64 levels deep"), "err: %s", err);
+}
+
+Test(core_config, the_cluster_loader_refuses_deep_nesting_too, .timeout = 60)
+{
+	cr_assert_eq(load_nested(200000, "[", "", "]"), HORA_ERR_CONFIG);
+	char *p = th_path(dir, "c.yaml");
+	struct hora_cluster_config cc;
+	hora_cluster_defaults(&cc);
+	cr_assert_eq(hora_cluster_load(&cc, p, err, sizeof(err)), HORA_ERR_CONFIG);
+	cr_assert(strstr(err, "c.yaml:2:73: nested more than 64 levels deep"), "err: %s", err);
+	free(p);
+}
+
+/* aliases nest a mapping without nesting the text: the walk counts too */
+Test(core_config, nesting_through_aliases_is_refused)
+{
+	char y[8192];
+	/* a chain of 70 anchors inside a section the train loader skips, each
+	 * mapping holding the one before: 3 levels of text, 72 walked */
+	size_t k = (size_t)sprintf(y, "cluster:\n  a0: &a0 {x: 1}\n");
+	for (int i = 1; i <= 70; i++)
+		k += (size_t)sprintf(y + k, "  a%d: &a%d {x: *a%d}\n", i, i, i - 1);
+	k += (size_t)sprintf(y + k, "train:\n  optimizer: {x: *a70}\n");
+	char *p = th_path(dir, "c.yaml");
+	th_write(p, y, k, 0);
+	cr_assert_eq(hora_config_load_yaml(&cfg, p, err, sizeof(err)), HORA_ERR_CONFIG);
+	cr_assert(strstr(err, "nested more than 64 levels deep (through aliases)"), "err: %s", err);
+	free(p);
+}
+
+Test(core_config, a_second_document_is_refused)
+{
+	cr_assert_eq(load("train:\n  epochs: 1\n---\ntrain:\n  epochs: 2\n"), HORA_ERR_CONFIG);
+	cr_assert(strstr(err, "c.yaml:3:1: a second YAML document"), "err: %s", err);
+}
+
+Test(core_config, a_directory_or_a_huge_file_is_refused)
+{
+	cr_assert_eq(hora_config_load_yaml(&cfg, dir, err, sizeof(err)), HORA_ERR_CONFIG);
+	cr_assert(strstr(err, "cannot read: Is a directory"), "err: %s", err);
+	size_t n = (2u << 20) + 1;
+	char *y = malloc(n);
+	cr_assert_not_null(y);
+	memset(y, '#', n);
+	y[n - 1] = '\n';
+	char *p = th_path(dir, "c.yaml");
+	th_write(p, y, n, 0);
+	free(y);
+	cr_assert_eq(hora_config_load_yaml(&cfg, p, err, sizeof(err)), HORA_ERR_CONFIG);
+	cr_assert(strstr(err, "c.yaml: larger than 1024 KiB"), "err: %s", err);
+	free(p);
+}
+
+/* ---- nothing accepted and ignored ------------------------------------ */
+
+Test(core_config, train_sync_other_than_allreduce_is_refused)
+{
+	cr_assert_eq(load("train:\n  sync: allreduce\n"), 0, "%s", err);
+	cr_assert_eq(load("train:\n  epochs: 2\n  sync: gossip\n"), HORA_ERR_CONFIG);
+	cr_assert(strstr(err, "c.yaml:3:9: train.sync: gossip is not available in this build"),
+		  "err: %s", err);
+	cr_assert_eq(cfg.epochs, 20);
+	cr_assert_eq(hora_config_set(&cfg, "train.sync", "elastic", err, sizeof(err)), HORA_ERR_CONFIG);
+	cr_assert(strstr(err, "train.sync: elastic is not available in this build"), "%s", err);
+	cr_assert_eq(load("train:\n  sync: {mode: gossip}\n"), HORA_ERR_CONFIG);
+	cr_assert(strstr(err, "c.yaml:2:3: train.sync must be a scalar, not a mapping") ||
+		  strstr(err, "unknown key 'train.sync.mode'"), "err: %s", err);
+}
+
+Test(core_config, train_gossip_is_refused_at_its_key)
+{
+	cr_assert_eq(load("train:\n  epochs: 2\n  gossip:\n    fanout: 3\n    period_ms: 10\n"),
+		     HORA_ERR_CONFIG);
+	cr_assert(strstr(err, "c.yaml:3:3: train.gossip: gossip averaging is not available in this "
+			      "build"), "err: %s", err);
+	cr_assert_eq(load("train:\n  gossip: true\n"), HORA_ERR_CONFIG);
+	cr_assert(strstr(err, "c.yaml:2:3: train.gossip: gossip averaging"), "err: %s", err);
+	cr_assert_eq(hora_config_set(&cfg, "train.gossip.fanout", "3", err, sizeof(err)),
+		     HORA_ERR_CONFIG);
+	cr_assert(strstr(err, "train.gossip.fanout: gossip averaging is not available"), "%s", err);
+}
+
+Test(core_config, node_gpus_are_refused_at_the_key)
+{
+	cr_assert_eq(load("cluster:\n  nodes:\n    - host: 127.0.0.1\n      gpus: [0, 1]\n"
+			  "      workers: 2\n"), 0, "%s", err); /* the train loader skips cluster */
+	char *p = th_path(dir, "c.yaml");
+	struct hora_cluster_config cc;
+	hora_cluster_defaults(&cc);
+	cr_assert_eq(hora_cluster_load(&cc, p, err, sizeof(err)), HORA_ERR_CONFIG);
+	cr_assert(strstr(err, "c.yaml:4:7: cluster.nodes[0].gpus: placing workers on GPUs is not "
+			      "available in this build"), "err: %s", err);
+	cr_assert_eq(hora_cluster_set(&cc, "cluster.nodes[1].gpus", "0", err, sizeof(err)),
+		     HORA_ERR_CONFIG);
+	cr_assert(strstr(err, "cluster.nodes[1].gpus: placing workers on GPUs"), "%s", err);
+	cr_assert_eq(cc.nnodes, 0, "a refused key adds no node");
+	free(p);
+}
+
+/* ---- one size parser -------------------------------------------------- */
+
+Test(core_config, one_size_parser_for_every_size_key)
+{
+	struct hora_cluster_config cc;
+	hora_cluster_defaults(&cc);
+	/* 1GiB was accepted for collectives.slice_size and refused here */
+	cr_assert_eq(hora_config_set(&cfg, "train.fusion.threshold_bytes", "1GiB", err, sizeof(err)), 0,
+		     "%s", err);
+	cr_assert_eq(cfg.fusion.threshold_bytes, (size_t)1 << 30);
+	cr_assert_eq(hora_cluster_set(&cc, "collectives.slice_size", "1GiB", err, sizeof(err)), 0, "%s",
+		     err);
+	cr_assert_eq(cc.coll.slice_bytes, (size_t)1 << 30);
+	static const struct {
+		const char *v;
+		size_t want;
+	} ok[] = {{"65536", 65536}, {"64k", 65536}, {"64KiB", 65536}, {"64kib", 65536},
+		  {"1.5MiB", 1572864}, {"2m", 2 << 20}, {"0", 0}, {"1g", 1 << 30}, {"4096B", 4096}};
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		cr_assert_eq(hora_config_set(&cfg, "train.fusion.threshold_bytes", ok[i].v, err,
+					     sizeof(err)), 0, "%s: %s", ok[i].v, err);
+		cr_assert_eq(cfg.fusion.threshold_bytes, ok[i].want, "%s", ok[i].v);
+		cr_assert_eq(hora_cluster_set(&cc, "collectives.small_bytes", ok[i].v, err, sizeof(err)),
+			     0, "%s: %s", ok[i].v, err);
+		cr_assert_eq(cc.coll.small_bytes, ok[i].want, "%s", ok[i].v);
+	}
+	/* sizes that are ints in the config take the same spellings */
+	cr_assert_eq(hora_cluster_set(&cc, "transport.sndbuf_bytes", "4MiB", err, sizeof(err)), 0, "%s",
+		     err);
+	cr_assert_eq(cc.transport.sndbuf_bytes, 4 << 20);
+	static const char *const bad[] = {"", "x", "-1", "1.5", "0.1KiB", "1KB", "1 MiB", "nan", "inf",
+					  "1e3", "0x10", "18446744073709551616", "17179869184GiB",
+					  "16777216TiB", "2TiB"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		cr_assert_eq(hora_config_set(&cfg, "train.fusion.threshold_bytes", bad[i], err,
+					     sizeof(err)), HORA_ERR_CONFIG, "'%s' accepted", bad[i]);
+		cr_assert(strstr(err, "train.fusion.threshold_bytes must be a size in 0..1TiB"), "%s",
+			  err);
+		cr_assert_eq(hora_cluster_set(&cc, "transport.chunk_size", bad[i], err, sizeof(err)),
+			     HORA_ERR_CONFIG, "'%s' accepted", bad[i]);
+		cr_assert(strstr(err, "transport.chunk_size must be a size in 4KiB..1GiB"), "%s", err);
+	}
+	cr_assert_eq(hora_cluster_set(&cc, "transport.sndbuf_bytes", "2GiB", err, sizeof(err)),
+		     HORA_ERR_CONFIG);
+	cr_assert(strstr(err, "transport.sndbuf_bytes must be a size in 0..1GiB"), "%s", err);
+}
+
+Test(core_config, names_are_one_spelling_in_any_case)
+{
+	struct hora_cluster_config cc;
+	hora_cluster_defaults(&cc);
+	cr_assert_eq(hora_config_set(&cfg, "train.fusion.compression", "BF16", err, sizeof(err)), 0);
+	cr_assert_eq(cfg.fusion.compression, 2);
+	cr_assert_eq(hora_cluster_set(&cc, "collectives.algorithm", "Direct", err, sizeof(err)), 0);
+	cr_assert_eq(cc.coll.algorithm, 3);
+	cr_assert_eq(hora_config_set(&cfg, "train.fusion.compression", "fp8", err, sizeof(err)),
+		     HORA_ERR_CONFIG);
+	cr_assert(strstr(err, "train.fusion.compression must be none, fp16 or bf16 (got 'fp8')"), "%s",
+		  err);
+	cr_assert_eq(hora_cluster_set(&cc, "cluster.bind", "socket", err, sizeof(err)), HORA_ERR_CONFIG);
+	cr_assert(strstr(err, "cluster.bind must be none or core (got 'socket')"), "%s", err);
+}
+
+/* ---- keys only a distributed job reads --------------------------------- */
+
+Test(core_config, single_worker_note_names_distributed_only_keys)
+{
+	char msg[512];
+	cr_assert_eq(hora_config_single_worker_note(&cfg, msg, sizeof(msg)), 0);
+	cr_assert_str_eq(msg, "");
+	cr_assert_eq(hora_config_set(&cfg, "train.epochs", "3", err, sizeof(err)), 0);
+	cr_assert_eq(hora_config_single_worker_note(&cfg, msg, sizeof(msg)), 0);
+	cr_assert_eq(hora_config_set(&cfg, "train.timeline", "t.json", err, sizeof(err)), 0);
+	cr_assert_eq(hora_config_single_worker_note(&cfg, msg, sizeof(msg)), 1);
+	cr_assert_str_eq(msg, "train.timeline applies only to distributed jobs (hora launch); this "
+			      "single-worker run ignores it");
+	static const char *const kv[][2] = {
+		{"train.fusion.threshold_bytes", "2MiB"}, {"train.fusion.cycle_time_ms", "5"},
+		{"train.fusion.compression", "fp16"},     {"train.stall_warning_s", "10"},
+		{"train.stall_abort_s", "30"},            {"train.communication", "false"}};
+	for (size_t i = 0; i < sizeof(kv) / sizeof(kv[0]); i++)
+		cr_assert_eq(hora_config_set(&cfg, kv[i][0], kv[i][1], err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(hora_config_single_worker_note(&cfg, msg, sizeof(msg)), 7);
+	for (size_t i = 0; i < sizeof(kv) / sizeof(kv[0]); i++)
+		cr_assert(strstr(msg, kv[i][0]), "%s not in: %s", kv[i][0], msg);
+	cr_assert(strstr(msg, " apply only to distributed jobs (hora launch); this single-worker run "
+			      "ignores them"), "%s", msg);
+	/* back to the defaults: nothing to say */
+	cr_assert_eq(hora_config_set(&cfg, "train.timeline", "", err, sizeof(err)), 0);
+	hora_train_config_defaults(&cfg);
+	cr_assert_eq(hora_config_single_worker_note(&cfg, msg, sizeof(msg)), 0);
+}
+
+/* ---- the documented schema is what the tables accept ------------------ */
+
+/* The n-th ```yaml block of deploy/README.md, written to dir/c.yaml with
+ * "deploy/secret" replaced by a secret file of our own. */
+static char *schema_block(int n)
+{
+	FILE *f = fopen(HORA_SOURCE_DIR "/deploy/README.md", "r");
+	cr_assert_not_null(f);
+	char *p = th_path(dir, "c.yaml"), *secret = th_path(dir, "secret");
+	th_write(secret, "0123456789abcdef0123456789abcdef", 32, 0);
+	cr_assert_eq(chmod(secret, 0600), 0);
+	FILE *out = fopen(p, "w");
+	cr_assert_not_null(out);
+	char line[512];
+	int block = 0, in = 0;
+	while (fgets(line, sizeof(line), f)) {
+		if (!strncmp(line, "```yaml", 7)) {
+			in = ++block == n;
+			continue;
+		}
+		if (!strncmp(line, "```", 3))
+			in = 0;
+		if (!in)
+			continue;
+		char *s = strstr(line, "deploy/secret");
+		if (s)
+			fprintf(out, "%.*s%s%s", (int)(s - line), line, secret, s + strlen("deploy/secret"));
+		else
+			fputs(line, out);
+	}
+	fclose(out);
+	fclose(f);
+	cr_assert_geq(block, n, "deploy/README.md has no yaml block %d", n);
+	free(secret);
+	return p;
+}
+
+Test(core_config, every_documented_key_is_accepted)
+{
+	char *p = schema_block(1); /* the train section */
+	cr_assert_eq(hora_config_load_yaml(&cfg, p, err, sizeof(err)), 0, "%s", err);
+	free(p);
+	p = schema_block(2); /* the cluster file */
+	struct hora_cluster_config cc;
+	hora_cluster_defaults(&cc);
+	cr_assert_eq(hora_cluster_load(&cc, p, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(cc.nnodes, 1);
+	cr_assert_eq(cc.coll.slice_bytes, (size_t)1 << 20);
+	free(p);
 }
