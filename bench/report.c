@@ -1,6 +1,7 @@
 /* report.c - timing and reporting helpers shared by every bench. */
 #include "report.h"
 
+#include "core/cfgkey.h"
 #include "net/util/clock.h"
 
 #include <errno.h>
@@ -57,14 +58,17 @@ void hora_bench_json_close(FILE *f)
 
 size_t hora_bench_size(const char *s)
 {
-	char *e;
-	double v = strtod(s, &e);
-	switch (*e) {
-	case 'k': case 'K': v *= 1024; break;
-	case 'm': case 'M': v *= 1 << 20; break;
-	case 'g': case 'G': v *= 1 << 30; break;
+	/* the config's one size parser (core/cfgkey.c), on the text up to a
+	 * ':' (--sizes LO:HI); a bench stops on a bad flag */
+	char v[64];
+	const size_t n = strcspn(s, ":");
+	uint64_t b;
+	if (n >= sizeof(v) || (memcpy(v, s, n), v[n] = 0, hora_cfg_size(v, &b)) || b > SIZE_MAX) {
+		fprintf(stderr, "hora bench: '%.*s' is not a size (bytes, or with K/KiB, M/MiB, G/GiB)\n",
+			(int)n, s);
+		exit(2);
 	}
-	return (size_t)v;
+	return (size_t)b;
 }
 
 char *hora_bench_slurp(const char *path)

@@ -716,7 +716,8 @@ void hora_net_peer_do_abort(struct hora_net_peer *p, struct cmd *c)
 	hora_net_req_finish(c->req, 0, NULL);
 }
 
-void hora_net_peer_abort(struct hora_net_peer *p, const char *why)
+/* Run a CLOSE or ABORT command for p on the comm thread and wait for it. */
+static void peer_sync_cmd(struct hora_net_peer *p, enum cmd_kind kind, const char *why)
 {
 	if (!p)
 		return;
@@ -728,27 +729,19 @@ void hora_net_peer_abort(struct hora_net_peer *p, const char *why)
 			req_free(r);
 		return;
 	}
-	c->kind = CMD_ABORT;
+	c->kind = kind;
 	c->peer = p;
 	c->arg = (void *)why;
 	char err[256];
 	sync_cmd(p->loop, c, r, err, sizeof(err), NULL);
 }
 
+void hora_net_peer_abort(struct hora_net_peer *p, const char *why)
+{
+	peer_sync_cmd(p, CMD_ABORT, why);
+}
+
 void hora_net_peer_close(struct hora_net_peer *p)
 {
-	if (!p)
-		return;
-	struct cmd *c = calloc(1, sizeof(*c));
-	struct hora_net_req *r = req_new(REQ_SYNC, NULL, NULL, 0, NULL, NULL);
-	if (!c || !r) {
-		free(c);
-		if (r)
-			req_free(r);
-		return;
-	}
-	c->kind = CMD_CLOSE;
-	c->peer = p;
-	char err[256];
-	sync_cmd(p->loop, c, r, err, sizeof(err), NULL);
+	peer_sync_cmd(p, CMD_CLOSE, NULL);
 }
