@@ -1,5 +1,5 @@
 /* link_tcp.c - the TCP link of a communicator (link.h): the queued path is
- * the io_uring transport (one authenticated peer per rank, net/hora_net.h),
+ * the io_uring transport (one authenticated peer per rank, net/transport/transport.h),
  * the caller-driven path one plain authenticated TCP socket per pair
  * (fast.h). Setting it up: listen, connect to every lower rank and accept
  * every higher one, check every rank's hello (its rank and the size it was
@@ -16,6 +16,7 @@
 #include <poll.h>
 #include <stdio.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -293,16 +294,21 @@ static int transport_setup(struct link_tcp *t, char *err, size_t errlen)
 	struct hora_net_req **hs = calloc((size_t)n, sizeof(*hs));
 	if (!hs)
 		return -ENOMEM;
+	/* connecting fails on its own (no hello is read there): stop at once */
 	int rc = connect_lower(t, hs, err, errlen);
-	for (int j = 0; j < me && (!rc || rc == -EINVAL); j++) {
+	bool mismatch = false; /* a size mismatch seen: its text stays in err */
+	for (int j = 0; !rc && j < me; j++) {
 		char e3[512];
-		const int r = rc ? check_hello(t, j, e3, sizeof(e3)) : check_hello(t, j, err, errlen);
-		if (r && rc)
+		const int r = mismatch ? check_hello(t, j, e3, sizeof(e3)) : check_hello(t, j, err, errlen);
+		if (r == -EINVAL) {
+			mismatch = true;
+		} else if (r) {
+			rc = mismatch ? 0 : r;
 			break;
-		rc = r ? r : rc;
+		}
 	}
-	if (!rc || rc == -EINVAL)
-		rc = accept_higher(t, hs, err, errlen, rc);
+	if (!rc)
+		rc = accept_higher(t, hs, err, errlen, mismatch ? -EINVAL : 0);
 	for (int j = 0; j < n; j++)
 		if (hs[j])
 			hora_net_wait(hs[j], NULL, 0);
@@ -434,11 +440,11 @@ int hora_net_link_tcp_create(const struct hora_net_comm_cfg *cfg, struct hora_ne
 	       sizeof(t->hello));
 	t->peer = calloc((size_t)cfg->nranks, sizeof(*t->peer));
 	t->fast = malloc((size_t)cfg->nranks * sizeof(int));
+	for (int i = 0; t->fast && i < cfg->nranks; i++) /* before any failure: tcp_close reads it */
+		t->fast[i] = -1;
 	int rc = -ENOMEM;
 	if (!t->peer || !t->fast)
 		goto fail;
-	for (int i = 0; i < cfg->nranks; i++)
-		t->fast[i] = -1;
 	if (cfg->nranks > 1 && ((rc = listen_setup(t, err, errlen)) || (rc = transport_setup(t, err, errlen)) ||
 				(rc = fast_setup(t, err, errlen))))
 		goto fail;

@@ -512,9 +512,11 @@ void hora_net_loop_destroy(struct hora_net_loop *loop)
 	}
 	if (loop->listen_fd >= 0)
 		close(loop->listen_fd);
-	hora_net_service_free_all(loop);
 	close(loop->efd);
+	/* the ring first: a datagram socket's recvmsg may still be armed on
+	 * its buffer, which must outlive the ring */
 	io_uring_queue_exit(&loop->ring);
+	hora_net_service_free_all(loop);
 	pthread_mutex_destroy(&loop->qlock);
 	pthread_cond_destroy(&loop->qcond);
 	free(loop);

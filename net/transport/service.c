@@ -40,6 +40,7 @@ struct hora_net_dgram {
 	hora_net_dgram_fn fn; /* NULL once closed */
 	void *arg;
 	bool armed;
+	bool in_cb; /* fn is running: a close there only marks it (on_dgram frees) */
 	struct msghdr msg;
 	struct iovec iov;
 	struct sockaddr_in from;
@@ -193,8 +194,11 @@ static void on_dgram(struct hora_net_loop *loop, struct op *op, const struct io_
 	}
 	if (loop->stopping)
 		return;
-	if (cqe->res > 0 && d->from.sin_family == AF_INET)
+	if (cqe->res > 0 && d->from.sin_family == AF_INET) {
+		d->in_cb = true;
 		d->fn(d->arg, &d->from, d->buf, (size_t)cqe->res);
+		d->in_cb = false;
+	}
 	if (d->fn) /* the callback may have closed it */
 		arm_recv(d);
 	else
@@ -252,6 +256,8 @@ void hora_net_dgram_close(struct hora_net_dgram *d)
 	if (!d)
 		return;
 	d->fn = NULL;
+	if (d->in_cb) /* on_dgram frees it when the callback returns */
+		return;
 	if (!d->armed) {
 		free_dgram(d);
 		return;

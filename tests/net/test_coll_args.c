@@ -277,3 +277,27 @@ Test(net_coll_args, a_rank_created_with_a_larger_size_is_named_by_every_rank, .t
 			  "rank %d: %s", r, ra[r].err);
 	}
 }
+
+/* ---- an address that is not numeric ----------------------------------------------- */
+
+/* A lower rank's address the transport cannot connect to (a host name: the
+ * transport takes numeric addresses) is an error naming it; the size check
+ * that follows connecting used to read a peer that was never made and
+ * crashed (SIGSEGV in check_hello). */
+Test(net_coll_args, a_lower_rank_at_an_unusable_address_is_named, .timeout = 30)
+{
+	char a2[2][32];
+	const char *two[2];
+	th_rank_addrs(a2, two, 2);
+	two[0] = "localhost:1";
+	struct hora_net_comm_cfg cfg = {.rank = 1, .nranks = 2, .addrs = two, .connect_timeout_ms = 2000};
+	hora_net_opts_default(&cfg.opts);
+	cfg.opts.secret = (const uint8_t *)TEST_SECRET;
+	cfg.opts.secret_len = strlen(TEST_SECRET);
+	struct hora_net_comm *c = NULL;
+	char err[512] = "";
+	int rc = hora_net_comm_create(&cfg, &c, err, sizeof(err));
+	cr_assert_neq(rc, 0);
+	cr_assert_null(c);
+	cr_assert(strstr(err, "connecting to rank 0 at localhost:1"), "%s", err);
+}

@@ -95,6 +95,49 @@ Test(net_service, calls_timers_and_datagrams_run_on_the_comm_thread, .timeout = 
 	hora_net_loop_destroy(s.loop); /* frees what is still in the kernel (ASan: no leak) */
 }
 
+/* A datagram callback may close its own socket (transport.h says so): the
+ * socket is freed once the callback returns, not under it (ASan caught a
+ * use after free here). */
+static void on_dgram_close(void *arg, const struct sockaddr_in *from, const uint8_t *buf, size_t len)
+{
+	struct svc *s = arg;
+	(void)from;
+	(void)buf;
+	(void)len;
+	hora_net_dgram_close(s->d);
+	atomic_fetch_add(&s->got, 1);
+}
+
+static void count_call(void *arg)
+{
+	struct svc *s = arg;
+	atomic_fetch_add(&s->calls, 1);
+}
+
+static void open_closing(void *arg)
+{
+	struct svc *s = arg;
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	s->rc = hora_net_dgram_open(s->loop, &a, 64, on_dgram_close, s, &s->bound, &s->d, s->err,
+				    sizeof(s->err));
+	if (!s->rc)
+		s->rc = hora_net_dgram_send(s->d, &s->bound, "bye", 3);
+}
+
+Test(net_service, a_datagram_callback_may_close_its_socket, .timeout = 30)
+{
+	struct svc s = {.loop = tn_loop(1, 1, NULL)};
+	cr_assert_eq(hora_net_loop_call(s.loop, open_closing, &s), 0);
+	cr_assert_eq(s.rc, 0, "%s", s.err);
+	for (int i = 0; i < 200 && atomic_load(&s.got) < 1; i++)
+		sleep_ms(10);
+	cr_assert_eq(atomic_load(&s.got), 1);
+	/* the comm thread goes on after the close: a posted call still runs */
+	cr_assert_eq(hora_net_loop_call(s.loop, count_call, &s), 0);
+	cr_assert_eq(atomic_load(&s.calls), 1);
+	hora_net_loop_destroy(s.loop);
+}
+
 /* ---- membership over loops -------------------------------------------------------- */
 
 #define N 3
