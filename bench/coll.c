@@ -442,8 +442,8 @@ int hora_bench_coll(const char *what, int argc, char **argv)
 	int port = 0, c, rank = -1;
 	const char *from = NULL;
 	char *addrlist = NULL;
-	for (int i = 0; i < 4; i++)
-		if (!strcmp(what, hora_net_coll_name(i)))
+	for (int i = 0; i < HORA_NET_COLL_KINDS; i++)
+		if (!strcmp(what, hora_net_coll_name((uint32_t)i)))
 			o.coll = (enum hora_net_coll_kind)i;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "", lopts, NULL)) != -1) {
@@ -457,8 +457,11 @@ int hora_bench_coll(const char *what, int argc, char **argv)
 		}
 		case 'j': o.json = optarg; break;
 		case 'a':
-			o.algo = !strcmp(optarg, "ring") ? 1 : !strcmp(optarg, "latency") || !strcmp(optarg, "doubling") ? 2
-				 : !strcmp(optarg, "direct") ? 3 : !strcmp(optarg, "auto") ? 0 : -1;
+			o.algo = !strcmp(optarg, "ring")			       ? HORA_ALGO_RING
+				 : !strcmp(optarg, "latency") || !strcmp(optarg, "doubling") ? HORA_ALGO_LATENCY
+				 : !strcmp(optarg, "direct")			       ? HORA_ALGO_DIRECT_RING
+				 : !strcmp(optarg, "auto")			       ? HORA_ALGO_AUTO
+										       : -1;
 			break;
 		case 'p': port = atoi(optarg); break;
 		case 'g': o.segment = hora_bench_size(optarg); break;

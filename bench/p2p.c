@@ -14,6 +14,7 @@
  * Secret: HORA_SECRET (or a random one shared with the forked server).
  */
 #include "bench.h"
+#include "core/env.h"
 #include "net/transport/handshake.h"
 #include "net/transport/transport.h"
 #include "net/util/hostport.h"
@@ -360,7 +361,7 @@ int hora_bench_p2p(int argc, char **argv)
 		o.chunk_bytes = chunk;
 	uint8_t secret[HORA_NET_SECRET_MAX];
 	char err[256];
-	int slen = hora_net_secret_load(NULL, getenv("HORA_SECRET"), secret, sizeof(secret), err,
+	int slen = hora_net_secret_load(NULL, hora_env_secret(), secret, sizeof(secret), err,
 					sizeof(err), NULL, 0);
 	if (slen < 0 && role)
 		return die("secret", err);

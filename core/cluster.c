@@ -8,7 +8,6 @@
  * no host twice (per network namespace), a readable secret.
  */
 #include "cluster.h"
-#include "env.h"
 
 #include "cfgkey.h"
 #include "hora.h"
@@ -297,7 +296,7 @@ int hora_cluster_load_edit(struct hora_cluster_config *c, const char *path, hora
 					 0) < 0)
 			return hora_cfg_bad(err, errlen, "%s:%d:%d: cluster.secret_file: %s", path, tmp.secret_line,
 				   tmp.secret_col, why);
-	} else if (hora_net_secret_load(NULL, hora_env_secret(), key, sizeof(key), why, sizeof(why),
+	} else if (hora_net_secret_load(NULL, tmp.secret_env, key, sizeof(key), why, sizeof(why),
 					NULL, 0) < 0) {
 		return hora_cfg_bad(err, errlen, "%s: %s", path, why);
 	}

@@ -29,6 +29,10 @@ struct hora_cluster_config {
 	char name[64];
 	char secret_file[1024];
 	int secret_line, secret_col;
+	/* HORA_SECRET's value (NULL: unset), set by the caller before loading:
+	 * the loader reads no environment, and refuses a file with neither a
+	 * secret_file nor this */
+	const char *secret_env;
 	char seeds[HORA_CLUSTER_MAX_SEEDS][80];
 	int nseeds;
 	char launcher[512];    /* local | ssh | netns | a command template with {host} and {cmd} */

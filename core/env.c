@@ -3,6 +3,7 @@
  * not a valid value is an error naming it, never a silent default. */
 #include "env.h"
 
+#include "cfgkey.h"
 #include "log.h"
 
 #include <errno.h>
@@ -22,14 +23,8 @@ int hora_env_long(const char *name, long lo, long hi, long *out, char *err, size
 	const char *v = env_get(name);
 	if (!v)
 		return 0;
-	char *end;
-	errno = 0;
-	long x = strtol(v, &end, 10);
-	if (errno || end == v || *end || x < lo || x > hi) {
-		snprintf(err, errlen, "%s must be an integer in %ld..%ld (got '%s')", name, lo, hi, v);
-		return HORA_ERR_CONFIG;
-	}
-	*out = x;
+	if (hora_cfg_int(v, lo, hi, out))
+		return hora_cfg_bad(err, errlen, "%s must be an integer in %ld..%ld (got '%s')", name, lo, hi, v);
 	return 1;
 }
 
@@ -38,14 +33,22 @@ int hora_env_double(const char *name, double lo, double hi, double *out, char *e
 	const char *v = env_get(name);
 	if (!v)
 		return 0;
-	char *end;
-	errno = 0;
-	double x = strtod(v, &end);
-	if (errno || end == v || *end || !isfinite(x) || x < lo || x > hi) {
-		snprintf(err, errlen, "%s must be a number in %g..%g (got '%s')", name, lo, hi, v);
-		return HORA_ERR_CONFIG;
+	if (hora_cfg_real(v, out) || *out < lo || *out > hi)
+		return hora_cfg_bad(err, errlen, "%s must be a number in %g..%g (got '%s')", name, lo, hi, v);
+	return 1;
+}
+
+int hora_env_size(const char *name, uint64_t hi, uint64_t *out, char *err, size_t errlen)
+{
+	const char *v = env_get(name);
+	if (!v)
+		return 0;
+	if (hora_cfg_size(v, out) || *out > hi) {
+		char h[32];
+		hora_cfg_size_str(hi, h, sizeof(h));
+		return hora_cfg_bad(err, errlen, "%s must be a size in 0..%s (bytes, or with KiB, MiB, GiB; got '%s')",
+				    name, h, v);
 	}
-	*out = x;
 	return 1;
 }
 
@@ -70,6 +73,17 @@ int hora_env_proc(int *proc, char *err, size_t errlen)
 const char *hora_env_secret(void)
 {
 	return getenv("HORA_SECRET");
+}
+
+const char *hora_env_timeline(void)
+{
+	return env_get("HORA_TIMELINE");
+}
+
+int hora_env_progress(void)
+{
+	const char *v = env_get("HORA_PROGRESS");
+	return v && !strcmp(v, "bar") ? 1 : v && !strcmp(v, "lines") ? 0 : -1;
 }
 
 int hora_env_apply_log(char *err, size_t errlen)
@@ -103,8 +117,8 @@ int hora_env_init_opts(struct hora_init_opts *o, char *err, size_t errlen)
 	if (rc)
 		o->spin_us = spin ? (int)spin : -1; /* 0: never poll, as it always meant */
 	/* up to 64 GiB: a fusion buffer is one allocation of this size */
-	long bytes;
-	if ((rc = hora_env_long("HORA_FUSION_THRESHOLD", 0, 64L << 30, &bytes, err, errlen)) < 0)
+	uint64_t bytes;
+	if ((rc = hora_env_size("HORA_FUSION_THRESHOLD", (uint64_t)64 << 30, &bytes, err, errlen)) < 0)
 		return rc;
 	if (rc) {
 		o->fusion.has_threshold = true;

@@ -11,13 +11,16 @@
 #include "init.h"
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* An integer variable in [lo, hi]: 1 and *out when set, 0 when unset or
  * empty, HORA_ERR_CONFIG with "NAME must be an integer in lo..hi (got 'v')"
  * in err when it is not one. */
 int hora_env_long(const char *name, long lo, long hi, long *out, char *err, size_t errlen);
-/* The same for a number (strtod) in [lo, hi]. */
+/* The same for a number in [lo, hi], and for a size in bytes up to hi (the
+ * config's parsers, core/cfgkey.h: "64MiB" means what it means in a file). */
 int hora_env_double(const char *name, double lo, double hi, double *out, char *err, size_t errlen);
+int hora_env_size(const char *name, uint64_t hi, uint64_t *out, char *err, size_t errlen);
 
 /* This process's global worker index: the first of HORA_PROC, SLURM_PROCID,
  * OMPI_COMM_WORLD_RANK, PMI_RANK that is set (as `hora launch`, Slurm or
@@ -28,6 +31,13 @@ int hora_env_proc(int *proc, char *err, size_t errlen);
  * secret_file is named (hora_comm_create, the cluster file's check, the
  * `hora` commands pass it to hora_net_secret_load). */
 const char *hora_env_secret(void);
+
+/* HORA_TIMELINE's value (NULL: unset or empty): where `hora worker` writes
+ * the Chrome trace when --timeline is not given. */
+const char *hora_env_timeline(void);
+/* HORA_PROGRESS (set by `hora launch` on a terminal): 1 "bar", 0 "lines",
+ * -1 unset or anything else. */
+int hora_env_progress(void);
 
 /* HORA_LOG=error|warn|info|debug: sets the log level when given. 0 or
  * HORA_ERR_CONFIG naming the variable and the accepted values. */

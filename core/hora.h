@@ -10,7 +10,9 @@
  * below); hora_strerror() names any of them. Objects are opaque and come in
  * _create/_destroy pairs; _destroy(NULL) is a no-op. Unless a comment says
  * otherwise, an object is used by one thread at a time. The library never
- * exits the process, and reads the environment only in hora_init.
+ * exits the process, and reads the environment only in hora_init (the
+ * variables of core/README.md) and in hora_comm_create (HORA_SECRET, when
+ * its config names no secret).
  *
  * Includes only <stddef.h> and <stdint.h>.
  */

@@ -67,6 +67,7 @@ static int load_job(struct joining *j, char *err, size_t errlen)
 		file = j->cc.file;
 	} else {
 		hora_cluster_defaults(&j->cc);
+		j->cc.secret_env = j->o->secret_env;
 		int rc = hora_cluster_load(&j->cc, file, err, errlen);
 		if (rc)
 			return rc;

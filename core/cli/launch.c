@@ -16,6 +16,7 @@
  */
 #include "cli.h"
 #include "cluster.h"
+#include "env.h"
 #include "hora.h"
 #include "setarg.h"
 
@@ -213,6 +214,7 @@ static int check_file(struct launch *la)
 {
 	char err[2048];
 	hora_cluster_defaults(&la->cc);
+	la->cc.secret_env = hora_env_secret();
 	if (hora_cluster_load_edit(&la->cc, la->file, hora_setargs_apply_cluster, &la->sets, err,
 				   sizeof(err))) {
 		fprintf(stderr, "hora launch: %s\n", err);

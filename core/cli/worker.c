@@ -287,6 +287,7 @@ static int load_cluster(struct hora_cluster_config *cc, const struct node_flags 
 {
 	char err[2048];
 	hora_cluster_defaults(cc);
+	cc->secret_env = hora_env_secret();
 	int rc;
 	if (f->config) {
 		rc = hora_cluster_load_edit(cc, f->config, edit_cluster, (void *)f, err, sizeof(err));
@@ -385,7 +386,7 @@ static int node_open(struct node_opts *o, enum hora_swim_role role, const char *
 	uint8_t secret[HORA_NET_SECRET_MAX];
 	char err[256], warn[320];
 	int slen = hora_net_secret_load(o->secret_file[0] ? o->secret_file : NULL,
-					getenv("HORA_SECRET"), secret, sizeof(secret), err,
+					hora_env_secret(), secret, sizeof(secret), err,
 					sizeof(err), warn, sizeof(warn));
 	if (slen < 0) {
 		fprintf(stderr, "%s: %s\n", prog, err);
@@ -531,15 +532,13 @@ static int run_training(const struct node_opts *o, const struct hora_cluster_con
 		snprintf(tc->metrics, sizeof(tc->metrics), "%s", f->metrics);
 	if (f->timeline)
 		snprintf(tc->timeline, sizeof(tc->timeline), "%s", f->timeline);
-	else if (getenv("HORA_TIMELINE") && *getenv("HORA_TIMELINE"))
-		snprintf(tc->timeline, sizeof(tc->timeline), "%s", getenv("HORA_TIMELINE"));
+	else if (hora_env_timeline())
+		snprintf(tc->timeline, sizeof(tc->timeline), "%s", hora_env_timeline());
 	if (f->resume)
 		tc->resume = 1;
-	const char *pg = getenv("HORA_PROGRESS"); /* hora launch on a terminal: bar */
-	if (pg && !strcmp(pg, "bar"))
-		tc->progress = 1;
-	else if (pg && !strcmp(pg, "lines"))
-		tc->progress = 0;
+	const int pg = hora_env_progress(); /* hora launch on a terminal: bar */
+	if (pg >= 0)
+		tc->progress = pg;
 	struct hora_init_opts io;
 	hora_init_opts_defaults(&io);
 	if (hora_env_init_opts(&io, err, sizeof(err))) {

@@ -34,6 +34,7 @@ struct hora_net_membership {
 	pthread_mutex_t lock;
 	pthread_cond_t cond; /* CLOCK_MONOTONIC */
 	bool dead;
+	int waiters; /* threads inside hora_net_membership_wait (lock): destroy waits for them */
 	struct hora_swim_view view;
 	int rank;
 	bool paused, joined;
@@ -269,6 +270,8 @@ void hora_net_membership_destroy(struct hora_net_membership *m)
 	pthread_mutex_lock(&m->lock);
 	m->dead = true;
 	pthread_cond_broadcast(&m->cond);
+	while (m->waiters) /* a wait on another thread leaves before m goes */
+		pthread_cond_wait(&m->cond, &m->lock);
 	pthread_mutex_unlock(&m->lock);
 	free_membership(m);
 }
@@ -333,6 +336,7 @@ int hora_net_membership_wait(struct hora_net_membership *m, uint64_t known, bool
 	struct timespec ts = {.tv_sec = until / 1000000000, .tv_nsec = until % 1000000000};
 	int rc = 0;
 	pthread_mutex_lock(&m->lock);
+	m->waiters++;
 	int alive0 = m->alive;
 	while (m->view.id == known && m->paused == known_paused && m->alive == alive0 && !m->dead &&
 	       !rc) {
@@ -343,6 +347,8 @@ int hora_net_membership_wait(struct hora_net_membership *m, uint64_t known, bool
 	}
 	if (!rc && m->dead)
 		rc = -ESHUTDOWN;
+	if (!--m->waiters && m->dead)
+		pthread_cond_broadcast(&m->cond); /* destroy waits for the last one */
 	pthread_mutex_unlock(&m->lock);
 	return rc;
 }

@@ -34,8 +34,9 @@ int hora_net_membership_create(struct hora_net_loop *loop, const struct hora_swi
 			       struct hora_net_membership **out, char *err, size_t errlen);
 /* Stop SWIM (no leave announced: call hora_net_membership_leave first for a
  * graceful one), close its socket and free it; callbacks (the status
- * source) are not called after it returns. Wakes hora_net_membership_wait.
- * NULL: no-op. */
+ * source) are not called after it returns. Wakes hora_net_membership_wait
+ * (-ESHUTDOWN) on other threads and returns once they have left it; no
+ * other call on m may start after destroy has. NULL: no-op. */
 void hora_net_membership_destroy(struct hora_net_membership *m);
 
 /* The installed view, this member's rank (-1 if not in it), paused and why

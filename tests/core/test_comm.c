@@ -665,7 +665,7 @@ Test(init, worker_index_comes_from_the_first_variable_set)
  * communicator reads no environment */
 Test(init, fusion_variables_reach_the_distributed_optimizer_through_hora_init)
 {
-	setenv("HORA_FUSION_THRESHOLD", "4096", 1);
+	setenv("HORA_FUSION_THRESHOLD", "4KiB", 1); /* the config's size parser: 4096 bytes */
 	setenv("HORA_CYCLE_TIME_MS", "2.5", 1);
 	char err[256];
 	struct hora_comm *c;
@@ -694,4 +694,34 @@ Test(init, fusion_variables_reach_the_distributed_optimizer_through_hora_init)
 	hora_dist_optim_destroy(d);
 	hora_comm_destroy(c);
 	hora_optim_destroy(o);
+}
+
+/* hora_init_with reads no environment: the secret comes in the opts
+ * (secret_env), and the cluster file's check takes it from there too; it
+ * used to read HORA_SECRET inside the cluster loader ("no cluster secret"
+ * with HORA_SECRET unset and the secret given) */
+Test(init, hora_init_with_takes_the_secret_from_its_opts_only)
+{
+	char *dir = th_tmpdir(), *file = th_path(dir, "one.yaml");
+	const int port = 20000 + (int)(getpid() % 6000) * 2;
+	FILE *f = fopen(file, "w");
+	cr_assert(f);
+	fprintf(f, "cluster:\n  port_base: %d\n  nodes:\n    - {host: 127.0.0.1, workers: 1}\n", port);
+	fclose(f);
+	unsetenv("HORA_SECRET");
+	struct hora_init_opts o;
+	hora_init_opts_defaults(&o);
+	o.cluster_file = file;
+	o.proc = 0;
+	char err[512] = "";
+	struct hora_comm *c = NULL;
+	cr_assert_neq(hora_init_with(&o, &c, err, sizeof(err)), 0, "joined with no secret at all");
+	cr_assert(strstr(err, "no cluster secret"), "%s", err);
+	o.secret_env = TC_SECRET;
+	cr_assert_eq(hora_init_with(&o, &c, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(hora_size(c), 1);
+	hora_finalize(c);
+	th_rmrf(dir);
+	free(file);
+	free(dir);
 }

@@ -21,6 +21,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		hora_config_load_yaml(&cfg, path, err, sizeof(err));
 		struct hora_cluster_config cc; /* the cluster sections, same file */
 		hora_cluster_defaults(&cc);
+		cc.secret_env = "fuzz-secret-0123456789abcdef0123"; /* the checks after it run too */
 		hora_cluster_load(&cc, path, err, sizeof(err));
 	}
 	close(fd);

@@ -6,6 +6,8 @@
 #include "net_helpers.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <time.h>
@@ -226,4 +228,51 @@ Test(net_membership, members_agree_and_carry_opaque_status_bytes, .timeout = 60)
 		hora_net_membership_destroy(m[i]);
 		hora_net_loop_destroy(l[i]);
 	}
+}
+
+/* A wait on another thread when the membership is destroyed returns
+ * -ESHUTDOWN, and destroy frees nothing before it has left (it woke into
+ * freed memory before; ASan shows it). */
+struct waiter {
+	struct hora_net_membership *m;
+	uint64_t id;
+	bool paused;
+	atomic_int in;
+	int rc;
+};
+
+static void *wait_forever(void *p)
+{
+	struct waiter *w = p;
+	atomic_store(&w->in, 1);
+	w->rc = hora_net_membership_wait(w->m, w->id, w->paused, -1);
+	return NULL;
+}
+
+Test(net_membership, destroy_wakes_a_waiter_on_another_thread_first, .timeout = 30)
+{
+	struct hora_net_loop *l = tn_loop(1, 0, NULL);
+	struct hora_swim_cfg c;
+	hora_swim_cfg_default(&c);
+	c.min_members = 2; /* never reached: the view stays as it is */
+	uint16_t port;
+	char err[256];
+	struct waiter w = {0};
+	cr_assert_eq(hora_net_membership_create(l, &c, "127.0.0.1", 0, &port, NULL, 0, &w.m, err,
+						sizeof(err)),
+		     0, "%s", err);
+	struct hora_swim_view v;
+	int rank;
+	sleep_ms(300); /* let the lone member settle on its view */
+	hora_net_membership_view(w.m, &v, &rank, &w.paused, NULL, 0);
+	w.id = v.id;
+	pthread_t th;
+	pthread_create(&th, NULL, wait_forever, &w);
+	while (!atomic_load(&w.in))
+		sleep_ms(1);
+	sleep_ms(50); /* inside the wait */
+	hora_net_membership_destroy(w.m);
+	pthread_join(th, NULL);
+	cr_assert_eq(w.rc, -ESHUTDOWN, "rc %d", w.rc);
+	hora_net_loop_destroy(l);
 }
