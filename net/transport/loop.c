@@ -471,6 +471,10 @@ void hora_net_loop_destroy(struct hora_net_loop *loop)
 		loop->stopping = true; /* seen at the next wake-up (tick) */
 	}
 	pthread_join(loop->thread, NULL);
+	/* the ring before anything its requests point into (conn buffers,
+	 * frames, requests' user buffers, datagram buffers): closing it
+	 * cancels what is still armed */
+	io_uring_queue_exit(&loop->ring);
 	if (loop->log_suppressed)
 		fprintf(stderr, "hora net: (%llu more refusals not logged)\n",
 			(unsigned long long)loop->log_suppressed);
@@ -513,9 +517,6 @@ void hora_net_loop_destroy(struct hora_net_loop *loop)
 	if (loop->listen_fd >= 0)
 		close(loop->listen_fd);
 	close(loop->efd);
-	/* the ring first: a datagram socket's recvmsg may still be armed on
-	 * its buffer, which must outlive the ring */
-	io_uring_queue_exit(&loop->ring);
 	hora_net_service_free_all(loop);
 	pthread_mutex_destroy(&loop->qlock);
 	pthread_cond_destroy(&loop->qcond);

@@ -50,7 +50,7 @@ static void train_ranks(int n, const struct hora_train_config *cfg, struct tc_tr
 static void base_cfg(struct hora_train_config *cfg)
 {
 	hora_train_config_defaults(cfg);
-	snprintf(cfg->data, sizeof(cfg->data), "%s", dir);
+	snprintf(cfg->data, sizeof(cfg->data), "%s", dir ? dir : ""); /* callers without setup set it */
 	cfg->hidden[0] = 16;
 	cfg->epochs = 3;
 	cfg->batch_size = 10;
@@ -315,7 +315,7 @@ static void make_id_dataset(const char *d, int n)
 /* the ids of the samples the recording plugin trained on, in order: n_ranks
  * workers with batch bs (one worker with batch bs when n_ranks is 0) for
  * two epochs on d; returns how many */
-static int record_ids(void *h, const char *d, int n_ranks, int bs, int *out)
+static int record_ids(void *h, const char *d, int n_ranks, int bs, int *out, int cap)
 {
 	int *seen = dlsym(h, "tiny_seen"), *nseen = dlsym(h, "tiny_nseen");
 	cr_assert(seen && nseen);
@@ -339,6 +339,8 @@ static int record_ids(void *h, const char *d, int n_ranks, int bs, int *out)
 		cr_assert_eq(hora_train_run(&cfg, &r, err, sizeof(err)), 0, "%s", err);
 		hora_train_result_deinit(&r);
 	}
+	/* more than two epochs' worth is a failure, not an overflow of out */
+	cr_assert_leq(*nseen, cap, "%d samples trained on in two epochs of %d", *nseen, cap / 2);
 	memcpy(out, seen, (size_t)*nseen * sizeof(int));
 	return *nseen;
 }
@@ -361,7 +363,8 @@ static void check_each_once(int n_ranks, int n_samples, int bs)
 	cr_assert_not_null(h, "%s", dlerror());
 	int *a = malloc(2 * (size_t)n_samples * sizeof(int)), *b = malloc(2 * (size_t)n_samples * sizeof(int));
 	int *count = malloc((size_t)n_samples * sizeof(int));
-	int na = record_ids(h, d, n_ranks, bs, a), nb = record_ids(h, d, 0, bs * n_ranks, b);
+	int na = record_ids(h, d, n_ranks, bs, a, 2 * n_samples),
+	    nb = record_ids(h, d, 0, bs * n_ranks, b, 2 * n_samples);
 	cr_assert_eq(na, 2 * n_samples, "%d ranks, %d samples, batch %d: %d trained on in 2 epochs",
 		     n_ranks, n_samples, bs, na);
 	cr_assert_eq(nb, na);

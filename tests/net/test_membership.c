@@ -8,6 +8,8 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <time.h>
@@ -237,14 +239,33 @@ struct waiter {
 	struct hora_net_membership *m;
 	uint64_t id;
 	bool paused;
-	atomic_int in;
+	atomic_int tid;
 	int rc;
 };
+
+/* until thread tid sleeps (state S in /proc: inside the condition wait,
+ * or, for a moment, on the lock before it) */
+static void wait_until_sleeping(int tid)
+{
+	char path[64], buf[256];
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", tid);
+	for (int i = 0; i < 2000; i++) {
+		FILE *f = fopen(path, "r");
+		size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+		if (f)
+			fclose(f);
+		buf[n] = 0;
+		const char *p = strrchr(buf, ')'); /* "pid (comm) S ..." */
+		if (p && p[1] == ' ' && p[2] == 'S')
+			return;
+		sleep_ms(1);
+	}
+}
 
 static void *wait_forever(void *p)
 {
 	struct waiter *w = p;
-	atomic_store(&w->in, 1);
+	atomic_store(&w->tid, (int)syscall(SYS_gettid));
 	w->rc = hora_net_membership_wait(w->m, w->id, w->paused, -1);
 	return NULL;
 }
@@ -268,9 +289,10 @@ Test(net_membership, destroy_wakes_a_waiter_on_another_thread_first, .timeout = 
 	w.id = v.id;
 	pthread_t th;
 	pthread_create(&th, NULL, wait_forever, &w);
-	while (!atomic_load(&w.in))
+	while (!atomic_load(&w.tid))
 		sleep_ms(1);
-	sleep_ms(50); /* inside the wait */
+	wait_until_sleeping(atomic_load(&w.tid));
+	sleep_ms(20); /* past the lock, if it was the lock it slept on */
 	hora_net_membership_destroy(w.m);
 	pthread_join(th, NULL);
 	cr_assert_eq(w.rc, -ESHUTDOWN, "rc %d", w.rc);
