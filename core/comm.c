@@ -499,6 +499,11 @@ struct hora_net_membership *hora_comm_membership(const struct hora_comm *c)
 	return c->owned_m;
 }
 
+struct hora_net_loop *hora_comm_owned_loop(const struct hora_comm *c)
+{
+	return c->owned_loop;
+}
+
 static int execute_net(struct hora_comm *c, const struct hora_request *r)
 {
 	struct hora_net_comm *n = c->net;

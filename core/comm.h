@@ -33,6 +33,9 @@ void hora_comm_own_loop(struct hora_comm *c, struct hora_net_loop *loop,
 			struct hora_net_membership *m, const struct hora_comm_member *members,
 			uint64_t view);
 struct hora_net_membership *hora_comm_membership(const struct hora_comm *c);
+/* The loop the membership runs on (NULL: none); tests block it to freeze
+ * the membership of one rank. */
+struct hora_net_loop *hora_comm_owned_loop(const struct hora_comm *c);
 
 /* hora_wait that also returns when the request started and finished
  * executing (hora_clock_s() seconds). */
