@@ -310,7 +310,8 @@ static void monitor_stop_job(struct hora_comm *c, int code, const char *msg, int
 	pthread_cond_broadcast(&c->cv); /* a call that failed meanwhile waits for this */
 	pthread_mutex_unlock(&c->mu);
 	if (code == HORA_ERR_LOST)
-		hora_net_comm_interrupt_lost(c->net, lost_rank, "a rank was declared dead by the failure detector");
+		hora_net_comm_interrupt_lost(c->net, lost_rank,
+					     "a rank was declared dead by the failure detector");
 	else
 		hora_net_comm_interrupt(c->net, "stopped by the stall inspector (stall_abort_s)");
 }

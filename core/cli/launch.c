@@ -524,8 +524,8 @@ int hora_cmd_launch(int argc, char **argv)
 	int running = 0;
 	for (int g = 0; g < n; g++)
 		running += !ch[g].done;
-	const int suspect_ms = la->cc.membership.suspect_timeout_ms > 0 ? la->cc.membership.suspect_timeout_ms : 1000;
-	supervise(ch, n, running, 2.0 * suspect_ms / 1e3 + 3.0);
+	const int sus_ms = la->cc.membership.suspect_timeout_ms; /* the file's, with every --set */
+	supervise(ch, n, running, 2.0 * (sus_ms > 0 ? sus_ms : 1000) / 1e3 + 3.0);
 	rc = report(ch, n) ? 1 : 0;
 	free(ch);
 out:
