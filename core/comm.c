@@ -7,11 +7,15 @@
  * the common case); otherwise it queues behind the others and waits, so the
  * order of calls on a rank is always the order of execution.
  *
- * The stall inspector (communicators of hora_init) is a thread that watches
- * the collective in progress; its abort interrupts the communicator, so the
- * call in flight and every later one return HORA_ERR_STALL with the
- * inspector's report as the error text, on the caller's thread (the library
- * never exits the process).
+ * The monitor thread (communicators of hora_init, which own a membership)
+ * runs the loss watcher and the stall inspector. The watcher follows the
+ * membership: when the failure detector declares a rank of this
+ * communicator dead, the job stops (elastic training is off). The
+ * inspector watches the collective in progress. Either interrupts the
+ * communicator, so the call in flight and every later one return
+ * HORA_ERR_LOST or HORA_ERR_STALL with the message as the error text, on the
+ * caller's thread (the library never exits the process). Neither touches
+ * the data path: the monitor sleeps in hora_net_membership_wait.
  */
 #include "comm.h"
 #include "env.h"
@@ -64,16 +68,22 @@ struct hora_comm {
 	int local_rank, local_size; /* ranks on this rank's host (same address) */
 	struct hora_net_loop *owned_loop;
 	struct hora_net_membership *owned_m;
-	/* stall inspector (needs the membership) */
+	/* the monitor thread (needs the membership): loss watcher, stall inspector */
+	struct hora_comm_member *members; /* size of them, rank order (NULL: not watched) */
+	uint64_t view_id;                 /* the view the communicator was formed over */
+	bool stall_on;                    /* hora_comm_set_stall was called (mu) */
 	double stall_warn_s, stall_abort_s;
 	pthread_t monitor;
-	bool monitor_started, monitor_stop;
-	pthread_cond_t monitor_cv;
-	/* HORA_ERR_STALL once the inspector stopped the job (stall_msg is
-	 * written before, read after: release/acquire) */
-	_Atomic int stalled;
-	_Atomic bool stall_pending; /* the abort is decided, its report still being made */
-	char stall_msg[1280];
+	bool monitor_started;
+	_Atomic bool monitor_stop;
+	/* HORA_ERR_STALL or HORA_ERR_LOST once the monitor stopped the job
+	 * (stop_msg is written before, read after: release/acquire); written by
+	 * the monitor thread only */
+	_Atomic int stopped;
+	/* a stop is being decided (the stall report being made, the view
+	 * without a dead member awaited): a call that fails meanwhile waits */
+	_Atomic bool stop_pending;
+	char stop_msg[1280];
 	struct hora_fusion_override fusion; /* set by hora_init before any call */
 };
 
@@ -178,7 +188,6 @@ int hora_comm_create_net(const struct hora_net_comm_cfg *nc, enum hora_algo algo
 	count_local(c, nc);
 	pthread_mutex_init(&c->mu, NULL);
 	pthread_cond_init(&c->cv, NULL);
-	pthread_cond_init(&c->monitor_cv, NULL);
 	*out = c;
 	return 0;
 }
@@ -228,13 +237,33 @@ static void status_get(void *arg, struct hora_swim_status *st)
 	progress_encode(&p, st);
 }
 
+static void *monitor_main(void *arg);
+
+/* the monitor thread, once (c->mu held) */
+static void monitor_start(struct hora_comm *c)
+{
+	if (c->owned_m && !c->monitor_started && hora_net_comm_size(c->net) > 1 &&
+	    !pthread_create(&c->monitor, NULL, monitor_main, c))
+		c->monitor_started = true;
+}
+
 void hora_comm_own_loop(struct hora_comm *c, struct hora_net_loop *loop,
-			struct hora_net_membership *m)
+			struct hora_net_membership *m, const struct hora_comm_member *members,
+			uint64_t view)
 {
 	c->owned_loop = loop;
 	c->owned_m = m;
-	if (m)
-		hora_net_membership_status_source(m, status_get, c);
+	if (!m)
+		return;
+	hora_net_membership_status_source(m, status_get, c);
+	const int n = hora_net_comm_size(c->net);
+	if (members && (c->members = malloc((size_t)n * sizeof(*c->members)))) {
+		memcpy(c->members, members, (size_t)n * sizeof(*c->members));
+		c->view_id = view;
+	}
+	pthread_mutex_lock(&c->mu);
+	monitor_start(c);
+	pthread_mutex_unlock(&c->mu);
 }
 
 /* The ranks that have not reached collective #seq, as "rank 2 (no collective
@@ -269,17 +298,105 @@ static size_t stall_missing(struct hora_comm *c, uint64_t seq, char *out, size_t
 	return k;
 }
 
-/* The abort: the report becomes the error of the call in flight and of
- * every later call, and the communicator is interrupted so that the call
- * returns now (the ranks waiting on this one then fail too). */
-static void stall_abort(struct hora_comm *c, const char *report)
+/* The stop (monitor thread): msg becomes the error of the call in flight
+ * and of every later call, and the communicator is interrupted so that the
+ * call returns now (the ranks waiting on this one then fail too; for a
+ * loss, lost_rank is the rank their errors name). */
+static void monitor_stop_job(struct hora_comm *c, int code, const char *msg, int lost_rank)
 {
-	snprintf(c->stall_msg, sizeof(c->stall_msg), "%s", report);
+	snprintf(c->stop_msg, sizeof(c->stop_msg), "%s", msg);
 	pthread_mutex_lock(&c->mu);
-	atomic_store_explicit(&c->stalled, HORA_ERR_STALL, memory_order_release);
+	atomic_store_explicit(&c->stopped, code, memory_order_release);
 	pthread_cond_broadcast(&c->cv); /* a call that failed meanwhile waits for this */
 	pthread_mutex_unlock(&c->mu);
-	hora_net_comm_interrupt(c->net, "stopped by the stall inspector (stall_abort_s)");
+	if (code == HORA_ERR_LOST)
+		hora_net_comm_interrupt_lost(c->net, lost_rank,
+					     "a rank was declared dead by the failure detector");
+	else
+		hora_net_comm_interrupt(c->net, "stopped by the stall inspector (stall_abort_s)");
+}
+
+static bool view_has(const struct hora_swim_view *v, uint64_t uid)
+{
+	for (int i = 0; i < v->n; i++)
+		if (v->uids[i] == uid)
+			return true;
+	return false;
+}
+
+/* The first rank of the communicator (not this one) that the failure
+ * detector declared dead: DEAD in the member table, or missing from an
+ * installed view newer than the communicator's without having left
+ * gracefully. -1 if none. A member that joined changes nothing here. */
+static int lost_scan(struct hora_comm *c)
+{
+	if (!c->members || !c->owned_m)
+		return -1;
+	struct hora_swim_view v;
+	int myrank;
+	bool paused;
+	hora_net_membership_view(c->owned_m, &v, &myrank, &paused, NULL, 0);
+	const int n = hora_net_comm_size(c->net), me = hora_net_comm_rank(c->net);
+	for (int r = 0; r < n; r++) {
+		if (r == me)
+			continue;
+		const int st = hora_net_membership_state(c->owned_m, c->members[r].uid);
+		if (st == HORA_SWIM_DEAD ||
+		    (st != HORA_SWIM_LEFT && v.id > c->view_id && !view_has(&v, c->members[r].uid)))
+			return r;
+	}
+	return -1;
+}
+
+/* Rank r was declared dead: wait (up to 1 s) for the view without it, or
+ * for this member to pause (no majority left to agree on one), then stop
+ * the job naming it. A call that fails meanwhile waits for the message
+ * (stop_pending). If r comes back first (it refuted its death and is still
+ * in the installed view), nothing happens: false (true when c is being
+ * destroyed: the monitor ends). */
+static bool lost_decide(struct hora_comm *c, int r)
+{
+	const struct hora_comm_member *mb = &c->members[r];
+	atomic_store_explicit(&c->stop_pending, true, memory_order_release);
+	const double deadline = hora_clock_s() + 1.0;
+	char how[256] = "";
+	for (;;) {
+		struct hora_swim_view v;
+		int myrank;
+		bool paused;
+		char why[128];
+		hora_net_membership_view(c->owned_m, &v, &myrank, &paused, why, sizeof(why));
+		const int st = hora_net_membership_state(c->owned_m, mb->uid);
+		const bool in_view = view_has(&v, mb->uid);
+		if (v.id > c->view_id && !in_view) {
+			snprintf(how, sizeof(how), "view %llu without it", (unsigned long long)v.id);
+		} else if (paused) {
+			snprintf(how, sizeof(how), "no view without it: %s", why);
+		} else if ((st != HORA_SWIM_DEAD && in_view) || atomic_load(&c->monitor_stop)) {
+			pthread_mutex_lock(&c->mu); /* it is back (no loss), or c is being destroyed */
+			atomic_store_explicit(&c->stop_pending, false, memory_order_release);
+			pthread_cond_broadcast(&c->cv);
+			pthread_mutex_unlock(&c->mu);
+			return atomic_load(&c->monitor_stop);
+		} else if (hora_clock_s() > deadline) {
+			snprintf(how, sizeof(how), "no view without it yet");
+		} else {
+			hora_net_membership_wait(c->owned_m, v.id, paused, 100);
+			continue;
+		}
+		break;
+	}
+	char msg[512];
+	if (mb->worker >= 0)
+		snprintf(msg, sizeof(msg),
+			 "rank %d (worker %d, %s) was declared dead by the failure detector (%s): the job stops "
+			 "(elastic training is off)", r, mb->worker, mb->addr, how);
+	else
+		snprintf(msg, sizeof(msg),
+			 "rank %d (%s) was declared dead by the failure detector (%s): the job stops (elastic "
+			 "training is off)", r, mb->addr, how);
+	monitor_stop_job(c, HORA_ERR_LOST, msg, r);
+	return true;
 }
 
 /* Whether collective #seq, entered since_ms, is due for a report now
@@ -295,59 +412,74 @@ static bool stall_due(const struct hora_comm *c, uint64_t seq, int64_t since_ms,
 	return waited >= c->stall_warn_s && (seq != warned_seq || now >= next_warn);
 }
 
-/* The stall inspector: when this rank has been inside one collective for
- * stall_warn_s, ask every member where it is and log the ranks that have
- * not reached it (again every stall_warn_s while it lasts); after
- * stall_abort_s, stop the job (stall_abort). Checks every 250 ms. */
+/* The stall inspector's turn (c->mu held, returned held): when this rank
+ * has been inside one collective for stall_warn_s, ask every member where
+ * it is and log the ranks that have not reached it (again every
+ * stall_warn_s while it lasts); after stall_abort_s, stop the job. Returns
+ * true when it stopped the job. */
+static bool stall_check(struct hora_comm *c, uint64_t *warned_seq, double *next_warn)
+{
+	uint64_t seq;
+	uint32_t kind;
+	int inside;
+	int64_t since;
+	bool abort_now;
+	hora_net_comm_progress(c->net, &seq, &kind, &inside, &since);
+	if (!c->stall_on || !inside || !stall_due(c, seq, since, *warned_seq, *next_warn, &abort_now))
+		return false;
+	if (abort_now) /* from now on a failing call is this stall (another rank's abort
+			  may fail it while we ask where the others are) */
+		atomic_store_explicit(&c->stop_pending, true, memory_order_release);
+	pthread_mutex_unlock(&c->mu);
+	char missing[1024], report[1280];
+	const size_t k = stall_missing(c, seq, missing, sizeof(missing));
+	const double waited = hora_clock_s() - (double)since / 1e3;
+	const int me = hora_net_comm_rank(c->net);
+	const char *what = hora_net_coll_name(kind);
+	if (abort_now) {
+		snprintf(report, sizeof(report),
+			 "stall: rank %d waited %.0f s in %s #%llu (stall_abort_s %.0f); ranks that have not "
+			 "reached it: %s. Stopping this worker.",
+			 me, waited, what, (unsigned long long)seq, c->stall_abort_s, k ? missing : "none known");
+		monitor_stop_job(c, HORA_ERR_STALL, report, -1);
+		pthread_mutex_lock(&c->mu);
+		return true;
+	}
+	HORA_LOGW("stall: rank %d has waited %.0f s in %s #%llu; ranks that have not reached it: %s",
+		  me, waited, what, (unsigned long long)seq, k ? missing : "none (all are in it: slow link?)");
+	pthread_mutex_lock(&c->mu);
+	*warned_seq = seq;
+	*next_warn = hora_clock_s() + c->stall_warn_s; /* repeat while it lasts */
+	return false;
+}
+
+/* The monitor thread: sleeps in the membership's wait (woken by a view
+ * change or a member's death, else every 100 ms), then the loss watcher,
+ * then the stall inspector. Ends when either stopped the job (nothing left
+ * to watch: every call fails now) or the communicator is destroyed. */
 static void *monitor_main(void *arg)
 {
 	struct hora_comm *c = arg;
-	uint64_t warned_seq = 0;
+	uint64_t warned_seq = 0, known = 0;
+	bool known_paused = false;
 	double next_warn = 0;
-	pthread_mutex_lock(&c->mu);
-	while (!c->monitor_stop) {
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts); /* pthread_cond_timedwait's clock */
-		ts.tv_nsec += 250000000;
-		if (ts.tv_nsec >= 1000000000) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000;
-		}
-		pthread_cond_timedwait(&c->monitor_cv, &c->mu, &ts);
-		if (c->monitor_stop)
+	while (!atomic_load(&c->monitor_stop)) {
+		hora_net_membership_wait(c->owned_m, known, known_paused, 100);
+		if (atomic_load(&c->monitor_stop))
 			break;
-		uint64_t seq;
-		uint32_t kind;
-		int inside;
-		int64_t since;
-		bool abort_now;
-		hora_net_comm_progress(c->net, &seq, &kind, &inside, &since);
-		if (!inside || !stall_due(c, seq, since, warned_seq, next_warn, &abort_now))
-			continue;
-		if (abort_now) /* from now on a failing call is this stall (another rank's abort
-				  may fail it while we ask where the others are) */
-			atomic_store_explicit(&c->stall_pending, true, memory_order_release);
-		pthread_mutex_unlock(&c->mu);
-		char missing[1024], report[1280];
-		const size_t k = stall_missing(c, seq, missing, sizeof(missing));
-		const double waited = hora_clock_s() - (double)since / 1e3;
-		const int me = hora_net_comm_rank(c->net);
-		const char *what = hora_net_coll_name(kind);
-		if (abort_now) {
-			snprintf(report, sizeof(report),
-				 "stall: rank %d waited %.0f s in %s #%llu (stall_abort_s %.0f); ranks that have not "
-				 "reached it: %s. Stopping this worker.",
-				 me, waited, what, (unsigned long long)seq, c->stall_abort_s, k ? missing : "none known");
-			stall_abort(c, report);
-			return NULL; /* nothing left to watch: every call fails now */
-		}
-		HORA_LOGW("stall: rank %d has waited %.0f s in %s #%llu; ranks that have not reached it: %s",
-			  me, waited, what, (unsigned long long)seq, k ? missing : "none (all are in it: slow link?)");
+		struct hora_swim_view v;
+		int myrank;
+		hora_net_membership_view(c->owned_m, &v, &myrank, &known_paused, NULL, 0);
+		known = v.id;
+		const int r = lost_scan(c);
+		if (r >= 0 && lost_decide(c, r))
+			break;
 		pthread_mutex_lock(&c->mu);
-		warned_seq = seq;
-		next_warn = hora_clock_s() + c->stall_warn_s; /* repeat while it lasts */
+		const bool stopped = stall_check(c, &warned_seq, &next_warn);
+		pthread_mutex_unlock(&c->mu);
+		if (stopped)
+			break;
 	}
-	pthread_mutex_unlock(&c->mu);
 	return NULL;
 }
 
@@ -358,15 +490,19 @@ void hora_comm_set_stall(struct hora_comm *c, double warn_s, double abort_s)
 	pthread_mutex_lock(&c->mu);
 	c->stall_warn_s = warn_s > 0 ? warn_s : 60;
 	c->stall_abort_s = abort_s > 0 ? abort_s : 0;
-	bool start = c->owned_m && !c->monitor_started && hora_net_comm_size(c->net) > 1;
-	if (start && !pthread_create(&c->monitor, NULL, monitor_main, c))
-		c->monitor_started = true;
+	c->stall_on = true;
+	monitor_start(c);
 	pthread_mutex_unlock(&c->mu);
 }
 
 struct hora_net_membership *hora_comm_membership(const struct hora_comm *c)
 {
 	return c->owned_m;
+}
+
+struct hora_net_loop *hora_comm_owned_loop(const struct hora_comm *c)
+{
+	return c->owned_loop;
 }
 
 static int execute_net(struct hora_comm *c, const struct hora_request *r)
@@ -391,23 +527,43 @@ static int execute_net(struct hora_comm *c, const struct hora_request *r)
 	return -EINVAL;
 }
 
-/* After a stall abort every call fails with it, the one it interrupted
- * too. A call that fails while the abort is decided but its report not yet
- * written waits for the report (the stall inspector's query, ~300 ms). */
+/* Whether a failed call may be the monitor's stop that is coming: one is
+ * being decided, or a rank of ours is dead in the membership while the
+ * monitor has not looked yet (another rank's loss watcher interrupted its
+ * communicator first, and its notice failed our call). */
+static bool stop_coming(struct hora_comm *c)
+{
+	return atomic_load_explicit(&c->stop_pending, memory_order_acquire) || lost_scan(c) >= 0;
+}
+
+/* After the monitor stopped the job every call fails with its code, the
+ * one it interrupted too. A call that fails while a stop is coming waits
+ * for its message (the stall inspector's query ~300 ms, the view without a
+ * dead rank; at most 3 s) and returns the stop. */
 static int execute(struct hora_comm *c, const struct hora_request *r)
 {
-	if (atomic_load_explicit(&c->stalled, memory_order_acquire))
-		return HORA_ERR_STALL;
+	int code = atomic_load_explicit(&c->stopped, memory_order_acquire);
+	if (code)
+		return code;
 	int st = execute_net(c, r);
-	if (st && atomic_load_explicit(&c->stall_pending, memory_order_acquire)) {
+	if (st && c->members && stop_coming(c)) {
+		const double deadline = hora_clock_s() + 3.0;
 		pthread_mutex_lock(&c->mu);
-		while (!atomic_load_explicit(&c->stalled, memory_order_acquire))
-			pthread_cond_wait(&c->cv, &c->mu);
+		while (!atomic_load_explicit(&c->stopped, memory_order_acquire) && hora_clock_s() < deadline &&
+		       stop_coming(c)) {
+			struct timespec ts;
+			clock_gettime(CLOCK_REALTIME, &ts); /* pthread_cond_timedwait's clock */
+			ts.tv_nsec += 50000000;
+			if (ts.tv_nsec >= 1000000000) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000;
+			}
+			pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+		}
 		pthread_mutex_unlock(&c->mu);
 	}
-	if (st && atomic_load_explicit(&c->stalled, memory_order_acquire))
-		return HORA_ERR_STALL;
-	return st;
+	code = atomic_load_explicit(&c->stopped, memory_order_acquire);
+	return st && code ? code : st;
 }
 
 static void *worker(void *arg)
@@ -562,10 +718,7 @@ void hora_comm_destroy(struct hora_comm *c)
 	while (c->inline_busy || c->waiters)
 		pthread_cond_wait(&c->cv, &c->mu);
 	pthread_mutex_unlock(&c->mu);
-	pthread_mutex_lock(&c->mu);
-	c->monitor_stop = true;
-	pthread_cond_broadcast(&c->monitor_cv);
-	pthread_mutex_unlock(&c->mu);
+	atomic_store(&c->monitor_stop, true); /* it wakes within 100 ms */
 	if (c->monitor_started)
 		pthread_join(c->monitor, NULL);
 	hora_net_membership_destroy(c->owned_m); /* no status callback after this */
@@ -573,7 +726,7 @@ void hora_comm_destroy(struct hora_comm *c)
 	hora_net_loop_destroy(c->owned_loop);
 	pthread_mutex_destroy(&c->mu);
 	pthread_cond_destroy(&c->cv);
-	pthread_cond_destroy(&c->monitor_cv);
+	free(c->members);
 	free(c);
 }
 
@@ -603,13 +756,13 @@ int hora_local_size(const struct hora_comm *c)
 }
 const char *hora_comm_last_error(const struct hora_comm *c)
 {
-	if (atomic_load_explicit(&c->stalled, memory_order_acquire))
-		return c->stall_msg;
+	if (atomic_load_explicit(&c->stopped, memory_order_acquire))
+		return c->stop_msg;
 	return hora_net_comm_error(c->net);
 }
 bool hora_comm_stalled(const struct hora_comm *c)
 {
-	return atomic_load_explicit(&c->stalled, memory_order_acquire) != 0;
+	return atomic_load_explicit(&c->stopped, memory_order_acquire) != 0;
 }
 void hora_comm_set_fusion_override(struct hora_comm *c, const struct hora_fusion_override *o)
 {

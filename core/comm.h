@@ -14,20 +14,35 @@ int hora_comm_create_net(const struct hora_net_comm_cfg *nc, enum hora_algo algo
 			 struct hora_comm **out, char *err, size_t errlen);
 
 struct hora_net_membership;
+/* One rank of the communicator as the membership knows it (for the loss
+ * watcher's message): its uid, worker index (-1: unknown) and address. */
+struct hora_comm_member {
+	uint64_t uid;
+	int worker;
+	char addr[80];
+};
 /* The communicator owns loop and the membership running on it from now on
  * (hora_init's: it keeps gossiping while the job runs), answers the
  * membership's status queries with its collective progress, and destroys
- * the membership, then the loop, last. */
+ * the membership, then the loop, last. members (size of them, rank order,
+ * copied; NULL: none) are the ranks of view `view`: with a membership and
+ * size > 1 the monitor thread starts here and watches them (the loss
+ * watcher: a member the failure detector declared dead stops the job with
+ * HORA_ERR_LOST). */
 void hora_comm_own_loop(struct hora_comm *c, struct hora_net_loop *loop,
-			struct hora_net_membership *m);
+			struct hora_net_membership *m, const struct hora_comm_member *members,
+			uint64_t view);
 struct hora_net_membership *hora_comm_membership(const struct hora_comm *c);
+/* The loop the membership runs on (NULL: none); tests block it to freeze
+ * the membership of one rank. */
+struct hora_net_loop *hora_comm_owned_loop(const struct hora_comm *c);
 
 /* hora_wait that also returns when the request started and finished
  * executing (hora_clock_s() seconds). */
 int hora_wait_timed(struct hora_request *req, double *start, double *end);
 
-/* Whether the stall inspector stopped the job (every call fails with
- * HORA_ERR_STALL). */
+/* Whether the monitor thread stopped the job: the stall inspector (every
+ * call fails with HORA_ERR_STALL) or the loss watcher (HORA_ERR_LOST). */
 bool hora_comm_stalled(const struct hora_comm *c);
 
 /* The fusion settings of the environment (hora_init), which distributed

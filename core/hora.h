@@ -42,6 +42,9 @@ enum hora_err {
 	HORA_ERR_DIVERGED = -10004, /* training produced a non-finite loss */
 	HORA_ERR_STALL = -10005,    /* the stall inspector stopped the job (stall_abort_s);
 				       `hora` exits 3 on it */
+	HORA_ERR_LOST = -10006,     /* the failure detector declared a worker of the job dead
+				       (a crash, or a frozen or hung process) and elastic
+				       training is off: the job stops; `hora` exits 4 on it */
 };
 
 /* Static text for a code (negative errno or HORA_ERR_*). Never NULL. */
@@ -186,8 +189,10 @@ HORA_API int hora_train_run(const struct hora_train_config *cfg, struct hora_tra
  * ranks; rank 0 prints and writes metrics, the timeline and checkpoints.
  * Every rank ends with bitwise identical parameters. Returns what
  * hora_train_run does, the communicator's error (a rank that stopped or
- * mismatched), or HORA_ERR_STALL when train.stall_abort_s stopped the job
- * (err holds the inspector's report). */
+ * mismatched), HORA_ERR_STALL when train.stall_abort_s stopped the job
+ * (err holds the inspector's report), or HORA_ERR_LOST when the failure
+ * detector declared a worker dead (err names its rank, worker and
+ * address). */
 HORA_API int hora_train_run_comm(struct hora_comm *c, const struct hora_train_config *cfg,
 				 struct hora_train_result *res, char *err, size_t errlen);
 HORA_API void hora_train_result_deinit(struct hora_train_result *res);
@@ -326,10 +331,17 @@ HORA_API int hora_comm_set_algorithm(struct hora_comm *c, enum hora_algo algo);
  * This is the one call that reads the environment (core/README.md): also
  * HORA_SPIN_US, HORA_FUSION_THRESHOLD, HORA_CYCLE_TIME_MS (kept by the
  * communicator for hora_dist_optim_create) and HORA_LOG. A variable that is
- * set to an invalid value fails it with HORA_ERR_CONFIG naming it. */
+ * set to an invalid value fails it with HORA_ERR_CONFIG naming it.
+ * The membership keeps running for the whole job: when the failure
+ * detector declares a worker of the communicator dead (a crash, or a
+ * frozen or hung process: no answer for about suspect_timeout_ms + two
+ * probe periods), the call in flight and every later call on c fail with
+ * HORA_ERR_LOST, hora_comm_last_error naming its rank, worker and address
+ * (elastic training is off: the job stops). A member that joins, or leaves
+ * gracefully, does not stop it. */
 HORA_API int hora_init(const char *cluster_file, struct hora_comm **out, char *err, size_t errlen);
 /* Leave the job (graceful: the others see a LEAVE, not a failure; after a
- * stall abort they see a failure) and destroy c. */
+ * stall abort or a lost worker they see a failure) and destroy c. */
 HORA_API void hora_finalize(struct hora_comm *c);
 HORA_API int hora_rank(const struct hora_comm *c);       /* 0..size-1 (NULL: 0) */
 HORA_API int hora_size(const struct hora_comm *c);       /* workers in the job (NULL: 1) */

@@ -159,12 +159,14 @@ static int view_addrs(const struct joining *j, char (*addr)[80], const char **ad
 	return 0;
 }
 
-/* the communicator over the view; it owns the membership loop from now on */
+/* the communicator over the view; it owns the membership loop from now on,
+ * and its loss watcher follows the view's members */
 static int form_comm(struct joining *j, struct hora_comm **out, char *err, size_t errlen)
 {
 	char (*addr)[80] = calloc((size_t)j->v.n, 80);
 	const char **addrs = calloc((size_t)j->v.n, sizeof(*addrs));
-	int rc = addr && addrs ? view_addrs(j, addr, addrs, err, errlen) : -ENOMEM;
+	struct hora_comm_member *mb = calloc((size_t)j->v.n, sizeof(*mb));
+	int rc = addr && addrs && mb ? view_addrs(j, addr, addrs, err, errlen) : -ENOMEM;
 	if (!rc) {
 		const int join_ms = j->cc.join_timeout_ms;
 		struct hora_net_comm_cfg nc = {
@@ -177,11 +179,19 @@ static int form_comm(struct joining *j, struct hora_comm **out, char *err, size_
 		nc.opts.view = (uint32_t)j->v.id;
 		rc = hora_comm_create_net(&nc, (enum hora_algo)j->cc.coll.algorithm, out, err, errlen);
 	}
+	for (int i = 0; !rc && i < j->v.n; i++) { /* for the loss watcher's message */
+		mb[i].uid = j->v.uids[i];
+		mb[i].worker = (int)(j->v.uids[i] >> 40) - 1;
+		snprintf(mb[i].addr, sizeof(mb[i].addr), "%s", addr[i]);
+	}
 	free(addr);
 	free(addrs);
-	if (rc)
+	if (rc) {
+		free(mb);
 		return rc;
-	hora_comm_own_loop(*out, j->loop, j->mem);
+	}
+	hora_comm_own_loop(*out, j->loop, j->mem, mb, j->v.id);
+	free(mb);
 	j->loop = NULL;
 	j->mem = NULL;
 	hora_comm_set_fusion_override(*out, &j->o->fusion);
@@ -232,8 +242,9 @@ void hora_finalize(struct hora_comm *c)
 	if (!c)
 		return;
 	struct hora_net_membership *m = hora_comm_membership(c);
-	/* a job stopped by the stall inspector failed: no graceful leave, whose
-	 * new view would renumber the ranks the others' reports name */
+	/* a job stopped by the stall inspector or the loss watcher failed: no
+	 * graceful leave, whose new view would renumber the ranks the others'
+	 * reports name */
 	if (m && !hora_comm_stalled(c))
 		hora_net_membership_leave(m);
 	hora_comm_destroy(c);

@@ -59,6 +59,8 @@ const char *hora_strerror(int code)
 		return "training diverged (non-finite loss)";
 	case HORA_ERR_STALL:
 		return "stopped by the stall inspector (a rank did not reach a collective)";
+	case HORA_ERR_LOST:
+		return "a worker of the job was declared dead by the failure detector";
 	default:
 		if (code < 0 && code > -4096)
 			return strerror(-code);

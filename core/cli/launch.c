@@ -12,7 +12,11 @@
  * Each worker's output comes back line by line prefixed "[G host]";
  * SIGINT/SIGTERM are forwarded to the workers (by PID); the exit status is 0
  * only if every worker exited 0, and each failed worker is named with its
- * last lines.
+ * last lines. Once a worker has failed, the others get a grace period
+ * (2 x membership.suspect_timeout_ms + 3 s: the failure detector's time to
+ * stop them) to exit on their own; the ones still running then (a stopped or
+ * hung process) are killed (SIGKILL, by PID: only processes this launcher
+ * started), each named.
  */
 #include "cli.h"
 #include "cluster.h"
@@ -29,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define TAIL 8
@@ -380,15 +385,58 @@ static int reap(struct child *ch, int n)
 	return reaped;
 }
 
-/* Relay output and signals until every worker has exited. */
-static void supervise(struct child *ch, int n, int running)
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static bool failed(const struct child *c)
+{
+	return c->done && !(WIFEXITED(c->status) && WEXITSTATUS(c->status) == 0);
+}
+
+/* grace_s after the first failure, SIGKILL the workers still running,
+ * naming each (once). */
+static void end_stragglers(struct child *ch, int n, double grace_s, double *failed_at, bool *killed)
+{
+	if (*killed)
+		return;
+	int first = -1;
+	for (int g = 0; g < n && first < 0; g++)
+		if (failed(&ch[g]))
+			first = g;
+	if (first < 0)
+		return;
+	if (*failed_at < 0)
+		*failed_at = now_s();
+	if (now_s() - *failed_at < grace_s)
+		return;
+	*killed = true;
+	for (int g = 0; g < n; g++)
+		if (!ch[g].done && ch[g].pid > 0) {
+			fprintf(stderr, "hora launch: worker %d on %s is still running %.1f s after worker %d "
+					"failed (stopped or hung?): killing it (SIGKILL)\n",
+				g, ch[g].host, grace_s, first);
+			kill(ch[g].pid, SIGKILL); /* works on a stopped process too */
+		}
+}
+
+/* Relay output and signals until every worker has exited; grace_s after
+ * a worker failed, end the others (end_stragglers). */
+static void supervise(struct child *ch, int n, int running, double grace_s)
 {
 	struct pollfd *pf = calloc((size_t)n, sizeof(*pf));
+	double failed_at = -1;
+	bool killed = false;
 	while (running) {
 		if (g_fwd)
 			forward_signal(ch, n, running);
 		int np = pf ? pump_output(ch, n, pf) : 0;
 		running -= reap(ch, n);
+		if (running)
+			end_stragglers(ch, n, grace_s, &failed_at, &killed);
 		if (!np && running)
 			usleep(50000);
 	}
@@ -476,7 +524,8 @@ int hora_cmd_launch(int argc, char **argv)
 	int running = 0;
 	for (int g = 0; g < n; g++)
 		running += !ch[g].done;
-	supervise(ch, n, running);
+	const int sus_ms = la->cc.membership.suspect_timeout_ms; /* the file's, with every --set */
+	supervise(ch, n, running, 2.0 * (sus_ms > 0 ? sus_ms : 1000) / 1e3 + 3.0);
 	rc = report(ch, n) ? 1 : 0;
 	free(ch);
 out:

@@ -566,6 +566,8 @@ static int run_training(const struct node_opts *o, const struct hora_cluster_con
 	hora_finalize(c);
 	if (rc == HORA_ERR_STALL)
 		return 3; /* the stall inspector's report is in err, printed above */
+	if (rc == HORA_ERR_LOST)
+		return 4; /* a worker declared dead, named in err (printed above) */
 	return rc == HORA_ERR_CONFIG || rc == HORA_ERR_DATA || rc == HORA_ERR_MODEL ? 2 : rc ? 1 : 0;
 }
 

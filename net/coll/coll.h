@@ -124,6 +124,11 @@ const char *hora_net_coll_name(uint32_t kind);
  * every peer is failed with
  * why; nothing is freed here. For the stall abort (core/comm.c). */
 void hora_net_comm_interrupt(struct hora_net_comm *c, const char *why);
+/* The same, because this rank lost lost_rank (the failure detector
+ * declared it dead, core/comm.c): the LOST notices this rank then sends
+ * name lost_rank, not this rank, so every rank's error names it ("rank 0
+ * stopped: it lost rank 2"). */
+void hora_net_comm_interrupt_lost(struct hora_net_comm *c, int lost_rank, const char *why);
 
 const char *hora_net_comm_error(const struct hora_net_comm *c);
 int hora_net_comm_rank(const struct hora_net_comm *c);

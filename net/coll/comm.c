@@ -82,6 +82,14 @@ void hora_net_comm_interrupt(struct hora_net_comm *c, const char *why)
 		c->link->ops->interrupt(c->link, why);
 }
 
+void hora_net_comm_interrupt_lost(struct hora_net_comm *c, int lost_rank, const char *why)
+{
+	int none = -1; /* a loss a notice named first stays the one we name */
+	if (lost_rank >= 0 && lost_rank < c->n && lost_rank != c->rank)
+		atomic_compare_exchange_strong(&c->lost_origin, &none, lost_rank);
+	hora_net_comm_interrupt(c, why);
+}
+
 void hora_net_comm_destroy(struct hora_net_comm *c)
 {
 	if (!c)

@@ -39,6 +39,11 @@ struct hora_net_membership {
 	int rank;
 	bool paused, joined;
 	int alive; /* members this one believes alive, itself included */
+	struct { /* every member's state (enum hora_swim_state), for the loss watcher */
+		uint64_t uid;
+		uint8_t state;
+	} states[HORA_SWIM_MAX_MEMBERS];
+	int nstates;
 	char why[128];
 	struct hora_swim_stats stats;
 	struct { /* STATUS answers of the view's members */
@@ -93,6 +98,11 @@ static void flush(struct hora_net_membership *m)
 	bool changed = v.id != m->view.id || paused != m->paused || joined != m->joined ||
 		       alive != m->alive;
 	m->alive = alive;
+	m->nstates = nm;
+	for (int i = 0; i < nm; i++) {
+		m->states[i].uid = mem[i].uid;
+		m->states[i].state = mem[i].state;
+	}
 	m->view = v;
 	m->rank = rank;
 	m->paused = paused;
@@ -312,6 +322,17 @@ int hora_net_membership_alive(struct hora_net_membership *m)
 	int n = m->alive;
 	pthread_mutex_unlock(&m->lock);
 	return n;
+}
+
+int hora_net_membership_state(struct hora_net_membership *m, uint64_t uid)
+{
+	int st = -ENOENT;
+	pthread_mutex_lock(&m->lock);
+	for (int i = 0; i < m->nstates; i++)
+		if (m->states[i].uid == uid)
+			st = m->states[i].state;
+	pthread_mutex_unlock(&m->lock);
+	return st;
 }
 
 bool hora_net_membership_joined(struct hora_net_membership *m)

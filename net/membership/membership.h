@@ -50,6 +50,10 @@ int hora_net_membership_wait(struct hora_net_membership *m, uint64_t known, bool
 			     int timeout_ms);
 /* Members this one believes alive (itself included). */
 int hora_net_membership_alive(struct hora_net_membership *m);
+/* What this member believes of member uid: enum hora_swim_state
+ * (HORA_SWIM_DEAD: the failure detector declared it dead; HORA_SWIM_LEFT:
+ * it left gracefully), or -ENOENT when it is not in the member table. */
+int hora_net_membership_state(struct hora_net_membership *m, uint64_t uid);
 /* Whether a seed (or any member) has answered. */
 bool hora_net_membership_joined(struct hora_net_membership *m);
 /* Announce a graceful leave to every member; returns once sent. */

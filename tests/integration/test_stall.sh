@@ -10,7 +10,10 @@
 #     from a library thread: the program goes on to print it.
 #  3. with HORA and DATA_DIR (MNIST): `hora worker` training a job of three,
 #     worker 2 stopped (SIGSTOP) mid-training: workers 0 and 1 exit 3 with
-#     the report, which hora_train_run_comm returned to the CLI.
+#     the report, which hora_train_run_comm returned to the CLI. The failure
+#     detector is slowed down here (suspect_timeout_ms 20 s) so that the stall
+#     inspector acts first; with the defaults it declares the stopped worker
+#     dead first (exit 4: test_frozen.sh).
 set -uo pipefail
 BIN="$1"
 T="$(mktemp -d)"
@@ -69,6 +72,7 @@ if [[ -z $HORA || ! -f $DATA/train-images-idx3-ubyte ]]; then
   echo "skip the hora worker part (no hora binary or no MNIST in '${DATA}')"
   exit $fail
 fi
+sed -i 's/suspect_timeout_ms: 1000/suspect_timeout_ms: 20000/' "$T/c.yaml"
 cat >>"$T/c.yaml" <<YAML
 train:
   model: mnist_mlp
