@@ -19,6 +19,7 @@
  * started), each named.
  */
 #include "cli.h"
+#include "net/util/clock.h"
 #include "cluster.h"
 #include "env.h"
 #include "hora.h"
@@ -33,7 +34,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #define TAIL 8
@@ -385,13 +385,6 @@ static int reap(struct child *ch, int n)
 	return reaped;
 }
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static bool failed(const struct child *c)
 {
 	return c->done && !(WIFEXITED(c->status) && WEXITSTATUS(c->status) == 0);
@@ -410,8 +403,8 @@ static void end_stragglers(struct child *ch, int n, double grace_s, double *fail
 	if (first < 0)
 		return;
 	if (*failed_at < 0)
-		*failed_at = now_s();
-	if (now_s() - *failed_at < grace_s)
+		*failed_at = hora_clock_s();
+	if (hora_clock_s() - *failed_at < grace_s)
 		return;
 	*killed = true;
 	for (int g = 0; g < n; g++)
