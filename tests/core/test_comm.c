@@ -729,69 +729,6 @@ Test(init, hora_init_with_takes_the_secret_from_its_opts_only)
 
 /* ---- the loss watcher: a frozen rank is declared dead and stops the job ---- */
 
-struct frozen_rank {
-	const char *file;
-	int proc, rc, rc2;
-	double waited_s;
-	char err[1024];
-	struct hora_comm *c;
-	pthread_barrier_t *bar;
-	atomic_int *gate; /* rank 2's membership loop is blocked while 0 */
-};
-
-/* on rank 2's membership loop: blocks it (no ping answered, no timer run)
- * until the gate opens, as the membership of a stopped process */
-static void block_loop(void *arg)
-{
-	atomic_int *gate = arg;
-	while (!atomic_load(gate))
-		usleep(10000);
-}
-
-static void *call_block(void *arg)
-{
-	struct frozen_rank *x = arg;
-	hora_net_loop_call(hora_comm_owned_loop(x->c), block_loop, x->gate);
-	return NULL;
-}
-
-/* every rank: one allreduce together; then rank 2 freezes its membership
- * and stops calling; ranks 0 and 1 enter an allreduce that rank 2 never
- * joins. Rank 2, once its membership runs again, calls it late. */
-static void *frozen_rank_main(void *p)
-{
-	struct frozen_rank *x = p;
-	struct hora_init_opts o;
-	hora_init_opts_defaults(&o);
-	o.cluster_file = x->file;
-	o.proc = x->proc;
-	o.secret_env = TC_SECRET;
-	x->rc = hora_init_with(&o, &x->c, x->err, sizeof(x->err));
-	pthread_barrier_wait(x->bar);
-	if (x->rc)
-		return NULL;
-	int64_t v = 1, sum = 0;
-	x->rc = hora_allreduce(x->c, &v, &sum, 1, HORA_I64, HORA_SUM);
-	if (!x->rc && sum != 3)
-		x->rc = -EPROTO;
-	pthread_t blocker;
-	if (x->proc == 2)
-		pthread_create(&blocker, NULL, call_block, x);
-	pthread_barrier_wait(x->bar);
-	if (x->proc == 2) {
-		while (!atomic_load(x->gate)) /* frozen until ranks 0 and 1 have returned */
-			usleep(10000);
-		pthread_join(blocker, NULL);
-		x->rc2 = hora_allreduce(x->c, &v, &sum, 1, HORA_I64, HORA_SUM);
-	} else {
-		const double t0 = hora_clock_s();
-		x->rc2 = hora_allreduce(x->c, &v, &sum, 1, HORA_I64, HORA_SUM);
-		x->waited_s = hora_clock_s() - t0;
-		snprintf(x->err, sizeof(x->err), "%s", hora_comm_last_error(x->c));
-	}
-	return NULL;
-}
-
 /* A stopped process answers no ping: the failure detector declares it dead
  * (suspect_timeout 1 s + 2 probe periods) and the ranks waiting for it fail
  * with HORA_ERR_LOST naming it, long before the 30 s I/O timeout (before:
@@ -799,28 +736,10 @@ static void *frozen_rank_main(void *p)
  * inspector is off: the watcher runs for every communicator of hora_init. */
 Test(init, a_rank_declared_dead_stops_the_job_with_hora_err_lost, .timeout = 90)
 {
-	char *dir = th_tmpdir(), *file = th_path(dir, "three.yaml");
+	char *dir = th_tmpdir();
 	const int port = 20000 + (int)(getpid() % 10000) * 4;
-	FILE *f = fopen(file, "w");
-	cr_assert(f);
-	fprintf(f, "cluster:\n  port_base: %d\n  seeds: [\"127.0.0.1:%d\"]\n  nodes:\n"
-		   "    - {host: 127.0.0.1, workers: 3}\nmembership:\n  probe_interval_ms: 100\n"
-		   "  suspect_timeout_ms: 1000\n",
-		port, port + 1);
-	fclose(f);
-	pthread_barrier_t bar;
-	pthread_barrier_init(&bar, NULL, 3);
-	atomic_int gate = 0;
-	struct frozen_rank rk[3];
-	pthread_t th[3];
-	for (int i = 0; i < 3; i++) {
-		rk[i] = (struct frozen_rank){.file = file, .proc = i, .bar = &bar, .gate = &gate};
-		pthread_create(&th[i], NULL, frozen_rank_main, &rk[i]);
-	}
-	pthread_join(th[0], NULL);
-	pthread_join(th[1], NULL);
-	atomic_store(&gate, 1); /* rank 2 thaws and calls late */
-	pthread_join(th[2], NULL);
+	struct tc_frozen_rank rk[3];
+	char *file = tc_frozen_run(dir, port, 0, rk);
 	char want[160];
 	snprintf(want, sizeof(want), "rank 2 (worker 2, 127.0.0.1:%d) was declared dead by the failure detector (view ",
 		 port + 3);
@@ -837,7 +756,6 @@ Test(init, a_rank_declared_dead_stops_the_job_with_hora_err_lost, .timeout = 90)
 	cr_assert_eq(rk[2].rc, 0, "rank 2: %s", rk[2].err);
 	cr_assert_neq(rk[2].rc2, 0, "the frozen rank's late allreduce must fail, not hang or succeed");
 	hora_finalize(rk[2].c);
-	pthread_barrier_destroy(&bar);
 	th_rmrf(dir);
 	free(file);
 	free(dir);
