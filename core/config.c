@@ -54,6 +54,8 @@ void hora_train_config_defaults(struct hora_train_config *c)
 	c->fusion = (struct hora_fusion_config){.threshold_bytes = 1 << 20, .cycle_time_ms = 0};
 	c->stall_warning_s = 60;
 	c->communication = 1;
+	c->elastic = (struct hora_elastic_config){.min_workers = 1, .commit_steps = 20, .wait_s = 600,
+						  .restart_limit = 3};
 }
 
 /* "128,64", "[128, 64]", "[]" or "" */
@@ -120,6 +122,44 @@ static int set_sync(void *base, const char *key, const char *v, int line, int co
 					 "runs; leave the key out or write allreduce)", key, v);
 }
 
+static const struct hora_cfg_name elastic_batches[] = {
+	{"per_worker", HORA_ELASTIC_PER_WORKER}, {"global", HORA_ELASTIC_GLOBAL}, {NULL, 0}};
+
+/* train.elastic.*: the section turns elastic training on (enabled: false
+ * turns it off again); each key as its own table entry says */
+static const struct hora_cfg_key elastic_keys[] = {
+	{"train.elastic.enabled", HORA_CFG_BOOL, HORA_CFG_FIELD(struct hora_train_config, elastic.on)},
+	{"train.elastic.min_workers", HORA_CFG_INT, HORA_CFG_FIELD(struct hora_train_config, elastic.min_workers),
+	 .lo = 1, .hi = 4096, .what = "an integer in 1..4096"},
+	{"train.elastic.max_workers", HORA_CFG_INT, HORA_CFG_FIELD(struct hora_train_config, elastic.max_workers),
+	 .lo = 1, .hi = 4096, .what = "an integer in 1..4096"},
+	{"train.elastic.commit_steps", HORA_CFG_INT,
+	 HORA_CFG_FIELD(struct hora_train_config, elastic.commit_steps), .lo = 1, .hi = 1000000,
+	 .what = "an integer in 1..1000000"},
+	{"train.elastic.wait_s", HORA_CFG_REAL, HORA_CFG_FIELD(struct hora_train_config, elastic.wait_s),
+	 .lo = 0, .hi = HUGE_VAL, .flags = HORA_CFG_LO_OPEN, .what = "a positive number"},
+	{"train.elastic.batch", HORA_CFG_NAME, HORA_CFG_FIELD(struct hora_train_config, elastic.batch),
+	 .names = elastic_batches},
+	{"train.elastic.restart", HORA_CFG_BOOL, HORA_CFG_FIELD(struct hora_train_config, elastic.restart)},
+	{"train.elastic.restart_limit", HORA_CFG_INT,
+	 HORA_CFG_FIELD(struct hora_train_config, elastic.restart_limit), .lo = 0, .hi = 1000000,
+	 .what = "a non-negative integer"},
+};
+
+static int set_elastic(void *base, const char *key, const char *v, int line, int col, char *err,
+		       size_t errlen)
+{
+	struct hora_train_config *c = base;
+	const size_t n = sizeof(elastic_keys) / sizeof(elastic_keys[0]);
+	const struct hora_cfg_key *k = hora_cfg_key_find(elastic_keys, n, key);
+	if (!k)
+		return hora_cfg_bad(err, errlen, "unknown key '%s'", key);
+	int rc = hora_cfg_key_set(k, base, key, v, line, col, err, errlen);
+	if (!rc && k != &elastic_keys[0])
+		c->elastic.on = 1;
+	return rc;
+}
+
 static const struct hora_cfg_name optimizers[] = {
 	{"sgd", HORA_OPTIM_SGD}, {"adam", HORA_OPTIM_ADAM}, {NULL, 0}};
 static const struct hora_cfg_name schedules[] = {
@@ -164,6 +204,14 @@ static const struct hora_cfg_key train_keys[] = {
 	INT("train.checkpoint.every_epochs", checkpoint_every, 0, 1000000, "a non-negative integer"),
 	BOOL("train.resume", resume, 0),
 	FN("train.sync", set_sync),
+	FN("train.elastic.enabled", set_elastic),
+	FN("train.elastic.min_workers", set_elastic),
+	FN("train.elastic.max_workers", set_elastic),
+	FN("train.elastic.commit_steps", set_elastic),
+	FN("train.elastic.wait_s", set_elastic),
+	FN("train.elastic.batch", set_elastic),
+	FN("train.elastic.restart", set_elastic),
+	FN("train.elastic.restart_limit", set_elastic),
 	{"train.gossip", HORA_CFG_REFUSED,
 	 .what = "gossip averaging is not available in this build (train.sync: allreduce is what runs); "
 		 "remove the section"},

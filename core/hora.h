@@ -115,6 +115,24 @@ struct hora_fusion_config {
 
 
 
+/* Elastic training (train.elastic; README "When a worker dies"): a worker
+ * that dies or freezes is dropped and the others go on from their last
+ * in-memory commit; joiners are admitted at commit boundaries. */
+enum hora_elastic_batch {
+	HORA_ELASTIC_PER_WORKER, /* each worker keeps its batch; lr scales by size (Horovod) */
+	HORA_ELASTIC_GLOBAL,     /* the global batch stays; re-divided among the workers */
+};
+struct hora_elastic_config {
+	int on;            /* a train.elastic section (or enabled: true) turns it on */
+	int min_workers;   /* below this training pauses (default 1) */
+	int max_workers;   /* joiners beyond this are refused (0: the file's worker count) */
+	int commit_steps;  /* steps between in-memory commits (default 20) */
+	double wait_s;     /* longest pause below min_workers before failing (default 600) */
+	enum hora_elastic_batch batch;
+	int restart;       /* `hora launch` restarts a local worker that died */
+	int restart_limit; /* at most this many times per worker (default 3) */
+};
+
 #define HORA_PATH_MAX 1024
 #define HORA_MAX_HIDDEN 8
 
@@ -140,6 +158,11 @@ struct hora_train_config {
 	double stall_warning_s;             /* log the missing ranks after this long (60) */
 	double stall_abort_s;               /* stop the job after this long (0 = never) */
 	int communication;                  /* 0: no gradient averaging (scaling bench only) */
+	struct hora_elastic_config elastic;
+	/* test hook (HORA_TEST_SAMPLE_LOG, read by `hora worker`): each worker
+	 * appends "epoch step view sample" for every sample it trains on to
+	 * <this>.<worker index> ("" = off) */
+	char sample_log[HORA_PATH_MAX];
 };
 
 /* Defaults: mnist_mlp [128], data/mnist, 20 epochs, batch 32, SGD lr 0.1,
