@@ -321,7 +321,7 @@ static int check_job(const char *path, const struct hora_ckpt_meta *m, const str
 			 path, m->batch, m->optimizer, j->batch, j->optimizer);
 		return HORA_ERR_CONFIG;
 	}
-	if (m->workers != j->workers || m->seed != j->seed || strcmp(m->model, j->model)) {
+	if ((j->workers && m->workers != j->workers) || m->seed != j->seed || strcmp(m->model, j->model)) {
 		snprintf(err, errlen, "checkpoint %s was written by a job of %d workers, seed %llu, "
 				      "model %s; this job has %d, seed %llu, model %s",
 			 path, m->workers, (unsigned long long)m->seed, m->model, j->workers,
@@ -340,7 +340,7 @@ static void add_hint(int rc, const struct hora_ckpt_meta *m, const struct hora_c
 	size_t k = strlen(err);
 	if (k >= errlen)
 		return;
-	if (rc == HORA_ERR_CONFIG && m->nparams && m->workers != j->workers)
+	if (rc == HORA_ERR_CONFIG && m->nparams && j->workers && m->workers != j->workers)
 		snprintf(err + k, errlen - k, "; resume it with %d workers (each worker's share of every "
 					      "batch depends on the job size), or start afresh with "
 					      "another train.checkpoint.dir or without train.resume",

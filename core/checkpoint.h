@@ -33,7 +33,7 @@ int hora_ckpt_read(const char *path, struct hora_ckpt_meta *m, float *params, si
 
 /* The job resuming: what its checkpoint must have been written by. */
 struct hora_ckpt_job {
-	int32_t workers;
+	int32_t workers;       /* 0: any (elastic training re-shards an epoch-aligned checkpoint) */
 	uint64_t seed;
 	const char *model;     /* model name */
 	int32_t batch;         /* per worker */

@@ -85,6 +85,13 @@ struct hora_comm {
 	_Atomic bool stop_pending;
 	char stop_msg[1280];
 	struct hora_fusion_override fusion; /* set by hora_init before any call */
+	/* elastic training (hora_comm_set_elastic): a lost rank interrupts with
+	 * HORA_ERR_VIEW and hora_comm_reform builds the next net comm */
+	struct hora_comm_elastic el;
+	bool elastic;
+	pthread_mutex_t net_mu; /* c->net against the status callback during a re-form */
+	int last_rank;          /* the rank before a re-form that failed (net NULL) */
+	enum hora_algo algo;    /* for the next net comm */
 };
 
 _Static_assert((int)HORA_F32 == (int)HORA_NET_F32 && (int)HORA_I64 == (int)HORA_NET_I64 &&
@@ -172,34 +179,52 @@ static void count_local(struct hora_comm *c, const struct hora_net_comm_cfg *nc)
 		}
 }
 
-int hora_comm_create_net(const struct hora_net_comm_cfg *nc, enum hora_algo algo,
-			 struct hora_comm **out, char *err, size_t errlen)
+int hora_comm_from_net(struct hora_net_comm *net, enum hora_algo algo, struct hora_comm **out)
 {
 	*out = NULL;
 	struct hora_comm *c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
-	int rc = hora_net_comm_create(nc, &c->net, err, errlen);
-	if (rc) {
-		free(c);
-		return rc;
-	}
+	c->net = net;
 	hora_net_comm_set_algo(c->net, (enum hora_net_algo)algo);
-	count_local(c, nc);
+	c->algo = algo;
+	c->local_size = 1;
 	pthread_mutex_init(&c->mu, NULL);
 	pthread_cond_init(&c->cv, NULL);
+	pthread_mutex_init(&c->net_mu, NULL);
 	*out = c;
 	return 0;
 }
 
+int hora_comm_create_net(const struct hora_net_comm_cfg *nc, enum hora_algo algo,
+			 struct hora_comm **out, char *err, size_t errlen)
+{
+	*out = NULL;
+	struct hora_net_comm *net;
+	int rc = hora_net_comm_create(nc, &net, err, errlen);
+	if (rc)
+		return rc;
+	if ((rc = hora_comm_from_net(net, algo, out))) {
+		hora_net_comm_destroy(net);
+		return rc;
+	}
+	(*out)->local_size = 0;
+	count_local(*out, nc);
+	return 0;
+}
+
+
 /* What the membership's STATUS answers carry for the stall inspector (opaque
  * to the membership): the collective this rank's communicator is in or last
- * finished. Wire: seq u64, kind u32, waiting u32 (1: inside it), waited_ms
- * u32, little-endian, 20 bytes; no bytes: no communicator there. */
-#define PROGRESS_BYTES 20
+ * finished, and the view it was formed over (elastic joiners look for a
+ * running job by it). Wire: seq u64, kind u32, waiting u32 (1: inside it),
+ * waited_ms u32, view u64, little-endian, 28 bytes; no bytes: no
+ * communicator there. */
+#define PROGRESS_BYTES 28
 struct progress {
 	uint64_t seq;
 	uint32_t kind, waiting, waited_ms;
+	uint64_t view;
 };
 
 static void progress_encode(const struct progress *p, struct hora_swim_status *st)
@@ -208,6 +233,7 @@ static void progress_encode(const struct progress *p, struct hora_swim_status *s
 	hora_put32(st->data + 8, p->kind);
 	hora_put32(st->data + 12, p->waiting);
 	hora_put32(st->data + 16, p->waited_ms);
+	hora_put64(st->data + 20, p->view);
 	st->len = PROGRESS_BYTES;
 }
 
@@ -218,8 +244,14 @@ static int progress_decode(const struct hora_swim_status *st, struct progress *p
 		return -1;
 	*p = (struct progress){.seq = hora_get64(st->data), .kind = hora_get32(st->data + 8),
 			       .waiting = hora_get32(st->data + 12),
-			       .waited_ms = hora_get32(st->data + 16)};
+			       .waited_ms = hora_get32(st->data + 16), .view = hora_get64(st->data + 20)};
 	return 0;
+}
+
+uint64_t hora_comm_status_view(const struct hora_swim_status *st)
+{
+	struct progress p;
+	return progress_decode(st, &p) ? 0 : p.view;
 }
 
 /* STATUS answers for the other members: what our collectives are doing */
@@ -230,14 +262,24 @@ static void status_get(void *arg, struct hora_swim_status *st)
 	uint32_t kind;
 	int inside;
 	int64_t since;
+	pthread_mutex_lock(&c->net_mu);
+	if (!c->net) { /* between two views: no communicator */
+		pthread_mutex_unlock(&c->net_mu);
+		st->len = 0;
+		return;
+	}
 	hora_net_comm_progress(c->net, &seq, &kind, &inside, &since);
+	const uint64_t view = c->view_id;
+	pthread_mutex_unlock(&c->net_mu);
 	int64_t w = inside ? hora_clock_ms() - since : 0;
 	struct progress p = {.seq = seq, .kind = kind, .waiting = (uint32_t)inside,
-			     .waited_ms = w < 0 ? 0 : w > UINT32_MAX ? UINT32_MAX : (uint32_t)w};
+			     .waited_ms = w < 0 ? 0 : w > UINT32_MAX ? UINT32_MAX : (uint32_t)w,
+			     .view = view};
 	progress_encode(&p, st);
 }
 
 static void *monitor_main(void *arg);
+static void count_local_members(struct hora_comm *c);
 
 /* the monitor thread, once (c->mu held) */
 static void monitor_start(struct hora_comm *c)
@@ -261,6 +303,8 @@ void hora_comm_own_loop(struct hora_comm *c, struct hora_net_loop *loop,
 		memcpy(c->members, members, (size_t)n * sizeof(*c->members));
 		c->view_id = view;
 	}
+	if (c->members && !c->local_rank && c->local_size == 1)
+		count_local_members(c); /* hora_comm_from_net: from the members' addresses */
 	pthread_mutex_lock(&c->mu);
 	monitor_start(c);
 	pthread_mutex_unlock(&c->mu);
@@ -309,7 +353,7 @@ static void monitor_stop_job(struct hora_comm *c, int code, const char *msg, int
 	atomic_store_explicit(&c->stopped, code, memory_order_release);
 	pthread_cond_broadcast(&c->cv); /* a call that failed meanwhile waits for this */
 	pthread_mutex_unlock(&c->mu);
-	if (code == HORA_ERR_LOST)
+	if (code == HORA_ERR_LOST || code == HORA_ERR_VIEW)
 		hora_net_comm_interrupt_lost(c->net, lost_rank,
 					     "a rank was declared dead by the failure detector");
 	else
@@ -357,6 +401,13 @@ static int lost_scan(struct hora_comm *c)
 static bool lost_decide(struct hora_comm *c, int r)
 {
 	const struct hora_comm_member *mb = &c->members[r];
+	if (c->elastic) { /* no waiting for the view: the re-form waits for it */
+		char msg[256];
+		snprintf(msg, sizeof(msg), "lost rank %d (worker %d, %s): declared dead by the failure detector",
+			 r, mb->worker, mb->addr);
+		monitor_stop_job(c, HORA_ERR_VIEW, msg, r);
+		return true;
+	}
 	atomic_store_explicit(&c->stop_pending, true, memory_order_release);
 	const double deadline = hora_clock_s() + 1.0;
 	char how[256] = "";
@@ -726,25 +777,29 @@ void hora_comm_destroy(struct hora_comm *c)
 	hora_net_loop_destroy(c->owned_loop);
 	pthread_mutex_destroy(&c->mu);
 	pthread_cond_destroy(&c->cv);
+	pthread_mutex_destroy(&c->net_mu);
+	if (c->el.free_arg)
+		c->el.free_arg(c->el.arg);
 	free(c->members);
 	free(c);
 }
 
+/* (a re-form that failed left no net comm: the rank before it, of one) */
 int hora_comm_rank(const struct hora_comm *c)
 {
-	return hora_net_comm_rank(c->net);
+	return c->net ? hora_net_comm_rank(c->net) : c->last_rank;
 }
 int hora_comm_size(const struct hora_comm *c)
 {
-	return hora_net_comm_size(c->net);
+	return c->net ? hora_net_comm_size(c->net) : 1;
 }
 int hora_rank(const struct hora_comm *c)
 {
-	return c ? hora_net_comm_rank(c->net) : 0;
+	return c ? hora_comm_rank(c) : 0;
 }
 int hora_size(const struct hora_comm *c)
 {
-	return c ? hora_net_comm_size(c->net) : 1;
+	return c ? hora_comm_size(c) : 1;
 }
 int hora_local_rank(const struct hora_comm *c)
 {
@@ -756,7 +811,7 @@ int hora_local_size(const struct hora_comm *c)
 }
 const char *hora_comm_last_error(const struct hora_comm *c)
 {
-	if (atomic_load_explicit(&c->stopped, memory_order_acquire))
+	if (atomic_load_explicit(&c->stopped, memory_order_acquire) || !c->net)
 		return c->stop_msg;
 	return hora_net_comm_error(c->net);
 }
@@ -800,6 +855,129 @@ int hora_comm_set_algorithm(struct hora_comm *c, enum hora_algo algo)
 		return -EINVAL;
 	wait_idle(c);
 	hora_net_comm_set_algo(c->net, (enum hora_net_algo)algo);
+	c->algo = algo;
+	pthread_mutex_unlock(&c->mu);
+	return 0;
+}
+
+/* ---- elastic training: the next view ----------------------------------------- */
+
+void hora_comm_set_elastic(struct hora_comm *c, const struct hora_comm_elastic *el)
+{
+	c->el = *el;
+	c->elastic = true;
+}
+
+bool hora_comm_joined(const struct hora_comm *c)
+{
+	return c && c->elastic && c->el.joined;
+}
+
+bool hora_comm_is_elastic(const struct hora_comm *c)
+{
+	return c && c->elastic;
+}
+
+uint64_t hora_comm_view(const struct hora_comm *c)
+{
+	return c ? c->view_id : 0;
+}
+
+const struct hora_comm_member *hora_comm_members(const struct hora_comm *c)
+{
+	return c->members;
+}
+
+/* Whether this communicator has a reason to be re-formed: the monitor
+ * stopped it for a lost rank, or a rank of it is dead or gone (left, or
+ * missing from a newer installed view). */
+bool hora_comm_view_changed(struct hora_comm *c)
+{
+	if (atomic_load_explicit(&c->stopped, memory_order_acquire) == HORA_ERR_VIEW)
+		return true;
+	if (!c->members || !c->owned_m || !c->net)
+		return false;
+	struct hora_swim_view v;
+	int myrank;
+	bool paused;
+	hora_net_membership_view(c->owned_m, &v, &myrank, &paused, NULL, 0);
+	const int n = hora_net_comm_size(c->net), me = hora_net_comm_rank(c->net);
+	for (int r = 0; r < n; r++) {
+		if (r == me)
+			continue;
+		const int st = hora_net_membership_state(c->owned_m, c->members[r].uid);
+		if (st == HORA_SWIM_DEAD || st == HORA_SWIM_LEFT || st == -ENOENT ||
+		    (v.id > c->view_id && !view_has(&v, c->members[r].uid)))
+			return true;
+	}
+	return false;
+}
+
+bool hora_comm_joiners(struct hora_comm *c)
+{
+	return c && c->elastic && c->el.pending && c->members && c->net &&
+	       c->el.pending(c->el.arg, c->members, hora_net_comm_size(c->net));
+}
+
+/* local rank and size from the members' addresses */
+static void count_local_members(struct hora_comm *c)
+{
+	char me[256], h[256];
+	const int n = hora_net_comm_size(c->net), r = hora_net_comm_rank(c->net);
+	c->local_rank = 0;
+	c->local_size = 0;
+	if (hora_hostport_split(c->members[r].addr, me, sizeof(me), NULL)) {
+		c->local_size = 1;
+		return;
+	}
+	for (int i = 0; i < n; i++)
+		if (!hora_hostport_split(c->members[i].addr, h, sizeof(h), NULL) && !strcmp(h, me)) {
+			c->local_rank += i < r;
+			c->local_size++;
+		}
+}
+
+/* Replace the net comm by the next view's (the caller's thread is the only
+ * one using c: no request queued or running, which is waited for). The
+ * monitor stops first and starts again over the new members. */
+int hora_comm_reform(struct hora_comm *c, char *err, size_t errlen)
+{
+	if (!c->elastic)
+		return snprintf(err, errlen, "not an elastic communicator"), -EINVAL;
+	pthread_mutex_lock(&c->mu);
+	while (c->head || c->running || c->inline_busy)
+		pthread_cond_wait(&c->cv, &c->mu);
+	pthread_mutex_unlock(&c->mu);
+	atomic_store(&c->monitor_stop, true);
+	if (c->monitor_started)
+		pthread_join(c->monitor, NULL);
+	c->monitor_started = false;
+	struct hora_net_comm *old = c->net;
+	pthread_mutex_lock(&c->net_mu);
+	c->last_rank = old ? hora_net_comm_rank(old) : c->last_rank;
+	c->net = NULL;
+	pthread_mutex_unlock(&c->net_mu);
+	hora_net_comm_destroy(old); /* its port is the next one's */
+	struct hora_comm_next nx = {0};
+	int rc = c->el.next(c->el.arg, c->view_id, &nx, err, errlen);
+	if (rc) {
+		snprintf(c->stop_msg, sizeof(c->stop_msg), "%s", err);
+		atomic_store_explicit(&c->stopped, rc, memory_order_release);
+		return rc;
+	}
+	pthread_mutex_lock(&c->net_mu);
+	c->net = nx.net;
+	free(c->members);
+	c->members = nx.members;
+	c->view_id = nx.view;
+	pthread_mutex_unlock(&c->net_mu);
+	hora_net_comm_set_algo(c->net, (enum hora_net_algo)c->algo);
+	count_local_members(c);
+	atomic_store_explicit(&c->stop_pending, false, memory_order_release);
+	atomic_store_explicit(&c->stopped, 0, memory_order_release);
+	atomic_store(&c->monitor_stop, false);
+	pthread_mutex_lock(&c->mu);
+	monitor_start(c);
 	pthread_mutex_unlock(&c->mu);
 	return 0;
 }

@@ -14,6 +14,7 @@ int hora_comm_create_net(const struct hora_net_comm_cfg *nc, enum hora_algo algo
 			 struct hora_comm **out, char *err, size_t errlen);
 
 struct hora_net_membership;
+struct hora_swim_status;
 /* One rank of the communicator as the membership knows it (for the loss
  * watcher's message): its uid, worker index (-1: unknown) and address. */
 struct hora_comm_member {
@@ -49,5 +50,47 @@ bool hora_comm_stalled(const struct hora_comm *c);
  * optimizers over c apply over their own. Set before any call. */
 void hora_comm_set_fusion_override(struct hora_comm *c, const struct hora_fusion_override *o);
 const struct hora_fusion_override *hora_comm_fusion_override(const struct hora_comm *c);
+
+/* ---- elastic training (core/rejoin.c builds the next view's net comm) ---- */
+
+/* The next view's communicator, as the rejoin callback returns it. */
+struct hora_comm_next {
+	struct hora_net_comm *net;
+	struct hora_comm_member *members; /* malloc'd, net's size of them, rank order */
+	uint64_t view;
+};
+struct hora_comm_elastic {
+	/* wait for the next view after old_view (its members alive, enough of
+	 * them) and form the net comm over it; 0 or a code with err */
+	int (*next)(void *arg, uint64_t old_view, struct hora_comm_next *out, char *err, size_t errlen);
+	void *arg;
+	void (*free_arg)(void *arg); /* at hora_comm_destroy */
+	/* whether the installed view's participants differ from members (n,
+	 * rank order): a joiner waits to be admitted */
+	bool (*pending)(void *arg, const struct hora_comm_member *members, int n);
+	bool joined; /* formed by a joiner of a running job (it has no state yet) */
+};
+/* A communicator around net (formed by el.next for a joiner); 0 or -ENOMEM. */
+int hora_comm_from_net(struct hora_net_comm *net, enum hora_algo algo, struct hora_comm **out);
+bool hora_comm_joined(const struct hora_comm *c);
+/* The view a member's STATUS answer says its communicator was formed over
+ * (0: none, or no answer of ours). */
+uint64_t hora_comm_status_view(const struct hora_swim_status *st);
+/* Make c elastic: the loss watcher interrupts with HORA_ERR_VIEW (and names
+ * the lost rank in hora_comm_last_error) instead of stopping the job. */
+void hora_comm_set_elastic(struct hora_comm *c, const struct hora_comm_elastic *el);
+bool hora_comm_is_elastic(const struct hora_comm *c);
+uint64_t hora_comm_view(const struct hora_comm *c);
+/* The ranks (rank order, hora_comm_size of them; NULL: not known). */
+const struct hora_comm_member *hora_comm_members(const struct hora_comm *c);
+/* Whether c should be re-formed: stopped with HORA_ERR_VIEW, or one of its
+ * ranks is dead, left, or missing from a newer installed view. */
+bool hora_comm_view_changed(struct hora_comm *c);
+/* Whether a joiner waits to be admitted (el.pending). */
+bool hora_comm_joiners(struct hora_comm *c);
+/* Destroy the net comm and form the next view's (el.next). Every request
+ * must be finished (it waits for the queue to drain). On failure c has no
+ * net comm: every call fails with the code and err's message. */
+int hora_comm_reform(struct hora_comm *c, char *err, size_t errlen);
 
 #endif

@@ -80,6 +80,11 @@ const char *hora_env_timeline(void)
 	return env_get("HORA_TIMELINE");
 }
 
+const char *hora_env_test_sample_log(void)
+{
+	return env_get("HORA_TEST_SAMPLE_LOG");
+}
+
 int hora_env_progress(void)
 {
 	const char *v = env_get("HORA_PROGRESS");

@@ -38,6 +38,9 @@ const char *hora_env_timeline(void);
 /* HORA_PROGRESS (set by `hora launch` on a terminal): 1 "bar", 0 "lines",
  * -1 unset or anything else. */
 int hora_env_progress(void);
+/* HORA_TEST_SAMPLE_LOG (test hook, NULL: unset): the prefix of the files in
+ * which each worker records the samples it trains (train.sample_log). */
+const char *hora_env_test_sample_log(void);
 
 /* HORA_LOG=error|warn|info|debug: sets the log level when given. 0 or
  * HORA_ERR_CONFIG naming the variable and the accepted values. */

@@ -45,6 +45,9 @@ enum hora_err {
 	HORA_ERR_LOST = -10006,     /* the failure detector declared a worker of the job dead
 				       (a crash, or a frozen or hung process) and elastic
 				       training is off: the job stops; `hora` exits 4 on it */
+	HORA_ERR_VIEW = -10007,     /* elastic training: the communicator's view changed (a
+				       worker died, froze or left); hora_train_run_comm
+				       re-forms it and goes on, other callers see this code */
 };
 
 /* Static text for a code (negative errno or HORA_ERR_*). Never NULL. */
@@ -189,6 +192,7 @@ struct hora_epoch_metrics {
 	double samples_per_s; /* training samples / training seconds (all workers) */
 	int workers;
 	double seconds;       /* wall time of the epoch, evaluation included */
+	uint64_t view;        /* the membership view the epoch ended in (0: none) */
 };
 
 struct hora_train_result {

@@ -13,6 +13,7 @@
  * command passes its --proc that way).
  */
 #include "init.h"
+#include "joining.h"
 
 #include "cluster.h"
 #include "comm.h"
@@ -27,19 +28,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* one worker's way into the job, filled step by step */
-struct joining {
-	const struct hora_init_opts *o;
-	struct hora_cluster_config cc;
-	uint8_t secret[HORA_NET_SECRET_MAX];
-	struct hora_net_opts no; /* the transport's options, secret set */
-	struct hora_net_loop *loop;
-	struct hora_net_membership *mem;
-	int size, node;
-	struct hora_swim_view v;
-	int rank;
-};
 
 void hora_init_opts_defaults(struct hora_init_opts *o)
 {
@@ -103,7 +91,7 @@ static int join_membership(struct joining *j, char *err, size_t errlen)
 		return rc;
 	struct hora_swim_cfg sw = j->cc.membership;
 	sw.role = HORA_SWIM_WORKER;
-	sw.uid = hora_cluster_uid(j->o->proc);
+	sw.uid = j->uid = hora_cluster_uid(j->o->proc);
 	if (!sw.min_members)
 		sw.min_members = j->size;
 	struct hora_swim_addr seeds[HORA_CLUSTER_MAX_SEEDS];
@@ -147,16 +135,35 @@ static int view_addrs(const struct joining *j, char (*addr)[80], const char **ad
 		      size_t errlen)
 {
 	for (int i = 0; i < j->v.n; i++) {
-		int gi = (int)(j->v.uids[i] >> 40) - 1, li, ni = hora_cluster_locate(&j->cc, gi, &li);
-		if (ni < 0) {
+		if (hora_joining_addr(&j->cc, j->v.uids[i], addr[i])) {
 			snprintf(err, errlen, "view %llu holds a member (uid %016llx) that is not a worker of %s",
 				 (unsigned long long)j->v.id, (unsigned long long)j->v.uids[i], j->cc.file);
 			return -EPROTO;
 		}
-		snprintf(addr[i], 80, "%s:%d", j->cc.nodes[ni].host, j->cc.port_base + 1 + gi);
 		addrs[i] = addr[i];
 	}
 	return 0;
+}
+
+int hora_joining_addr(const struct hora_cluster_config *cc, uint64_t uid, char addr[80])
+{
+	int gi = (int)(uid >> 40) - 1, li, ni = hora_cluster_locate(cc, gi, &li);
+	if (ni < 0)
+		return -1;
+	snprintf(addr, 80, "%s:%d", cc->nodes[ni].host, cc->port_base + 1 + gi);
+	return 0;
+}
+
+void hora_joining_net_cfg(const struct joining *j, int rank, int n, const char *const *addrs,
+			  uint64_t view, int timeout_ms, struct hora_net_comm_cfg *nc)
+{
+	*nc = (struct hora_net_comm_cfg){
+		.rank = rank, .nranks = n, .addrs = addrs, .connect_timeout_ms = timeout_ms,
+		.small_bytes = j->cc.coll.small_bytes, .medium_bytes = j->cc.coll.medium_bytes,
+		.segment_bytes = j->cc.coll.segment_bytes, .slice_bytes = j->cc.coll.slice_bytes,
+		.spin_us = j->o->spin_us ? j->o->spin_us : j->cc.coll.spin_us};
+	nc->opts = j->no;
+	nc->opts.view = (uint32_t)view;
 }
 
 /* the communicator over the view; it owns the membership loop from now on,
@@ -169,14 +176,8 @@ static int form_comm(struct joining *j, struct hora_comm **out, char *err, size_
 	int rc = addr && addrs && mb ? view_addrs(j, addr, addrs, err, errlen) : -ENOMEM;
 	if (!rc) {
 		const int join_ms = j->cc.join_timeout_ms;
-		struct hora_net_comm_cfg nc = {
-			.rank = j->rank, .nranks = j->v.n, .addrs = addrs,
-			.connect_timeout_ms = join_ms > 0 ? join_ms * 3 : 30000,
-			.small_bytes = j->cc.coll.small_bytes, .medium_bytes = j->cc.coll.medium_bytes,
-			.segment_bytes = j->cc.coll.segment_bytes, .slice_bytes = j->cc.coll.slice_bytes,
-			.spin_us = j->o->spin_us ? j->o->spin_us : j->cc.coll.spin_us};
-		nc.opts = j->no;
-		nc.opts.view = (uint32_t)j->v.id;
+		struct hora_net_comm_cfg nc;
+		hora_joining_net_cfg(j, j->rank, j->v.n, addrs, j->v.id, join_ms > 0 ? join_ms * 3 : 30000, &nc);
 		rc = hora_comm_create_net(&nc, (enum hora_algo)j->cc.coll.algorithm, out, err, errlen);
 	}
 	for (int i = 0; !rc && i < j->v.n; i++) { /* for the loss watcher's message */
@@ -200,6 +201,38 @@ static int form_comm(struct joining *j, struct hora_comm **out, char *err, size_
 	return 0;
 }
 
+/* Elastic: the first view with every worker of the file starts the job, as
+ * without; a worker that finds the job running (a member trains in a
+ * communicator over an older view) joins it instead (core/rejoin.c). */
+static int elastic_start(struct joining *j, struct hora_comm **out, char *err, size_t errlen)
+{
+	const double limit_s = (j->cc.join_timeout_ms > 0 ? j->cc.join_timeout_ms : 10000) / 1e3 * 3;
+	const double deadline = hora_clock_s() + limit_s;
+	bool paused = false;
+	for (;;) {
+		hora_net_membership_view(j->mem, &j->v, &j->rank, &paused, NULL, 0);
+		if (j->v.id && j->rank >= 0 && !paused) {
+			if (hora_rejoin_job_running(j->mem))
+				return hora_rejoin_join(j, out, err, errlen);
+			if (j->v.n >= j->size) {
+				int rc = form_comm(j, out, err, errlen);
+				if (!rc && (rc = hora_rejoin_attach(*out, j))) {
+					hora_comm_destroy(*out);
+					*out = NULL;
+				}
+				return rc;
+			}
+		}
+		if (hora_clock_s() > deadline) {
+			snprintf(err, errlen, "worker %d: no view with all %d workers and no running job to join "
+					      "after %.0f s (have %d alive; seeds down, workers missing, or a wrong "
+					      "secret?)", j->o->proc, j->size, limit_s, hora_net_membership_alive(j->mem));
+			return -ETIMEDOUT;
+		}
+		hora_net_membership_wait(j->mem, j->v.id, paused, 100);
+	}
+}
+
 int hora_init_with(const struct hora_init_opts *o, struct hora_comm **out, char *err, size_t errlen)
 {
 	*out = NULL;
@@ -213,10 +246,14 @@ int hora_init_with(const struct hora_init_opts *o, struct hora_comm **out, char 
 	int rc = load_job(j, err, errlen);
 	if (!rc)
 		rc = join_membership(j, err, errlen);
-	if (!rc)
-		rc = wait_full_view(j, err, errlen);
-	if (!rc)
-		rc = form_comm(j, out, err, errlen);
+	if (!rc && o->elastic && o->elastic->on) {
+		rc = elastic_start(j, out, err, errlen);
+	} else {
+		if (!rc)
+			rc = wait_full_view(j, err, errlen);
+		if (!rc)
+			rc = form_comm(j, out, err, errlen);
+	}
 	hora_net_membership_destroy(j->mem);
 	hora_net_loop_destroy(j->loop);
 	memset(j->secret, 0, sizeof(j->secret));

@@ -32,6 +32,10 @@ struct hora_init_opts {
 	int spin_us;              /* small-message polling, wins over collectives.spin_us
 				     (0: the file's or the default; -1: never poll) */
 	struct hora_fusion_override fusion;
+	/* elastic training (train.elastic; NULL or off: off): a worker that
+	 * finds the job running joins it (core/rejoin.c), and the communicator
+	 * re-forms over each new view instead of stopping on a lost worker */
+	const struct hora_elastic_config *elastic;
 };
 
 void hora_init_opts_defaults(struct hora_init_opts *o);

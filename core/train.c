@@ -13,10 +13,12 @@
  * global batch's mean gradient on every rank.
  */
 #include "checkpoint.h"
+#include "comm.h"
 #include "distopt.h"
 #include "hora.h"
 #include "log.h"
 #include "trainer.h"
+#include "run.h"
 
 #include "net/util/clock.h"
 
@@ -53,13 +55,6 @@ static void shuffle(int64_t *a, int64_t n, uint64_t *s)
 		a[j] = t;
 	}
 }
-
-struct progress {
-	int bar; /* draw a bar (terminal) */
-	int epoch, epochs;
-	int64_t steps;
-	double t0, last_draw;
-};
 
 static void fmt_time(char *buf, size_t n, double s)
 {
@@ -101,9 +96,9 @@ static int write_metrics(FILE *f, const struct hora_epoch_metrics *m)
 {
 	fprintf(f,
 		"{\"epoch\":%d,\"loss\":%.6f,\"acc\":%.6f,\"val_loss\":%.6f,\"val_acc\":%.6f,"
-		"\"samples_per_s\":%.1f,\"seconds\":%.4f,\"workers\":%d}\n",
+		"\"samples_per_s\":%.1f,\"seconds\":%.4f,\"workers\":%d,\"view\":%llu}\n",
 		m->epoch, m->loss, m->acc, m->val_loss, m->val_acc, m->samples_per_s, m->seconds,
-		m->workers);
+		m->workers, (unsigned long long)m->view);
 	errno = 0;
 	return fflush(f) == 0 && !ferror(f) ? 0 : -(errno ? errno : EIO);
 }
@@ -142,7 +137,7 @@ static const char *optim_desc(const struct hora_optim_config *o)
 /* Rank 0 reads and verifies the checkpoint, then every rank gets its
  * parameters, optimizer state, epoch, step and RNG state. */
 static int resume(struct hora_comm *c, const struct hora_train_config *cfg, struct hora_trainer *tr,
-		  int *first_epoch, int64_t *step, uint64_t *rng, char *err, size_t errlen)
+		  int *first_epoch, int64_t *step, uint64_t *rng, char *err, size_t errlen, bool any_size)
 {
 	const int rank = hora_rank(c), size = hora_size(c);
 	char cur[HORA_PATH_MAX + 32], prev[HORA_PATH_MAX + 32];
@@ -155,7 +150,7 @@ static int resume(struct hora_comm *c, const struct hora_train_config *cfg, stru
 	int64_t hdr[5] = {0}; /* status, epoch, step, rng, workers */
 	int rc = 0;
 	if (rank == 0) {
-		const struct hora_ckpt_job job = {size, cfg->seed, tr->ops->name, cfg->batch_size,
+		const struct hora_ckpt_job job = {any_size ? 0 : size, cfg->seed, tr->ops->name, cfg->batch_size,
 						  optim_desc(&cfg->optim)};
 		rc = hora_ckpt_resume(cfg->checkpoint_dir, &job, &cm, tr->params, tr->nparams, tr->optim,
 				      err, errlen);
@@ -210,14 +205,14 @@ static int resume(struct hora_comm *c, const struct hora_train_config *cfg, stru
  * collectives too). */
 enum { JOB_SEED, JOB_EPOCHS, JOB_BATCH, JOB_TRAIN_N, JOB_TEST_N, JOB_INPUTS, JOB_CLASSES, JOB_PARAMS,
        JOB_COMM, JOB_FUSION, JOB_CYCLE_US, JOB_COMPRESSION, JOB_TIMELINE, JOB_CKPT_EVERY, JOB_RESUME,
-       JOB_BAR, JOB_N };
+       JOB_ELASTIC, JOB_BAR, JOB_N };
 static const char *const job_name[JOB_BAR] = {
 	"train.seed", "train.epochs", "train.batch_size", "training samples", "test samples",
 	"inputs per sample", "classes", "model parameters", "train.communication",
 	"fusion threshold (train.fusion.threshold_bytes / HORA_FUSION_THRESHOLD)",
 	"fusion cycle time in µs (train.fusion.cycle_time_ms / HORA_CYCLE_TIME_MS)",
 	"train.fusion.compression", "timeline on (train.timeline / HORA_TIMELINE)",
-	"train.checkpoint.every_epochs", "train.resume"};
+	"train.checkpoint.every_epochs", "train.resume", "train.elastic on"};
 
 static int agree_on_job(struct hora_comm *c, int64_t *v, char *err, size_t errlen)
 {
@@ -249,28 +244,6 @@ static int agree_on_job(struct hora_comm *c, int64_t *v, char *err, size_t errle
 	return who ? HORA_ERR_CONFIG : 0;
 }
 
-/* One job on one rank: what hora_train_run_comm's steps share. */
-struct run {
-	struct hora_comm *c;
-	const struct hora_train_config *cfg;
-	char *err;
-	size_t errlen;
-	int rank, size;
-	bool several; /* a communicator of more than one rank */
-	bool talk;    /* rank 0 prints */
-	struct hora_dataset train, test;
-	int classes;
-	struct hora_trainer tr;
-	struct hora_dist_optim *dopt; /* gradients averaged across ranks (NULL: not) */
-	struct hora_timeline *tl;
-	int64_t *order; /* this epoch's shuffle of the training set */
-	FILE *mf;       /* rank 0's metrics file */
-	struct progress pg;
-	int first_epoch;
-	int64_t step, steps_per_epoch, total, global_bs;
-	uint64_t rng; /* the shuffle's state: the same on every rank */
-	struct hora_epoch_metrics m;
-};
 
 /* the training and test sets, which must fit each other */
 static int load_data(struct run *r)
@@ -307,7 +280,9 @@ static int set_up(struct run *r)
 	if (rc)
 		return rc;
 	/* a resumed job adds to the metrics of the epochs before the checkpoint */
-	if (r->rank == 0 && cfg->metrics[0] && !(r->mf = fopen(cfg->metrics, cfg->resume ? "a" : "w"))) {
+	const bool joiner = r->c && hora_comm_joined(r->c); /* adds to the running job's */
+	if (r->rank == 0 && cfg->metrics[0] &&
+	    !(r->mf = fopen(cfg->metrics, cfg->resume || joiner ? "a" : "w"))) {
 		snprintf(r->err, r->errlen, "metrics: cannot open %s: %s", cfg->metrics, strerror(errno));
 		return HORA_ERR_CONFIG;
 	}
@@ -315,17 +290,10 @@ static int set_up(struct run *r)
 		snprintf(r->err, r->errlen, "out of memory");
 		return -ENOMEM;
 	}
-	if (r->several && cfg->communication &&
-	    (rc = hora_dist_optim_create(r->c, r->tr.optim, r->tr.nparams, &cfg->fusion, &r->dopt))) {
-		snprintf(r->err, r->errlen, "distributed optimizer: %s", hora_strerror(rc));
-		return rc;
-	}
-	return 0;
+	return hora_run_dist_optim(r);
 }
 
-/* Every rank checks its job against rank 0's and takes rank 0's bar choice
- * (*bar) and initial parameters (Horovod's broadcast). */
-static int agree(struct run *r, int *bar)
+int hora_run_agree_job(struct run *r, int *bar)
 {
 	const struct hora_train_config *cfg = r->cfg;
 	const struct hora_fusion_config *fc = r->dopt ? hora_dist_optim_fusion(r->dopt) : NULL;
@@ -338,11 +306,20 @@ static int agree(struct run *r, int *bar)
 		[JOB_CYCLE_US] = fc ? (int64_t)(fc->cycle_time_ms * 1e3) : 0,
 		[JOB_COMPRESSION] = fc ? fc->compression : 0, [JOB_TIMELINE] = cfg->timeline[0] != 0,
 		[JOB_CKPT_EVERY] = cfg->checkpoint_dir[0] ? cfg->checkpoint_every : 0,
-		[JOB_RESUME] = cfg->resume != 0, [JOB_BAR] = *bar};
+		[JOB_RESUME] = cfg->resume != 0, [JOB_ELASTIC] = r->elastic, [JOB_BAR] = *bar};
 	int rc = agree_on_job(r->c, job, r->err, r->errlen);
+	if (!rc)
+		*bar = (int)job[JOB_BAR];
+	return rc;
+}
+
+/* Every rank checks its job against rank 0's and takes rank 0's bar choice
+ * (*bar) and initial parameters (Horovod's broadcast). */
+static int agree(struct run *r, int *bar)
+{
+	int rc = hora_run_agree_job(r, bar);
 	if (rc)
 		return rc;
-	*bar = (int)job[JOB_BAR];
 	if ((rc = hora_broadcast_parameters(r->c, r->tr.params, r->tr.nparams, 0)))
 		snprintf(r->err, r->errlen, "broadcasting the parameters: %s", hora_comm_last_error(r->c));
 	return rc;
@@ -376,15 +353,29 @@ static void print_header(const struct run *r)
 	printf("\n");
 }
 
-/* Step s of the epoch: this rank's share of the global batch; with the
- * distributed optimizer the update is the global batch's mean gradient. */
-static int train_step(struct run *r, int64_t s, struct hora_model_stats *st)
+/* The learning rate of the step at r->pos: by the global step count, or
+ * elastic, by the position in the epoch at the current global batch (the
+ * same while no view changed), at the current size (batch: per_worker) or
+ * the first (global). */
+double hora_run_lr(const struct run *r)
 {
-	const int64_t lo = s * r->global_bs;
-	const int64_t gn = r->train.n - lo < r->global_bs ? r->train.n - lo : r->global_bs;
+	if (!r->elastic)
+		return hora_lr_at(&r->cfg->optim, r->step, r->steps_per_epoch, r->total, r->size);
+	const int64_t vstep = (int64_t)(r->epoch - 1) * r->steps_per_epoch + r->pos / r->global_bs;
+	const bool global = r->cfg->elastic.batch == HORA_ELASTIC_GLOBAL;
+	return hora_lr_at(&r->cfg->optim, vstep, r->steps_per_epoch, r->total, global ? r->n0 : r->size);
+}
+
+/* The global batch at sample lo of the epoch (gn samples): this rank's
+ * share of it; with the distributed optimizer the update is the global
+ * batch's mean gradient. */
+static int train_step(struct run *r, int64_t lo, int64_t gn, struct hora_model_stats *st)
+{
 	int n;
 	const int64_t mine = lo + share(gn, r->rank, r->size, &n);
-	const double lr = hora_lr_at(&r->cfg->optim, r->step, r->steps_per_epoch, r->total, r->size);
+	const double lr = hora_run_lr(r);
+	if (r->samples)
+		hora_elastic_log_samples(r, r->order + mine, n);
 	int rc;
 	if (!r->dopt) {
 		rc = n ? hora_trainer_step(&r->tr, &r->train, r->order + mine, n, lr, st) : 0;
@@ -401,7 +392,8 @@ static int train_step(struct run *r, int64_t s, struct hora_model_stats *st)
 							   n ? st : &junk, hora_dist_optim_grads_ready, r->dopt);
 		if (!rc && (rc = hora_dist_optim_step(r->dopt, r->tr.params, lr))) {
 			snprintf(r->err, r->errlen, "step %lld: averaging gradients: %s", (long long)r->step,
-				 hora_dist_optim_error(r->dopt));
+				 r->c && hora_comm_stalled(r->c) ? hora_comm_last_error(r->c)
+								 : hora_dist_optim_error(r->dopt));
 			return rc;
 		}
 	}
@@ -526,25 +518,56 @@ static int end_epoch(struct run *r, int e)
 	return wrc;
 }
 
-/* epoch e: a fresh shuffle (it depends on the RNG state only), the steps,
- * validation, the report and rank 0's files */
-static int run_epoch(struct run *r, int e)
+void hora_run_make_order(struct run *r)
 {
-	struct hora_model_stats st = {0}, vs, shown = {0};
 	for (int64_t i = 0; i < r->train.n; i++)
 		r->order[i] = i;
+	r->rng = r->rng_epoch;
 	shuffle(r->order, r->train.n, &r->rng);
+	r->order_of = r->epoch;
+}
+
+/* The steps of epoch r->epoch from sample r->pos on (0, or where a
+ * rollback left it); elastic: a commit every commit_steps steps. */
+static int train_steps(struct run *r, struct hora_model_stats *st)
+{
+	struct hora_model_stats shown = {0};
+	int rc;
+	for (int64_t s = 0; r->pos < r->train.n; s++) {
+		const int64_t gn = r->train.n - r->pos < r->global_bs ? r->train.n - r->pos : r->global_bs;
+		if ((rc = train_step(r, r->pos, gn, st)))
+			return rc;
+		r->pos += gn;
+		r->step++;
+		if ((rc = bar_stats(r, s, st, &shown)) || (r->elastic && (rc = hora_elastic_step_done(r, st))))
+			return rc;
+		if (r->pg.bar && r->talk)
+			bar_draw(&r->pg, r->elastic ? r->pos * r->pg.steps / r->train.n : s + 1, &shown, 0);
+	}
+	return 0;
+}
+
+/* epoch r->epoch: its shuffle (from the RNG state only), the steps,
+ * validation, the report and rank 0's files */
+static int run_epoch(struct run *r)
+{
+	const int e = r->epoch;
+	struct hora_model_stats st = {0}, vs;
+	if (r->order_of != e)
+		hora_run_make_order(r);
 	r->pg.epoch = e;
+	r->pg.steps = r->steps_per_epoch;
 	r->pg.t0 = r->pg.last_draw = hora_clock_s();
 	if (r->pg.bar && r->talk)
 		printf("Epoch %d/%d\n", e, r->cfg->epochs);
 	const double t0 = hora_clock_s();
-	int rc;
-	for (int64_t s = 0; s < r->steps_per_epoch; s++, r->step++) {
-		if ((rc = train_step(r, s, &st)) || (rc = bar_stats(r, s, &st, &shown)))
-			return rc;
-		if (r->pg.bar && r->talk)
-			bar_draw(&r->pg, s + 1, &shown, 0);
+	int rc = train_steps(r, &st);
+	if (rc)
+		return rc;
+	if (r->elastic && r->rank == 0) { /* the sums before the last commit, counted once */
+		st.loss_sum += r->sums.loss_sum;
+		st.correct += r->sums.correct;
+		st.n += r->sums.n;
 	}
 	const double t_train = hora_clock_s() - t0;
 	if ((rc = evaluate(r, &st, &vs)))
@@ -558,10 +581,18 @@ static int run_epoch(struct run *r, int e)
 		.samples_per_s = (double)st.n / t_train,
 		.seconds = hora_clock_s() - t0,
 		.workers = r->size,
+		.view = r->c ? hora_comm_view(r->c) : 0,
 	};
 	if (r->talk)
 		print_epoch(r, &st);
-	return end_epoch(r, e);
+	if ((rc = end_epoch(r, e)))
+		return rc;
+	r->epoch++;
+	r->pos = 0;
+	r->rng_epoch = r->rng;
+	if (r->elastic)
+		hora_elastic_epoch_done(r);
+	return 0;
 }
 
 /* the final parameters and the averaging times */
@@ -593,22 +624,49 @@ static int prepare(struct run *r)
 	if ((rc = load_data(r)) || (rc = set_up(r)))
 		return rc;
 	int bar = cfg->progress < 0 ? isatty(STDOUT_FILENO) : cfg->progress;
-	if (r->several && (rc = agree(r, &bar)))
+	r->first_epoch = 1;
+	r->rng = cfg->seed ^ 0x5eed5eed5eedULL; /* the same shuffle on every rank */
+	r->n0 = r->size;
+	if (r->elastic && cfg->timeline[0]) {
+		snprintf(r->err, r->errlen, "train.timeline cannot be combined with train.elastic in this "
+					    "build (the trace is gathered from a fixed set of ranks); remove one");
+		return HORA_ERR_CONFIG;
+	}
+	const bool joiner = r->c && hora_comm_joined(r->c);
+	if (r->several && !joiner && (rc = agree(r, &bar)))
 		return rc;
 	hora_comm_set_stall(r->c, cfg->stall_warning_s, cfg->stall_abort_s);
 	if (cfg->timeline[0] && r->c && (rc = start_timeline(r)))
 		return rc;
-	r->first_epoch = 1;
-	r->rng = cfg->seed ^ 0x5eed5eed5eedULL; /* the same shuffle on every rank */
-	if (cfg->resume &&
-	    (rc = resume(r->c, cfg, &r->tr, &r->first_epoch, &r->step, &r->rng, r->err, r->errlen)))
+	if (cfg->resume && !joiner &&
+	    (rc = resume(r->c, cfg, &r->tr, &r->first_epoch, &r->step, &r->rng, r->err, r->errlen, r->elastic)))
 		return rc;
-	r->global_bs = (int64_t)cfg->batch_size * r->size;
-	r->steps_per_epoch = (r->train.n + r->global_bs - 1) / r->global_bs;
-	r->total = r->steps_per_epoch * cfg->epochs;
+	r->epoch = r->first_epoch;
+	r->rng_epoch = r->rng;
+	r->bar = bar;
+	hora_run_schedule(r);
 	/* rank 0's bar choice on every rank: it decides the bar's collectives */
 	r->pg = (struct progress){.bar = bar, .epochs = cfg->epochs, .steps = r->steps_per_epoch};
-	return 0;
+	return r->elastic ? hora_elastic_start(r) : 0;
+}
+
+void hora_run_schedule(struct run *r)
+{
+	const bool global = r->elastic && r->cfg->elastic.batch == HORA_ELASTIC_GLOBAL;
+	r->global_bs = (int64_t)r->cfg->batch_size * (global ? r->n0 : r->size);
+	r->steps_per_epoch = (r->train.n + r->global_bs - 1) / r->global_bs;
+	r->total = r->steps_per_epoch * r->cfg->epochs;
+}
+
+int hora_run_dist_optim(struct run *r)
+{
+	hora_dist_optim_destroy(r->dopt);
+	r->dopt = NULL;
+	int rc = 0;
+	if (r->several && r->cfg->communication &&
+	    (rc = hora_dist_optim_create(r->c, r->tr.optim, r->tr.nparams, &r->cfg->fusion, &r->dopt)))
+		snprintf(r->err, r->errlen, "distributed optimizer: %s", hora_strerror(rc));
+	return rc;
 }
 
 int hora_train_run_comm(struct hora_comm *c, const struct hora_train_config *cfg,
@@ -625,17 +683,22 @@ int hora_train_run_comm(struct hora_comm *c, const struct hora_train_config *cfg
 			  .size = hora_size(c)};
 	r->several = c && r->size > 1;
 	r->talk = r->rank == 0 && !cfg->quiet;
+	r->elastic = hora_comm_is_elastic(c);
 	int rc = prepare(r);
 	if (!rc && r->talk)
 		print_header(r);
-	for (int e = r->first_epoch; !rc && e <= cfg->epochs; e++)
-		rc = run_epoch(r, e);
+	while (!rc && r->epoch <= cfg->epochs) {
+		rc = run_epoch(r);
+		if (rc && r->elastic)
+			rc = hora_elastic_recover(r, rc);
+	}
 	if (!rc && r->tl)
 		rc = hora_timeline_write(r->tl, c, cfg->timeline, err, errlen);
 	if (!rc && res)
 		rc = fill_result(r, res);
 	if (r->mf)
 		fclose(r->mf);
+	hora_elastic_free(r);
 	free(r->order);
 	hora_dist_optim_destroy(r->dopt);
 	hora_timeline_destroy(r->tl);

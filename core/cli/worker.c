@@ -30,6 +30,7 @@
 #include "cfgkey.h"
 
 #include <errno.h>
+#include <zlib.h>
 #include <getopt.h>
 #include <sched.h>
 #include <signal.h>
@@ -536,6 +537,8 @@ static int run_training(const struct node_opts *o, const struct hora_cluster_con
 		snprintf(tc->timeline, sizeof(tc->timeline), "%s", hora_env_timeline());
 	if (f->resume)
 		tc->resume = 1;
+	if (hora_env_test_sample_log())
+		snprintf(tc->sample_log, sizeof(tc->sample_log), "%s", hora_env_test_sample_log());
 	const int pg = hora_env_progress(); /* hora launch on a terminal: bar */
 	if (pg >= 0)
 		tc->progress = pg;
@@ -548,6 +551,7 @@ static int run_training(const struct node_opts *o, const struct hora_cluster_con
 	io.cluster = cc;
 	io.cluster_file = cc->file;
 	io.proc = o->proc;
+	io.elastic = &tc->elastic;
 	struct hora_comm *c;
 	if (hora_init_with(&io, &c, err, sizeof(err))) {
 		fprintf(stderr, "%s: worker %d: %s\n", prog, o->proc, err);
@@ -562,6 +566,10 @@ static int run_training(const struct node_opts *o, const struct hora_cluster_con
 		       "behind forward/backward\n",
 		       res.allreduce_s, 100.0 * res.allreduce_hidden_s / res.allreduce_s);
 	}
+	if (!rc && tc->elastic.on) /* every survivor's: they must be bitwise identical */
+		printf("worker %d: final parameters crc32 %08lx (rank %d of %d, %lld steps)\n", o->proc,
+		       crc32(0L, (const Bytef *)res.params, (uInt)(res.nparams * sizeof(float))), hora_rank(c),
+		       hora_size(c), (long long)res.steps);
 	hora_train_result_deinit(&res);
 	hora_finalize(c);
 	if (rc == HORA_ERR_STALL)

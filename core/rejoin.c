@@ -1,0 +1,280 @@
+/* rejoin.c - elastic training's communicators: the next view's net comm
+ * after a worker died, froze, left or joined, and a joiner's way into a
+ * running job.
+ *
+ * Who takes part in a view: its members that are workers of the cluster
+ * file, one per worker index (the lowest uid: the view is in uid order and
+ * uids carry the index in their high bits), at most max_workers, in view
+ * order; ranks follow that order. Every member computes the same list from
+ * the same agreed view. A re-form waits for a view in which this worker
+ * takes part, that is not paused (a minority side of a partition pauses),
+ * whose other participants are all ALIVE in this member's table, and that
+ * has at least min_workers participants; then it forms the net comm over it
+ * (the view id in every handshake: a peer that formed over another view is
+ * refused, and both try again with the newest). Below min_workers it says
+ * who is missing every 10 s and fails after wait_s.
+ */
+#include "joining.h"
+#include "log.h"
+
+#include "net/util/clock.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct rejoin {
+	struct joining j; /* a copy: j.o points to o, j.no.secret to j.secret */
+	struct hora_init_opts o;
+	struct hora_elastic_config el;
+	struct hora_net_membership *mem; /* the communicator's */
+};
+
+/* The participants of view v (uids, rank order); returns how many. */
+static int participants(const struct rejoin *rj, const struct hora_swim_view *v, uint64_t *p)
+{
+	const int max = rj->el.max_workers > 0 ? rj->el.max_workers : rj->j.size;
+	int n = 0, last = -1;
+	for (int i = 0; i < v->n && n < max; i++) {
+		const int g = (int)(v->uids[i] >> 40) - 1;
+		if (g < 0 || g >= rj->j.size || g == last)
+			continue;
+		last = g;
+		p[n++] = v->uids[i];
+	}
+	return n;
+}
+
+static int index_of(const uint64_t *p, int n, uint64_t uid)
+{
+	for (int i = 0; i < n; i++)
+		if (p[i] == uid)
+			return i;
+	return -1;
+}
+
+/* the file's workers that do not take part in view v, as "worker 2
+ * (127.0.0.1:29503), ..." */
+static void missing(const struct rejoin *rj, const uint64_t *p, int n, char *out, size_t len)
+{
+	size_t k = 0;
+	out[0] = 0;
+	for (int g = 0; g < rj->j.size && k + 64 < len; g++) {
+		bool in = false;
+		for (int i = 0; i < n; i++)
+			in = in || (int)(p[i] >> 40) - 1 == g;
+		char addr[80];
+		if (in || hora_joining_addr(&rj->j.cc, (uint64_t)(g + 1) << 40, addr))
+			continue;
+		k += (size_t)snprintf(out + k, len - k, "%sworker %d (%s)", k ? ", " : "", g, addr);
+	}
+}
+
+/* the net comm over the participants p of view id */
+static int form(const struct rejoin *rj, uint64_t id, const uint64_t *p, int n, int me, int timeout_ms,
+		struct hora_comm_next *out, char *err, size_t errlen)
+{
+	char (*addr)[80] = calloc((size_t)n, 80);
+	const char **addrs = calloc((size_t)n, sizeof(*addrs));
+	struct hora_comm_member *mb = calloc((size_t)n, sizeof(*mb));
+	int rc = addr && addrs && mb ? 0 : -ENOMEM;
+	for (int i = 0; !rc && i < n; i++) {
+		hora_joining_addr(&rj->j.cc, p[i], addr[i]); /* participants are workers of the file */
+		addrs[i] = addr[i];
+		mb[i] = (struct hora_comm_member){.uid = p[i], .worker = (int)(p[i] >> 40) - 1};
+		snprintf(mb[i].addr, sizeof(mb[i].addr), "%s", addr[i]);
+	}
+	struct hora_net_comm_cfg nc;
+	if (!rc) {
+		hora_joining_net_cfg(&rj->j, me, n, addrs, id, timeout_ms, &nc);
+		rc = hora_net_comm_create(&nc, &out->net, err, errlen);
+	}
+	free(addr);
+	free(addrs);
+	if (rc) {
+		free(mb);
+		return rc;
+	}
+	out->members = mb;
+	out->view = id;
+	return 0;
+}
+
+/* whether every participant but this worker is ALIVE in the table */
+static bool all_alive(const struct rejoin *rj, const uint64_t *p, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (p[i] != rj->j.uid && hora_net_membership_state(rj->mem, p[i]) != HORA_SWIM_ALIVE)
+			return false;
+	return true;
+}
+
+/* the pause message, every 10 s while it lasts */
+static void say_paused(const struct rejoin *rj, const struct hora_swim_view *v, const uint64_t *p, int n,
+		       bool paused, const char *why, double *next_note)
+{
+	if (hora_clock_s() < *next_note)
+		return;
+	*next_note = hora_clock_s() + 10;
+	char miss[1024];
+	missing(rj, p, n, miss, sizeof(miss));
+	if (paused)
+		HORA_LOGW("training paused: %s (a minority side of a partition waits for the majority)", why);
+	else
+		HORA_LOGW("training paused: view %llu has %d of train.elastic.min_workers %d workers; "
+			  "missing: %s; waiting up to %.0f s", (unsigned long long)v->id, n, rj->el.min_workers,
+			  miss[0] ? miss : "none", rj->el.wait_s);
+}
+
+static int rejoin_next(void *arg, uint64_t old_view, struct hora_comm_next *out, char *err, size_t errlen)
+{
+	struct rejoin *rj = arg;
+	const double t0 = hora_clock_s(), deadline = t0 + rj->el.wait_s;
+	double next_note = t0 + 1.0; /* a view change that takes a moment is no pause */
+	uint64_t p[HORA_SWIM_MAX_VIEW];
+	char why[256], e2[512] = "";
+	(void)old_view;
+	for (int tries = 0;; tries++) {
+		struct hora_swim_view v;
+		int myrank, n;
+		bool paused;
+		hora_net_membership_view(rj->mem, &v, &myrank, &paused, why, sizeof(why));
+		n = participants(rj, &v, p);
+		const int me = index_of(p, n, rj->j.uid);
+		if (v.id && !paused && me >= 0 && n >= rj->el.min_workers && all_alive(rj, p, n)) {
+			const double left = deadline - hora_clock_s();
+			if (!form(rj, v.id, p, n, me, left < 3 ? (left > 0.2 ? (int)(left * 1e3) : 200) : 3000, out,
+				  e2, sizeof(e2)))
+				return 0;
+			HORA_LOGD("forming the communicator of view %llu (try %d): %s", (unsigned long long)v.id,
+				  tries + 1, e2);
+		} else if (v.id && !paused && myrank >= 0 && me < 0) {
+			snprintf(err, errlen, "worker %d is not admitted: view %llu already has %d workers "
+					      "(train.elastic.max_workers %d)", rj->o.proc, (unsigned long long)v.id, n,
+				 rj->el.max_workers > 0 ? rj->el.max_workers : rj->j.size);
+			return HORA_ERR_CONFIG;
+		} else if (paused || (v.id && n < rj->el.min_workers)) {
+			say_paused(rj, &v, p, n, paused, why, &next_note);
+		}
+		if (hora_clock_s() > deadline) {
+			char miss[1024];
+			missing(rj, p, n, miss, sizeof(miss));
+			snprintf(err, errlen, "no view to train in after train.elastic.wait_s %.0f s: %d of "
+					      "min_workers %d workers%s%s%s%s%s", rj->el.wait_s, n, rj->el.min_workers,
+				 miss[0] ? "; missing: " : "", miss, paused ? "; paused: " : "", paused ? why : "",
+				 e2[0] ? "; last try: " : "");
+			if (e2[0])
+				snprintf(err + strlen(err), errlen - strlen(err), "%s", e2);
+			return HORA_ERR_LOST;
+		}
+		hora_net_membership_wait(rj->mem, v.id, paused, 50);
+	}
+}
+
+static bool rejoin_pending(void *arg, const struct hora_comm_member *m, int n)
+{
+	struct rejoin *rj = arg;
+	struct hora_swim_view v;
+	int myrank;
+	bool paused;
+	uint64_t p[HORA_SWIM_MAX_VIEW];
+	hora_net_membership_view(rj->mem, &v, &myrank, &paused, NULL, 0);
+	const int np = participants(rj, &v, p);
+	if (paused || index_of(p, np, rj->j.uid) < 0 || !all_alive(rj, p, np))
+		return false;
+	if (np != n)
+		return true;
+	for (int i = 0; i < n; i++)
+		if (p[i] != m[i].uid)
+			return true;
+	return false;
+}
+
+static void rejoin_free(void *arg)
+{
+	struct rejoin *rj = arg;
+	if (rj)
+		memset(rj->j.secret, 0, sizeof(rj->j.secret));
+	free(rj);
+}
+
+/* a copy of j's job for the re-forms of the communicator that owns mem */
+static struct rejoin *rejoin_new(const struct joining *j, struct hora_net_membership *mem)
+{
+	struct rejoin *rj = calloc(1, sizeof(*rj));
+	if (!rj)
+		return NULL;
+	rj->j = *j;
+	rj->o = *j->o;
+	rj->o.cluster = NULL;
+	rj->el = *j->o->elastic;
+	rj->o.elastic = &rj->el;
+	rj->j.o = &rj->o;
+	rj->j.no.secret = rj->j.secret;
+	rj->j.loop = NULL;
+	rj->j.mem = NULL;
+	rj->mem = mem;
+	return rj;
+}
+
+int hora_rejoin_attach(struct hora_comm *c, const struct joining *j)
+{
+	struct rejoin *rj = rejoin_new(j, hora_comm_membership(c));
+	if (!rj)
+		return -ENOMEM;
+	struct hora_comm_elastic el = {.next = rejoin_next, .arg = rj, .free_arg = rejoin_free,
+				       .pending = rejoin_pending};
+	hora_comm_set_elastic(c, &el);
+	return 0;
+}
+
+bool hora_rejoin_job_running(struct hora_net_membership *m)
+{
+	int64_t sent;
+	if (hora_net_membership_status_query(m, &sent))
+		return false;
+	usleep(200000);
+	struct hora_swim_view v;
+	int myrank;
+	bool paused;
+	hora_net_membership_view(m, &v, &myrank, &paused, NULL, 0);
+	for (int r = 0; r < v.n; r++) {
+		struct hora_swim_status st;
+		if (r == myrank || hora_net_membership_status(m, r, sent, &st))
+			continue;
+		const uint64_t cv = hora_comm_status_view(&st);
+		if (cv && cv != v.id)
+			return true;
+	}
+	return false;
+}
+
+int hora_rejoin_join(struct joining *j, struct hora_comm **out, char *err, size_t errlen)
+{
+	struct rejoin *rj = rejoin_new(j, j->mem);
+	if (!rj)
+		return -ENOMEM;
+	const double t0 = hora_clock_s();
+	struct hora_comm_next nx = {0};
+	int rc = rejoin_next(rj, 0, &nx, err, errlen);
+	if (!rc && (rc = hora_comm_from_net(nx.net, (enum hora_algo)j->cc.coll.algorithm, out)))
+		hora_net_comm_destroy(nx.net);
+	if (rc) {
+		free(nx.members);
+		rejoin_free(rj);
+		return rc;
+	}
+	hora_comm_own_loop(*out, j->loop, j->mem, nx.members, nx.view);
+	free(nx.members);
+	j->loop = NULL;
+	j->mem = NULL;
+	hora_comm_set_fusion_override(*out, &j->o->fusion);
+	struct hora_comm_elastic el = {.next = rejoin_next, .arg = rj, .free_arg = rejoin_free,
+				       .pending = rejoin_pending, .joined = true};
+	hora_comm_set_elastic(*out, &el);
+	HORA_LOGI("worker %d joined the running job: rank %d of %d in view %llu after %.2f s", j->o->proc,
+		  hora_rank(*out), hora_size(*out), (unsigned long long)nx.view, hora_clock_s() - t0);
+	return 0;
+}

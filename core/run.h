@@ -1,0 +1,87 @@
+/* run.h - one training job on one rank (internal to core/train.c and
+ * core/elastic.c, the commits and re-forms of elastic training). */
+#ifndef HORA_CORE_RUN_H
+#define HORA_CORE_RUN_H
+
+#include "distopt.h"
+#include "hora.h"
+#include "trainer.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+
+struct hora_timeline;
+struct hora_elastic;
+
+struct progress {
+	int bar; /* draw a bar (terminal) */
+	int epoch, epochs;
+	int64_t steps;
+	double t0, last_draw;
+};
+
+/* One job on one rank: what hora_train_run_comm's steps share. */
+struct run {
+	struct hora_comm *c;
+	const struct hora_train_config *cfg;
+	char *err;
+	size_t errlen;
+	int rank, size;
+	bool several; /* a communicator of more than one rank */
+	bool talk;    /* rank 0 prints */
+	struct hora_dataset train, test;
+	int classes;
+	struct hora_trainer tr;
+	struct hora_dist_optim *dopt; /* gradients averaged across ranks (NULL: not) */
+	struct hora_timeline *tl;
+	int64_t *order; /* this epoch's shuffle of the training set */
+	FILE *mf;       /* rank 0's metrics file */
+	struct progress pg;
+	int first_epoch;
+	int64_t step, steps_per_epoch, total, global_bs;
+	uint64_t rng; /* the shuffle's state: the same on every rank */
+	struct hora_epoch_metrics m;
+	/* where training is: epoch, samples of it trained (every rank's), the
+	 * shuffle's state before its shuffle, and which epoch order[] holds */
+	int epoch;
+	int64_t pos;
+	uint64_t rng_epoch;
+	int order_of;
+	int bar; /* rank 0's progress-bar choice */
+	/* elastic training (elastic.c) */
+	bool elastic;
+	int n0;                       /* workers at the start (batch: global keeps n0 x batch) */
+	struct hora_model_stats sums; /* this epoch's training sums over ranks up to the last commit */
+	struct hora_elastic *es;
+	FILE *samples;                /* the sample-log test hook (NULL: off) */
+};
+
+/* train.c */
+/* Compare this rank's job with rank 0's on every rank; *bar becomes rank
+ * 0's choice. 0, HORA_ERR_CONFIG (err says what differs) or the comm's code. */
+int hora_run_agree_job(struct run *r, int *bar);
+/* The global batch, steps per epoch and total steps for the current size
+ * (and batch rule). */
+void hora_run_schedule(struct run *r);
+/* the learning rate of the next step */
+double hora_run_lr(const struct run *r);
+/* this epoch's sample order from rng_epoch (r->rng: the next epoch's) */
+void hora_run_make_order(struct run *r);
+/* the distributed optimizer over the current communicator (again) */
+int hora_run_dist_optim(struct run *r);
+
+/* elastic.c */
+int hora_elastic_start(struct run *r);  /* the first commit, or a joiner's state */
+/* After a step: every commit_steps steps a commit (st: this rank's training
+ * sums since the last one, folded into r->sums); HORA_ERR_VIEW when the
+ * ranks agreed to re-form now (a joiner waits, or a rank left). */
+int hora_elastic_step_done(struct run *r, struct hora_model_stats *st);
+void hora_elastic_epoch_done(struct run *r); /* the commit at an epoch's start */
+/* After rc failed a step: re-form over the next view, roll back to the
+ * latest commit every rank holds, re-shard, go on (0); or rc / why not. */
+int hora_elastic_recover(struct run *r, int rc);
+void hora_elastic_free(struct run *r);
+/* the test hook: the samples this rank trains in this step */
+void hora_elastic_log_samples(struct run *r, const int64_t *idx, int n);
+
+#endif
