@@ -193,8 +193,13 @@ static int sync_view(struct run *r, int *root, size_t *bytes)
 	r->talk = r->rank == 0 && !r->cfg->quiet;
 	const struct commit *from;
 	int rc = hora_run_dist_optim(r);
-	if (!rc && r->several)
-		rc = hora_run_agree_job(r, &r->bar);
+	if (!rc && r->several && (rc = hora_run_agree_job(r, &r->bar)) == HORA_ERR_CONFIG &&
+	    r->es->slot[r->es->latest].valid) {
+		/* a joiner of another job (no commit of its own: it stops on this
+		 * error); the others re-form without it once it is gone */
+		HORA_LOGW("not admitting a worker: %s", r->err);
+		rc = -EAGAIN;
+	}
 	if (!rc)
 		rc = choose(r, root, &from);
 	if (!rc)
@@ -320,7 +325,7 @@ static void changes(struct run *r, const struct hora_comm_member *old, int n, ch
 
 int hora_elastic_recover(struct run *r, int rc)
 {
-	const double t0 = hora_clock_s(); /* the failure: the call that failed just returned */
+	const double t0 = r->t_step ? r->t_step : hora_clock_s(); /* the last step that ended */
 	if (fatal(rc) || (rc != HORA_ERR_VIEW && !view_changes(r)))
 		return rc;
 	const int64_t at = r->step;

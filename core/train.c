@@ -539,6 +539,7 @@ static int train_steps(struct run *r, struct hora_model_stats *st)
 			return rc;
 		r->pos += gn;
 		r->step++;
+		r->t_step = r->elastic ? hora_clock_s() : 0;
 		if ((rc = bar_stats(r, s, st, &shown)) || (r->elastic && (rc = hora_elastic_step_done(r, st))))
 			return rc;
 		if (r->pg.bar && r->talk)
