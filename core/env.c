@@ -80,6 +80,11 @@ const char *hora_env_timeline(void)
 	return env_get("HORA_TIMELINE");
 }
 
+const char *hora_env_launch_worker(void)
+{
+	return env_get("HORA_LAUNCH_WORKER");
+}
+
 int hora_env_progress(void)
 {
 	const char *v = env_get("HORA_PROGRESS");

@@ -38,6 +38,21 @@
 
 #define TAIL 8
 #define MAX_ARGS 64
+#define DEATHS 16 /* deaths of one worker kept for the elastic summary */
+
+/* One death of a worker, for the elastic summary. */
+enum death_kind {
+	DEATH_CASUALTY, /* died while the others went on (restarted or not) */
+	DEATH_LATE,     /* failed after training completed: the job failed */
+	DEATH_CULLED,   /* still running a grace period after training completed: killed */
+};
+struct death {
+	enum death_kind kind;
+	int status;         /* waitpid's */
+	double at_s;        /* since launch */
+	double restarted_s; /* since launch; < 0: not restarted */
+	int restart_no;     /* which restart that was (1..restart_limit) */
+};
 
 struct child {
 	pid_t pid;
@@ -51,6 +66,14 @@ struct child {
 	int status;
 	bool done;
 	bool bar; /* a progress bar line (\r updates) is open on the terminal */
+	/* elastic supervision (elastic_exits); seen..culled are per process,
+	 * restarts and deaths outlive a restart */
+	bool seen;   /* its exit has been handled */
+	bool at_end; /* it was running when training completed */
+	bool culled; /* the launcher killed it as a straggler */
+	int restarts;
+	int ndeaths; /* may exceed DEATHS: the first DEATHS are kept */
+	struct death death[DEATHS];
 };
 
 static volatile sig_atomic_t g_fwd;
@@ -160,6 +183,7 @@ struct launch {
 	struct hora_cluster_config cc;
 	bool local, netns;
 	const char *tpl; /* command template (ssh or a custom launcher) */
+	struct hora_elastic_config ec; /* train.elastic; ec.on only for a training job */
 	char self[PATH_MAX], cfgpath[PATH_MAX];
 };
 
@@ -233,7 +257,15 @@ static int check_file(struct launch *la)
 		fprintf(stderr, "hora launch: %s\n", err);
 		return 2;
 	}
-	if (!trains(la, nkeys))
+	if (tc.elastic.restart && !tc.elastic.on) {
+		fprintf(stderr, "hora launch: %s: train.elastic.restart: true needs elastic training, and "
+				"train.elastic.enabled is false (a restarted worker can only rejoin "
+				"workers that went on without it)\n", la->file);
+		return 2;
+	}
+	if (trains(la, nkeys))
+		la->ec = tc.elastic;
+	else
 		for (int i = 0; i < la->sets.n; i++)
 			if (hora_setarg_is_train(la->sets.arg[i])) {
 				fprintf(stderr, "hora launch: --set %s: train keys apply to a training job "
@@ -416,19 +448,220 @@ static void end_stragglers(struct child *ch, int n, double grace_s, double *fail
 		}
 }
 
+/* ---- elastic supervision (train.elastic.on) ------------------------------
+ * A worker that dies is a casualty, not the job's end: the others go on
+ * without it, and with restart it is started again. Training has completed
+ * when a worker exits 0; the ones running then must exit 0 too, and the ones
+ * still running a grace period later (stopped or hung) are killed. */
+
+struct elastic_run {
+	const struct hora_elastic_config *ec;
+	double grace_s;
+	double t0;      /* launch time (hora_clock_s) */
+	double done_at; /* when the first worker exited 0; < 0 before */
+	double stop_at; /* when a signal was forwarded (no more restarts); < 0 before */
+	double frozen_at; /* since when every running worker is stopped; < 0: not so */
+	bool culled;    /* the stragglers have been killed */
+	const char *cull_why; /* what they outlived by grace_s */
+};
+
+static const char *signame(int sig, char *buf, size_t cap)
+{
+	static const struct {
+		int sig;
+		const char *name;
+	} names[] = {{SIGHUP, "SIGHUP"},   {SIGINT, "SIGINT"},   {SIGQUIT, "SIGQUIT"}, {SIGILL, "SIGILL"},
+		     {SIGABRT, "SIGABRT"}, {SIGBUS, "SIGBUS"},   {SIGFPE, "SIGFPE"},   {SIGKILL, "SIGKILL"},
+		     {SIGUSR1, "SIGUSR1"}, {SIGSEGV, "SIGSEGV"}, {SIGUSR2, "SIGUSR2"}, {SIGPIPE, "SIGPIPE"},
+		     {SIGALRM, "SIGALRM"}, {SIGTERM, "SIGTERM"}, {SIGXCPU, "SIGXCPU"}};
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (names[i].sig == sig)
+			return names[i].name;
+	snprintf(buf, cap, "signal %d", sig);
+	return buf;
+}
+
+/* "was killed by SIGKILL" / "exited with status 3" */
+static void how(int st, char *out, size_t cap)
+{
+	char b[32];
+	if (WIFSIGNALED(st))
+		snprintf(out, cap, "was killed by %s", signame(WTERMSIG(st), b, sizeof(b)));
+	else
+		snprintf(out, cap, "exited with status %d", WEXITSTATUS(st));
+}
+
+static void print_tail(const struct child *c)
+{
+	int from = c->ntail > TAIL ? c->ntail - TAIL : 0;
+	for (int i = from; i < c->ntail; i++)
+		fprintf(stderr, "    %s\n", c->tail[i % TAIL]);
+}
+
+/* What is left in a dead worker's pipe, without waiting for a process that
+ * may still hold it open. */
+static void drain_dead(struct child *c)
+{
+	if (c->fd < 0)
+		return;
+	fcntl(c->fd, F_SETFL, fcntl(c->fd, F_GETFL) | O_NONBLOCK);
+	ssize_t r;
+	while ((r = read(c->fd, c->buf + c->have, sizeof(c->buf) - c->have)) > 0) {
+		c->have += (size_t)r;
+		drain(c, false);
+	}
+	drain(c, true);
+	close(c->fd);
+	c->fd = -1;
+}
+
+/* Start worker c->g again with the same command line, keeping its history.
+ * 1 when it runs again, 0 when it could not be started (named). */
+static int restart_worker(const struct launch *la, struct elastic_run *er, struct child *c)
+{
+	drain_dead(c);
+	struct child keep = *c;
+	if (start_worker(la, c->g, c)) {
+		*c = keep;
+		return 0;
+	}
+	c->restarts = keep.restarts + 1;
+	c->ndeaths = keep.ndeaths;
+	memcpy(c->death, keep.death, sizeof(c->death));
+	if (c->ndeaths <= DEATHS) {
+		c->death[c->ndeaths - 1].restarted_s = hora_clock_s() - er->t0;
+		c->death[c->ndeaths - 1].restart_no = c->restarts;
+	}
+	fprintf(stderr, "hora launch: restarted worker %d on %s (%d of %d restarts)\n", c->g, c->host,
+		c->restarts, er->ec->restart_limit);
+	return !c->done;
+}
+
+/* Worker c has just exited: record what it means; with restart, start it
+ * again. Returns 1 when it runs again. */
+static int elastic_exit(const struct launch *la, struct elastic_run *er, struct child *ch, int n,
+			struct child *c)
+{
+	const double now = hora_clock_s();
+	c->seen = true;
+	if (WIFEXITED(c->status) && WEXITSTATUS(c->status) == 0) {
+		if (er->done_at < 0) { /* training completed: who is running now must finish */
+			er->done_at = now;
+			for (int g = 0; g < n; g++)
+				ch[g].at_end = !ch[g].done || &ch[g] == c;
+		}
+		return 0;
+	}
+	const enum death_kind kind = c->culled ? DEATH_CULLED : c->at_end ? DEATH_LATE : DEATH_CASUALTY;
+	if (c->ndeaths < DEATHS)
+		c->death[c->ndeaths] = (struct death){.kind = kind, .status = c->status,
+						      .at_s = now - er->t0, .restarted_s = -1};
+	c->ndeaths++;
+	if (kind == DEATH_CULLED)
+		return 0;
+	char h[64];
+	how(c->status, h, sizeof(h));
+	const bool again = kind == DEATH_CASUALTY && er->ec->restart && er->stop_at < 0 &&
+			   c->restarts < er->ec->restart_limit;
+	fprintf(stderr, "hora launch: worker %d on %s %s at %.1f s%s; last lines:\n", c->g, c->host, h,
+		now - er->t0, kind == DEATH_LATE ? ", after training completed" :
+			      again ? "; restarting it" :
+			      er->ec->restart && er->stop_at < 0 ? "; no restarts left, the others go on without it" :
+			      "; the others go on without it");
+	print_tail(c);
+	return again ? restart_worker(la, er, c) : 0;
+}
+
+/* Handle every exit reap() found; returns how many workers run again. */
+static int elastic_exits(const struct launch *la, struct elastic_run *er, struct child *ch, int n)
+{
+	int again = 0;
+	for (int g = 0; g < n; g++)
+		if (ch[g].done && !ch[g].seen)
+			again += elastic_exit(la, er, ch, n, &ch[g]);
+	return again;
+}
+
+/* Whether process pid is stopped (SIGSTOP, a debugger): state T or t in
+ * /proc/PID/stat. Under launcher netns, `ip netns exec` runs the worker in
+ * its own process; under ssh or a template the child is the shell, never
+ * seen stopped. */
+static bool is_stopped(pid_t pid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return false;
+	size_t r = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[r] = 0;
+	const char *p = strrchr(buf, ')'); /* the name may hold spaces and ')' */
+	return p && p[1] == ' ' && (p[2] == 'T' || p[2] == 't');
+}
+
+/* What the stragglers are given grace_s after (NULL: nothing yet): training
+ * completed, a signal was forwarded, or every worker still running is
+ * stopped (nobody left to go on with). */
+static const char *cull_reason(struct elastic_run *er, const struct child *ch, int n, double now)
+{
+	if (er->done_at >= 0 && now - er->done_at >= er->grace_s)
+		return "training completed";
+	if (er->stop_at >= 0 && now - er->stop_at >= er->grace_s)
+		return "the launcher forwarded a signal";
+	bool all = true;
+	for (int g = 0; g < n && all; g++)
+		if (!ch[g].done && ch[g].pid > 0)
+			all = is_stopped(ch[g].pid);
+	if (!all) {
+		er->frozen_at = -1;
+		return NULL;
+	}
+	if (er->frozen_at < 0)
+		er->frozen_at = now;
+	return now - er->frozen_at >= er->grace_s ? "the workers not stopped exited" : NULL;
+}
+
+/* grace_s after training completed (or a signal, or all running workers
+ * stopped), SIGKILL the workers still running (a stopped worker the others
+ * dropped, a hung one), naming each (once). */
+static void elastic_stragglers(struct elastic_run *er, struct child *ch, int n)
+{
+	if (er->culled || !(er->cull_why = cull_reason(er, ch, n, hora_clock_s())))
+		return;
+	er->culled = true;
+	for (int g = 0; g < n; g++)
+		if (!ch[g].done && ch[g].pid > 0) {
+			fprintf(stderr, "hora launch: worker %d on %s is still running %.1f s after %s "
+					"(stopped or hung?): killing it (SIGKILL)\n",
+				g, ch[g].host, er->grace_s, er->cull_why);
+			ch[g].culled = true;
+			kill(ch[g].pid, SIGKILL); /* works on a stopped process too */
+		}
+}
+
 /* Relay output and signals until every worker has exited; grace_s after
- * a worker failed, end the others (end_stragglers). */
-static void supervise(struct child *ch, int n, int running, double grace_s)
+ * a worker failed, end the others (end_stragglers). With er (elastic), a
+ * worker's death ends no one: elastic_exits, elastic_stragglers. */
+static void supervise(const struct launch *la, struct child *ch, int n, int running, double grace_s,
+		      struct elastic_run *er)
 {
 	struct pollfd *pf = calloc((size_t)n, sizeof(*pf));
 	double failed_at = -1;
 	bool killed = false;
 	while (running) {
-		if (g_fwd)
+		if (g_fwd) {
 			forward_signal(ch, n, running);
+			if (er && er->stop_at < 0)
+				er->stop_at = hora_clock_s();
+		}
 		int np = pf ? pump_output(ch, n, pf) : 0;
 		running -= reap(ch, n);
-		if (running)
+		if (er)
+			running += elastic_exits(la, er, ch, n);
+		if (running && er)
+			elastic_stragglers(er, ch, n);
+		else if (running)
 			end_stragglers(ch, n, grace_s, &failed_at, &killed);
 		if (!np && running)
 			usleep(50000);
@@ -444,6 +677,60 @@ static void supervise(struct child *ch, int n, int running, double grace_s)
 			drain(&ch[g], true);
 			close(ch[g].fd);
 		}
+}
+
+/* One clause of the summary for death d of worker c. */
+static void death_clause(const struct elastic_run *er, const struct child *c, const struct death *d,
+			 char *out, size_t cap)
+{
+	char h[64];
+	how(d->status, h, sizeof(h));
+	int k = snprintf(out, cap, "worker %d (%s) %s at %.1f s", c->g, c->host, h, d->at_s);
+	if (k < 0 || (size_t)k >= cap)
+		return;
+	out += k, cap -= (size_t)k;
+	if (d->kind == DEATH_LATE)
+		snprintf(out, cap, ", after training completed");
+	else if (d->kind == DEATH_CULLED)
+		snprintf(out, cap, " (still running %.1f s after %s: stopped or hung?)", er->grace_s, er->cull_why);
+	else if (d->restarted_s >= 0)
+		snprintf(out, cap, " and restarted at %.1f s (%d of %d restarts)", d->restarted_s, d->restart_no,
+			 er->ec->restart_limit);
+	else if (er->ec->restart && c->restarts >= er->ec->restart_limit)
+		snprintf(out, cap, " (no restarts left: %d of %d used)", c->restarts, er->ec->restart_limit);
+}
+
+/* The elastic outcome: 0 when training completed (a worker exited 0 and so
+ * did every worker running then, stragglers killed after it aside), else 1.
+ * Prints one summary line naming every death. */
+static int elastic_report(const struct elastic_run *er, const struct child *ch, int n)
+{
+	int completed = 0, late = 0, deaths = 0;
+	for (int g = 0; g < n; g++) {
+		completed += WIFEXITED(ch[g].status) && WEXITSTATUS(ch[g].status) == 0;
+		for (int i = 0; i < ch[g].ndeaths && i < DEATHS; i++)
+			late += ch[g].death[i].kind == DEATH_LATE;
+		deaths += ch[g].ndeaths;
+	}
+	const bool ok = er->done_at >= 0 && !late;
+	if (ok)
+		printf("hora launch: training completed by %d worker%s", completed, completed == 1 ? "" : "s");
+	else if (er->done_at < 0)
+		printf("hora launch: training did not complete (no worker exited 0)");
+	else
+		printf("hora launch: training did not complete (%d worker%s failed after it completed)", late,
+		       late == 1 ? "" : "s");
+	for (int g = 0; g < n; g++) {
+		for (int i = 0; i < ch[g].ndeaths && i < DEATHS; i++) {
+			char clause[512];
+			death_clause(er, &ch[g], &ch[g].death[i], clause, sizeof(clause));
+			printf("; %s", clause);
+		}
+		if (ch[g].ndeaths > DEATHS)
+			printf("; worker %d (%s) died %d more times", g, ch[g].host, ch[g].ndeaths - DEATHS);
+	}
+	printf(deaths ? "\n" : "; no worker died\n");
+	return ok ? 0 : 1;
 }
 
 /* Name each failed worker with its last lines; returns how many failed. */
@@ -488,6 +775,12 @@ int hora_cmd_launch(int argc, char **argv)
 		goto out;
 	}
 	la->self[sl] = 0;
+	const char *hook = hora_env_launch_worker();
+	if (hook) {
+		fprintf(stderr, "hora launch: HORA_LAUNCH_WORKER=%s runs instead of hora worker "
+				"(a test hook)\n", hook);
+		snprintf(la->self, sizeof(la->self), "%s", hook);
+	}
 	const int n = hora_cluster_size(&la->cc);
 	struct child *ch = calloc((size_t)n, sizeof(*ch));
 	if (!ch) {
@@ -503,10 +796,15 @@ int hora_cmd_launch(int argc, char **argv)
 	printf("hora launch: %s: %d workers on %d node(s), launcher %s\n", la->cc.name, n,
 	       la->cc.nnodes, la->cc.launcher);
 	fflush(stdout);
+	const int sus_ms = la->cc.membership.suspect_timeout_ms; /* the file's, with every --set */
+	const double grace_s = 2.0 * (sus_ms > 0 ? sus_ms : 1000) / 1e3 + 3.0;
+	struct elastic_run er = {.ec = &la->ec, .grace_s = grace_s, .t0 = hora_clock_s(), .done_at = -1,
+				 .stop_at = -1, .frozen_at = -1};
 	int started = 0;
 	while (started < n && !start_worker(la, started, &ch[started]))
 		started++;
 	if (started < n) { /* no pipe: stop the ones already started */
+		er.stop_at = hora_clock_s(); /* no restarts of the ones stopped here */
 		for (int g = 0; g < started; g++)
 			if (ch[g].pid > 0)
 				kill(ch[g].pid, SIGTERM);
@@ -517,9 +815,13 @@ int hora_cmd_launch(int argc, char **argv)
 	int running = 0;
 	for (int g = 0; g < n; g++)
 		running += !ch[g].done;
-	const int sus_ms = la->cc.membership.suspect_timeout_ms; /* the file's, with every --set */
-	supervise(ch, n, running, 2.0 * (sus_ms > 0 ? sus_ms : 1000) / 1e3 + 3.0);
-	rc = report(ch, n) ? 1 : 0;
+	if (la->ec.on) {
+		supervise(la, ch, n, running, grace_s, &er);
+		rc = elastic_report(&er, ch, n);
+	} else {
+		supervise(la, ch, n, running, grace_s, NULL);
+		rc = report(ch, n) ? 1 : 0;
+	}
 	free(ch);
 out:
 	free(la);
