@@ -561,6 +561,8 @@ static int elastic_exit(const struct launch *la, struct elastic_run *er, struct 
 		return 0;
 	char h[64];
 	how(c->status, h, sizeof(h));
+	if (g_fwd && er->stop_at < 0) /* a signal not forwarded yet (Ctrl-C reaches the workers too) */
+		er->stop_at = now;
 	const bool again = kind == DEATH_CASUALTY && er->ec->restart && er->stop_at < 0 &&
 			   c->restarts < er->ec->restart_limit;
 	fprintf(stderr, "hora launch: worker %d on %s %s at %.1f s%s; last lines:\n", c->g, c->host, h,

@@ -28,7 +28,7 @@ _wait() { # _wait TEST...: poll until TEST holds, 60 s at most
   echo "standin $G: gave up waiting for: $*"; exit 99
 }
 waitfor() { _wait test -e "$D/$1"; }
-_gone() { ! kill -0 "$(cat "$D/pid.$1")" 2>/dev/null; }
+_gone() { [[ -e $D/pid.$1 ]] && ! kill -0 "$(cat "$D/pid.$1")" 2>/dev/null; }
 waitgone() { _wait _gone "$1"; }
 _stopped() { [[ $(sed 's/.*) //' "/proc/$(cat "$D/pid.$1")/stat" 2>/dev/null | cut -c1) == T ]]; }
 waitstopped() { _wait _stopped "$1"; }
