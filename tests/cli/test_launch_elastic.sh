@@ -122,7 +122,8 @@ launch "$T/re.yaml"; rc=$?
   && [[ $(runs 1) == 3 && $(runs 0) == 1 && $(runs 2) == 1 && $(runs 3) == 1 ]] \
   && grep -q '^\[1 127\.0\.0\.1\] standin 1 run 3: ' "$T/out" \
   && grep -q "hora launch: restarted worker 1 on 127.0.0.1 (2 of 2 restarts)" "$T/out"
-check "restart: a dead worker is restarted at most restart_limit (2) times, the others never (rc=$rc, runs $(runs 0) $(runs 1) $(runs 2) $(runs 3))" $?
+ok=$?; r="$(runs 0) $(runs 1) $(runs 2) $(runs 3)" # (a command substitution in check's arguments would reset $?)
+check "restart: a dead worker is restarted at most restart_limit (2) times, the others never (rc=$rc, runs $r)" $ok
 
 # 6. restart of a worker that then completes with the others: exit 0
 fresh
