@@ -17,13 +17,24 @@
  * stop them) to exit on their own; the ones still running then (a stopped or
  * hung process) are killed (SIGKILL, by PID: only processes this launcher
  * started), each named.
+ *
+ * With train.elastic on (a training job), a worker that dies is a casualty:
+ * no one is ended for it, and with train.elastic.restart it is started again
+ * with the same command line (any launcher: the same exec or template), at
+ * most restart_limit times, never after exiting 0, once training completed
+ * or once a signal came. Training has completed when a worker exits 0; the
+ * job exits 0 if then every worker running at that moment exits 0; those
+ * still running the grace period later (stopped or hung: dropped by the
+ * others) are killed by PID and named, without failing the job. One summary
+ * line names every death, how and when (core/cli/README.md has its format).
+ * HORA_LAUNCH_WORKER (a test hook, core/env.c) runs another program instead
+ * of this executable, for tests with stand-in workers.
  */
+#include "launch.h"
+
 #include "cli.h"
-#include "net/util/clock.h"
-#include "cluster.h"
 #include "env.h"
-#include "hora.h"
-#include "setarg.h"
+#include "net/util/clock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -35,46 +46,6 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#define TAIL 8
-#define MAX_ARGS 64
-#define DEATHS 16 /* deaths of one worker kept for the elastic summary */
-
-/* One death of a worker, for the elastic summary. */
-enum death_kind {
-	DEATH_CASUALTY, /* died while the others went on (restarted or not) */
-	DEATH_LATE,     /* failed after training completed: the job failed */
-	DEATH_CULLED,   /* still running a grace period after training completed: killed */
-};
-struct death {
-	enum death_kind kind;
-	int status;         /* waitpid's */
-	double at_s;        /* since launch */
-	double restarted_s; /* since launch; < 0: not restarted */
-	int restart_no;     /* which restart that was (1..restart_limit) */
-};
-
-struct child {
-	pid_t pid;
-	int fd;
-	int g;
-	const char *host;
-	char buf[4096];
-	size_t have;
-	char tail[TAIL][256];
-	int ntail;
-	int status;
-	bool done;
-	bool bar; /* a progress bar line (\r updates) is open on the terminal */
-	/* elastic supervision (elastic_exits); seen..culled are per process,
-	 * restarts and deaths outlive a restart */
-	bool seen;   /* its exit has been handled */
-	bool at_end; /* it was running when training completed */
-	bool culled; /* the launcher killed it as a straggler */
-	int restarts;
-	int ndeaths; /* may exceed DEATHS: the first DEATHS are kept */
-	struct death death[DEATHS];
-};
 
 static volatile sig_atomic_t g_fwd;
 
@@ -124,16 +95,16 @@ static void fill(char *out, size_t cap, const char *tpl, const char *host, const
 	out[k] = 0;
 }
 
-static void emit(struct child *c, const char *line)
+static void emit(struct launch_child *c, const char *line)
 {
 	printf("[%d %s] %s\n", c->g, c->host, line);
-	snprintf(c->tail[c->ntail % TAIL], sizeof(c->tail[0]), "%.255s", line);
+	snprintf(c->tail[c->ntail % LAUNCH_TAIL], sizeof(c->tail[0]), "%.255s", line);
 	c->ntail++;
 }
 
 /* Lines go out prefixed; a progress bar (segments ending in \r) is redrawn
  * in place, prefixed too. */
-static void drain(struct child *c, bool eof)
+void launch_drain(struct launch_child *c, bool eof)
 {
 	for (;;) {
 		char *nl = memchr(c->buf, '\n', c->have), *cr = memchr(c->buf, '\r', c->have);
@@ -175,18 +146,6 @@ static void usage(FILE *f)
 		   "  e.g. hora launch deploy/clusters/local.yaml -- --until-full-view\n");
 }
 
-struct launch {
-	const char *file;
-	struct hora_setargs sets;
-	int extra, argc; /* argv[extra..argc) go to every worker after "--" */
-	char **argv;
-	struct hora_cluster_config cc;
-	bool local, netns;
-	const char *tpl; /* command template (ssh or a custom launcher) */
-	struct hora_elastic_config ec; /* train.elastic; ec.on only for a training job */
-	char self[PATH_MAX], cfgpath[PATH_MAX];
-};
-
 /* argv: FILE [--set K=V]... [-- ARGS...]. 0, 2 (bad usage) or -1 (help). */
 static int parse_args(struct launch *la, int argc, char **argv)
 {
@@ -215,9 +174,9 @@ static int parse_args(struct launch *la, int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	if (argc - la->extra > MAX_ARGS) {
+	if (argc - la->extra > LAUNCH_MAX_ARGS) {
 		fprintf(stderr, "hora launch: at most %d worker arguments after '--' (got %d)\n",
-			MAX_ARGS, argc - la->extra);
+			LAUNCH_MAX_ARGS, argc - la->extra);
 		return 2;
 	}
 	return 0;
@@ -318,13 +277,13 @@ static int worker_args(const struct launch *la, const struct hora_cluster_node *
 }
 
 /* Fork worker g with its output on a pipe into ch. 0, or 1 (pipe failed). */
-static int start_worker(const struct launch *la, int g, struct child *ch)
+int launch_start_worker(const struct launch *la, int g, struct launch_child *ch)
 {
 	int local_i, k = hora_cluster_locate(&la->cc, g, &local_i);
 	const struct hora_cluster_node *node = &la->cc.nodes[k];
 	char gs[16];
 	snprintf(gs, sizeof(gs), "%d", g);
-	const char *args[HORA_SETARG_MAX * 2 + MAX_ARGS + 16];
+	const char *args[HORA_SETARG_MAX * 2 + LAUNCH_MAX_ARGS + 16];
 	int na = worker_args(la, node, gs, args, (int)(sizeof(args) / sizeof(args[0])));
 	char cmd[8192] = "", line[16384];
 	if (!la->local && !la->netns) { /* a remote shell command line */
@@ -355,7 +314,7 @@ static int start_worker(const struct launch *la, int g, struct child *ch)
 		_exit(127);
 	}
 	close(pfd[1]);
-	*ch = (struct child){.pid = pid, .fd = pfd[0], .g = g, .host = node->host};
+	*ch = (struct launch_child){.pid = pid, .fd = pfd[0], .g = g, .host = node->host};
 	if (pid < 0) {
 		ch->done = true;
 		ch->status = 127 << 8;
@@ -363,7 +322,7 @@ static int start_worker(const struct launch *la, int g, struct child *ch)
 	return 0;
 }
 
-static void forward_signal(struct child *ch, int n, int running)
+static void forward_signal(struct launch_child *ch, int n, int running)
 {
 	int sig = g_fwd;
 	g_fwd = 0;
@@ -375,7 +334,7 @@ static void forward_signal(struct child *ch, int n, int running)
 
 /* Read what is ready on each child's pipe (poll up to 200 ms); returns how
  * many pipes are still open. */
-static int pump_output(struct child *ch, int n, struct pollfd *pf)
+static int pump_output(struct launch_child *ch, int n, struct pollfd *pf)
 {
 	int np = 0;
 	for (int g = 0; g < n; g++)
@@ -392,9 +351,9 @@ static int pump_output(struct child *ch, int n, struct pollfd *pf)
 		ssize_t r = read(ch[g].fd, ch[g].buf + ch[g].have, sizeof(ch[g].buf) - ch[g].have);
 		if (r > 0) {
 			ch[g].have += (size_t)r;
-			drain(&ch[g], false);
+			launch_drain(&ch[g], false);
 		} else if (r == 0 || (errno != EINTR && errno != EAGAIN)) {
-			drain(&ch[g], true);
+			launch_drain(&ch[g], true);
 			close(ch[g].fd);
 			ch[g].fd = -1;
 		}
@@ -403,7 +362,7 @@ static int pump_output(struct child *ch, int n, struct pollfd *pf)
 }
 
 /* Reap exited children; returns how many. */
-static int reap(struct child *ch, int n)
+static int reap(struct launch_child *ch, int n)
 {
 	int st, reaped = 0;
 	pid_t p;
@@ -417,14 +376,14 @@ static int reap(struct child *ch, int n)
 	return reaped;
 }
 
-static bool failed(const struct child *c)
+static bool failed(const struct launch_child *c)
 {
 	return c->done && !(WIFEXITED(c->status) && WEXITSTATUS(c->status) == 0);
 }
 
 /* grace_s after the first failure, SIGKILL the workers still running,
  * naming each (once). */
-static void end_stragglers(struct child *ch, int n, double grace_s, double *failed_at, bool *killed)
+static void end_stragglers(struct launch_child *ch, int n, double grace_s, double *failed_at, bool *killed)
 {
 	if (*killed)
 		return;
@@ -448,205 +407,11 @@ static void end_stragglers(struct child *ch, int n, double grace_s, double *fail
 		}
 }
 
-/* ---- elastic supervision (train.elastic.on) ------------------------------
- * A worker that dies is a casualty, not the job's end: the others go on
- * without it, and with restart it is started again. Training has completed
- * when a worker exits 0; the ones running then must exit 0 too, and the ones
- * still running a grace period later (stopped or hung) are killed. */
-
-struct elastic_run {
-	const struct hora_elastic_config *ec;
-	double grace_s;
-	double t0;      /* launch time (hora_clock_s) */
-	double done_at; /* when the first worker exited 0; < 0 before */
-	double stop_at; /* when a signal was forwarded (no more restarts); < 0 before */
-	double frozen_at; /* since when every running worker is stopped; < 0: not so */
-	bool culled;    /* the stragglers have been killed */
-	const char *cull_why; /* what they outlived by grace_s */
-};
-
-static const char *signame(int sig, char *buf, size_t cap)
-{
-	static const struct {
-		int sig;
-		const char *name;
-	} names[] = {{SIGHUP, "SIGHUP"},   {SIGINT, "SIGINT"},   {SIGQUIT, "SIGQUIT"}, {SIGILL, "SIGILL"},
-		     {SIGABRT, "SIGABRT"}, {SIGBUS, "SIGBUS"},   {SIGFPE, "SIGFPE"},   {SIGKILL, "SIGKILL"},
-		     {SIGUSR1, "SIGUSR1"}, {SIGSEGV, "SIGSEGV"}, {SIGUSR2, "SIGUSR2"}, {SIGPIPE, "SIGPIPE"},
-		     {SIGALRM, "SIGALRM"}, {SIGTERM, "SIGTERM"}, {SIGXCPU, "SIGXCPU"}};
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-		if (names[i].sig == sig)
-			return names[i].name;
-	snprintf(buf, cap, "signal %d", sig);
-	return buf;
-}
-
-/* "was killed by SIGKILL" / "exited with status 3" */
-static void how(int st, char *out, size_t cap)
-{
-	char b[32];
-	if (WIFSIGNALED(st))
-		snprintf(out, cap, "was killed by %s", signame(WTERMSIG(st), b, sizeof(b)));
-	else
-		snprintf(out, cap, "exited with status %d", WEXITSTATUS(st));
-}
-
-static void print_tail(const struct child *c)
-{
-	int from = c->ntail > TAIL ? c->ntail - TAIL : 0;
-	for (int i = from; i < c->ntail; i++)
-		fprintf(stderr, "    %s\n", c->tail[i % TAIL]);
-}
-
-/* What is left in a dead worker's pipe, without waiting for a process that
- * may still hold it open. */
-static void drain_dead(struct child *c)
-{
-	if (c->fd < 0)
-		return;
-	fcntl(c->fd, F_SETFL, fcntl(c->fd, F_GETFL) | O_NONBLOCK);
-	ssize_t r;
-	while ((r = read(c->fd, c->buf + c->have, sizeof(c->buf) - c->have)) > 0) {
-		c->have += (size_t)r;
-		drain(c, false);
-	}
-	drain(c, true);
-	close(c->fd);
-	c->fd = -1;
-}
-
-/* Start worker c->g again with the same command line, keeping its history.
- * 1 when it runs again, 0 when it could not be started (named). */
-static int restart_worker(const struct launch *la, struct elastic_run *er, struct child *c)
-{
-	drain_dead(c);
-	struct child keep = *c;
-	if (start_worker(la, c->g, c)) {
-		*c = keep;
-		return 0;
-	}
-	c->restarts = keep.restarts + 1;
-	c->ndeaths = keep.ndeaths;
-	memcpy(c->death, keep.death, sizeof(c->death));
-	if (c->ndeaths <= DEATHS) {
-		c->death[c->ndeaths - 1].restarted_s = hora_clock_s() - er->t0;
-		c->death[c->ndeaths - 1].restart_no = c->restarts;
-	}
-	fprintf(stderr, "hora launch: restarted worker %d on %s (%d of %d restarts)\n", c->g, c->host,
-		c->restarts, er->ec->restart_limit);
-	return !c->done;
-}
-
-/* Worker c has just exited: record what it means; with restart, start it
- * again. Returns 1 when it runs again. */
-static int elastic_exit(const struct launch *la, struct elastic_run *er, struct child *ch, int n,
-			struct child *c)
-{
-	const double now = hora_clock_s();
-	c->seen = true;
-	if (WIFEXITED(c->status) && WEXITSTATUS(c->status) == 0) {
-		if (er->done_at < 0) { /* training completed: who is running now must finish */
-			er->done_at = now;
-			for (int g = 0; g < n; g++)
-				ch[g].at_end = !ch[g].done || &ch[g] == c;
-		}
-		return 0;
-	}
-	const enum death_kind kind = c->culled ? DEATH_CULLED : c->at_end ? DEATH_LATE : DEATH_CASUALTY;
-	if (c->ndeaths < DEATHS)
-		c->death[c->ndeaths] = (struct death){.kind = kind, .status = c->status,
-						      .at_s = now - er->t0, .restarted_s = -1};
-	c->ndeaths++;
-	if (kind == DEATH_CULLED)
-		return 0;
-	char h[64];
-	how(c->status, h, sizeof(h));
-	if (g_fwd && er->stop_at < 0) /* a signal not forwarded yet (Ctrl-C reaches the workers too) */
-		er->stop_at = now;
-	const bool again = kind == DEATH_CASUALTY && er->ec->restart && er->stop_at < 0 &&
-			   c->restarts < er->ec->restart_limit;
-	fprintf(stderr, "hora launch: worker %d on %s %s at %.1f s%s; last lines:\n", c->g, c->host, h,
-		now - er->t0, kind == DEATH_LATE ? ", after training completed" :
-			      again ? "; restarting it" :
-			      er->ec->restart && er->stop_at < 0 ? "; no restarts left, the others go on without it" :
-			      "; the others go on without it");
-	print_tail(c);
-	return again ? restart_worker(la, er, c) : 0;
-}
-
-/* Handle every exit reap() found; returns how many workers run again. */
-static int elastic_exits(const struct launch *la, struct elastic_run *er, struct child *ch, int n)
-{
-	int again = 0;
-	for (int g = 0; g < n; g++)
-		if (ch[g].done && !ch[g].seen)
-			again += elastic_exit(la, er, ch, n, &ch[g]);
-	return again;
-}
-
-/* Whether process pid is stopped (SIGSTOP, a debugger): state T or t in
- * /proc/PID/stat. Under launcher netns, `ip netns exec` runs the worker in
- * its own process; under ssh or a template the child is the shell, never
- * seen stopped. */
-static bool is_stopped(pid_t pid)
-{
-	char path[64], buf[512];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	FILE *f = fopen(path, "r");
-	if (!f)
-		return false;
-	size_t r = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[r] = 0;
-	const char *p = strrchr(buf, ')'); /* the name may hold spaces and ')' */
-	return p && p[1] == ' ' && (p[2] == 'T' || p[2] == 't');
-}
-
-/* What the stragglers are given grace_s after (NULL: nothing yet): training
- * completed, a signal was forwarded, or every worker still running is
- * stopped (nobody left to go on with). */
-static const char *cull_reason(struct elastic_run *er, const struct child *ch, int n, double now)
-{
-	if (er->done_at >= 0 && now - er->done_at >= er->grace_s)
-		return "training completed";
-	if (er->stop_at >= 0 && now - er->stop_at >= er->grace_s)
-		return "the launcher forwarded a signal";
-	bool all = true;
-	for (int g = 0; g < n && all; g++)
-		if (!ch[g].done && ch[g].pid > 0)
-			all = is_stopped(ch[g].pid);
-	if (!all) {
-		er->frozen_at = -1;
-		return NULL;
-	}
-	if (er->frozen_at < 0)
-		er->frozen_at = now;
-	return now - er->frozen_at >= er->grace_s ? "the workers not stopped exited" : NULL;
-}
-
-/* grace_s after training completed (or a signal, or all running workers
- * stopped), SIGKILL the workers still running (a stopped worker the others
- * dropped, a hung one), naming each (once). */
-static void elastic_stragglers(struct elastic_run *er, struct child *ch, int n)
-{
-	if (er->culled || !(er->cull_why = cull_reason(er, ch, n, hora_clock_s())))
-		return;
-	er->culled = true;
-	for (int g = 0; g < n; g++)
-		if (!ch[g].done && ch[g].pid > 0) {
-			fprintf(stderr, "hora launch: worker %d on %s is still running %.1f s after %s "
-					"(stopped or hung?): killing it (SIGKILL)\n",
-				g, ch[g].host, er->grace_s, er->cull_why);
-			ch[g].culled = true;
-			kill(ch[g].pid, SIGKILL); /* works on a stopped process too */
-		}
-}
-
 /* Relay output and signals until every worker has exited; grace_s after
  * a worker failed, end the others (end_stragglers). With er (elastic), a
  * worker's death ends no one: elastic_exits, elastic_stragglers. */
-static void supervise(const struct launch *la, struct child *ch, int n, int running, double grace_s,
-		      struct elastic_run *er)
+static void supervise(const struct launch *la, struct launch_child *ch, int n, int running, double grace_s,
+		      struct launch_elastic *er)
 {
 	struct pollfd *pf = calloc((size_t)n, sizeof(*pf));
 	double failed_at = -1;
@@ -660,9 +425,9 @@ static void supervise(const struct launch *la, struct child *ch, int n, int runn
 		int np = pf ? pump_output(ch, n, pf) : 0;
 		running -= reap(ch, n);
 		if (er)
-			running += elastic_exits(la, er, ch, n);
+			running += launch_elastic_exits(la, er, ch, n, g_fwd != 0);
 		if (running && er)
-			elastic_stragglers(er, ch, n);
+			launch_elastic_stragglers(er, ch, n);
 		else if (running)
 			end_stragglers(ch, n, grace_s, &failed_at, &killed);
 		if (!np && running)
@@ -674,69 +439,15 @@ static void supervise(const struct launch *la, struct child *ch, int n, int runn
 			ssize_t r;
 			while ((r = read(ch[g].fd, ch[g].buf + ch[g].have, sizeof(ch[g].buf) - ch[g].have)) > 0) {
 				ch[g].have += (size_t)r;
-				drain(&ch[g], false);
+				launch_drain(&ch[g], false);
 			}
-			drain(&ch[g], true);
+			launch_drain(&ch[g], true);
 			close(ch[g].fd);
 		}
 }
 
-/* One clause of the summary for death d of worker c. */
-static void death_clause(const struct elastic_run *er, const struct child *c, const struct death *d,
-			 char *out, size_t cap)
-{
-	char h[64];
-	how(d->status, h, sizeof(h));
-	int k = snprintf(out, cap, "worker %d (%s) %s at %.1f s", c->g, c->host, h, d->at_s);
-	if (k < 0 || (size_t)k >= cap)
-		return;
-	out += k, cap -= (size_t)k;
-	if (d->kind == DEATH_LATE)
-		snprintf(out, cap, ", after training completed");
-	else if (d->kind == DEATH_CULLED)
-		snprintf(out, cap, " (still running %.1f s after %s: stopped or hung?)", er->grace_s, er->cull_why);
-	else if (d->restarted_s >= 0)
-		snprintf(out, cap, " and restarted at %.1f s (%d of %d restarts)", d->restarted_s, d->restart_no,
-			 er->ec->restart_limit);
-	else if (er->ec->restart && c->restarts >= er->ec->restart_limit)
-		snprintf(out, cap, " (no restarts left: %d of %d used)", c->restarts, er->ec->restart_limit);
-}
-
-/* The elastic outcome: 0 when training completed (a worker exited 0 and so
- * did every worker running then, stragglers killed after it aside), else 1.
- * Prints one summary line naming every death. */
-static int elastic_report(const struct elastic_run *er, const struct child *ch, int n)
-{
-	int completed = 0, late = 0, deaths = 0;
-	for (int g = 0; g < n; g++) {
-		completed += WIFEXITED(ch[g].status) && WEXITSTATUS(ch[g].status) == 0;
-		for (int i = 0; i < ch[g].ndeaths && i < DEATHS; i++)
-			late += ch[g].death[i].kind == DEATH_LATE;
-		deaths += ch[g].ndeaths;
-	}
-	const bool ok = er->done_at >= 0 && !late;
-	if (ok)
-		printf("hora launch: training completed by %d worker%s", completed, completed == 1 ? "" : "s");
-	else if (er->done_at < 0)
-		printf("hora launch: training did not complete (no worker exited 0)");
-	else
-		printf("hora launch: training did not complete (%d worker%s failed after it completed)", late,
-		       late == 1 ? "" : "s");
-	for (int g = 0; g < n; g++) {
-		for (int i = 0; i < ch[g].ndeaths && i < DEATHS; i++) {
-			char clause[512];
-			death_clause(er, &ch[g], &ch[g].death[i], clause, sizeof(clause));
-			printf("; %s", clause);
-		}
-		if (ch[g].ndeaths > DEATHS)
-			printf("; worker %d (%s) died %d more times", g, ch[g].host, ch[g].ndeaths - DEATHS);
-	}
-	printf(deaths ? "\n" : "; no worker died\n");
-	return ok ? 0 : 1;
-}
-
 /* Name each failed worker with its last lines; returns how many failed. */
-static int report(const struct child *ch, int n)
+static int report(const struct launch_child *ch, int n)
 {
 	int failed = 0;
 	for (int g = 0; g < n; g++) {
@@ -750,9 +461,9 @@ static int report(const struct child *ch, int n)
 		else
 			fprintf(stderr, "hora launch: worker %d on %s exited with status %d; last lines:\n",
 				g, ch[g].host, WEXITSTATUS(st));
-		int from = ch[g].ntail > TAIL ? ch[g].ntail - TAIL : 0;
+		int from = ch[g].ntail > LAUNCH_TAIL ? ch[g].ntail - LAUNCH_TAIL : 0;
 		for (int i = from; i < ch[g].ntail; i++)
-			fprintf(stderr, "    %s\n", ch[g].tail[i % TAIL]);
+			fprintf(stderr, "    %s\n", ch[g].tail[i % LAUNCH_TAIL]);
 	}
 	printf("hora launch: %d of %d workers succeeded\n", n - failed, n);
 	return failed;
@@ -784,7 +495,7 @@ int hora_cmd_launch(int argc, char **argv)
 		snprintf(la->self, sizeof(la->self), "%s", hook);
 	}
 	const int n = hora_cluster_size(&la->cc);
-	struct child *ch = calloc((size_t)n, sizeof(*ch));
+	struct launch_child *ch = calloc((size_t)n, sizeof(*ch));
 	if (!ch) {
 		perror("hora launch");
 		rc = 1;
@@ -800,10 +511,10 @@ int hora_cmd_launch(int argc, char **argv)
 	fflush(stdout);
 	const int sus_ms = la->cc.membership.suspect_timeout_ms; /* the file's, with every --set */
 	const double grace_s = 2.0 * (sus_ms > 0 ? sus_ms : 1000) / 1e3 + 3.0;
-	struct elastic_run er = {.ec = &la->ec, .grace_s = grace_s, .t0 = hora_clock_s(), .done_at = -1,
+	struct launch_elastic er = {.ec = &la->ec, .grace_s = grace_s, .t0 = hora_clock_s(), .done_at = -1,
 				 .stop_at = -1, .frozen_at = -1};
 	int started = 0;
-	while (started < n && !start_worker(la, started, &ch[started]))
+	while (started < n && !launch_start_worker(la, started, &ch[started]))
 		started++;
 	if (started < n) { /* no pipe: stop the ones already started */
 		er.stop_at = hora_clock_s(); /* no restarts of the ones stopped here */
@@ -811,7 +522,7 @@ int hora_cmd_launch(int argc, char **argv)
 			if (ch[g].pid > 0)
 				kill(ch[g].pid, SIGTERM);
 		for (int g = started; g < n; g++)
-			ch[g] = (struct child){.fd = -1, .g = g, .done = true, .status = 127 << 8,
+			ch[g] = (struct launch_child){.fd = -1, .g = g, .done = true, .status = 127 << 8,
 					       .host = "-"};
 	}
 	int running = 0;
@@ -819,7 +530,7 @@ int hora_cmd_launch(int argc, char **argv)
 		running += !ch[g].done;
 	if (la->ec.on) {
 		supervise(la, ch, n, running, grace_s, &er);
-		rc = elastic_report(&er, ch, n);
+		rc = launch_elastic_report(&er, ch, n);
 	} else {
 		supervise(la, ch, n, running, grace_s, NULL);
 		rc = report(ch, n) ? 1 : 0;
