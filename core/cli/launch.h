@@ -18,9 +18,9 @@
 
 /* One death of a worker, for the elastic summary. */
 enum launch_death_kind {
-	DEATH_CASUALTY, /* died while the others went on (restarted or not) */
-	DEATH_LATE,     /* failed after training completed: the job failed */
-	DEATH_CULLED,   /* still running a grace period after training completed: killed */
+	LAUNCH_DEATH_CASUALTY, /* died while the others went on (restarted or not) */
+	LAUNCH_DEATH_LATE,     /* failed after training completed: the job failed */
+	LAUNCH_DEATH_CULLED,   /* still running a grace period after training completed: killed */
 };
 struct launch_death {
 	enum launch_death_kind kind;
@@ -72,7 +72,9 @@ struct launch_elastic {
 	const struct hora_elastic_config *ec;
 	double grace_s;
 	double t0;      /* launch time (hora_clock_s) */
-	double done_at; /* when the first worker exited 0; < 0 before */
+	double done_at; /* when the first worker exited 0 (training completed); < 0 before */
+	double last_exit; /* when a worker exited last */
+	int late;       /* workers running at done_at that failed after it */
 	double stop_at; /* when a signal was forwarded (no more restarts); < 0 before */
 	double frozen_at; /* since when every running worker is stopped; < 0: not so */
 	bool culled;    /* the stragglers have been killed */
@@ -91,9 +93,9 @@ void launch_drain(struct launch_child *c, bool eof);
  * signal_pending or a signal was forwarded). Returns how many run again. */
 int launch_elastic_exits(const struct launch *la, struct launch_elastic *er, struct launch_child *ch,
 			 int n, bool signal_pending);
-/* SIGKILL, naming each, the workers still running er->grace_s after
- * training completed, after a forwarded signal, or since every running
- * worker is stopped. Once. */
+/* SIGKILL, naming each, the workers still running er->grace_s after the
+ * last exit once training completed, after a forwarded signal, or since
+ * every running worker is stopped. Once. */
 void launch_elastic_stragglers(struct launch_elastic *er, struct launch_child *ch, int n);
 /* The summary line (stdout); 0 when training completed, else 1. */
 int launch_elastic_report(const struct launch_elastic *er, const struct launch_child *ch, int n);

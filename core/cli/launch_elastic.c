@@ -18,8 +18,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-
-
 static const char *signame(int sig, char *buf, size_t cap)
 {
 	static const struct {
@@ -99,6 +97,7 @@ static int elastic_exit(const struct launch *la, struct launch_elastic *er, stru
 {
 	const double now = hora_clock_s();
 	c->seen = true;
+	er->last_exit = now;
 	if (WIFEXITED(c->status) && WEXITSTATUS(c->status) == 0) {
 		if (er->done_at < 0) { /* training completed: who is running now must finish */
 			er->done_at = now;
@@ -107,21 +106,22 @@ static int elastic_exit(const struct launch *la, struct launch_elastic *er, stru
 		}
 		return 0;
 	}
-	const enum launch_death_kind kind = c->culled ? DEATH_CULLED : c->at_end ? DEATH_LATE : DEATH_CASUALTY;
+	const enum launch_death_kind kind = c->culled ? LAUNCH_DEATH_CULLED : c->at_end ? LAUNCH_DEATH_LATE : LAUNCH_DEATH_CASUALTY;
 	if (c->ndeaths < LAUNCH_DEATHS)
 		c->death[c->ndeaths] = (struct launch_death){.kind = kind, .status = c->status,
 						      .at_s = now - er->t0, .restarted_s = -1};
 	c->ndeaths++;
-	if (kind == DEATH_CULLED)
+	er->late += kind == LAUNCH_DEATH_LATE;
+	if (kind == LAUNCH_DEATH_CULLED)
 		return 0;
 	char h[64];
 	how(c->status, h, sizeof(h));
 	if (signal_pending && er->stop_at < 0) /* a signal not forwarded yet (Ctrl-C reaches the workers too) */
 		er->stop_at = now;
-	const bool again = kind == DEATH_CASUALTY && er->ec->restart && er->stop_at < 0 &&
+	const bool again = kind == LAUNCH_DEATH_CASUALTY && er->ec->restart && er->stop_at < 0 &&
 			   c->restarts < er->ec->restart_limit;
 	fprintf(stderr, "hora launch: worker %d on %s %s at %.1f s%s; last lines:\n", c->g, c->host, h,
-		now - er->t0, kind == DEATH_LATE ? ", after training completed" :
+		now - er->t0, kind == LAUNCH_DEATH_LATE ? ", after training completed" :
 			      again ? "; restarting it" :
 			      er->ec->restart && er->stop_at < 0 ? "; no restarts left, the others go on without it" :
 			      "; the others go on without it");
@@ -157,13 +157,15 @@ static bool is_stopped(pid_t pid)
 	return p && p[1] == ' ' && (p[2] == 'T' || p[2] == 't');
 }
 
-/* What the stragglers are given grace_s after (NULL: nothing yet): training
- * completed, a signal was forwarded, or every worker still running is
- * stopped (nobody left to go on with). */
+/* What the stragglers are given grace_s after (NULL: nothing yet): the
+ * last exit once training completed (the workers finish within moments of
+ * each other, and a slow one gets grace_s from the one before it), a signal
+ * was forwarded, or every worker still running is stopped (nobody left to
+ * go on with). */
 static const char *cull_reason(struct launch_elastic *er, const struct launch_child *ch, int n, double now)
 {
-	if (er->done_at >= 0 && now - er->done_at >= er->grace_s)
-		return "training completed";
+	if (er->done_at >= 0 && now - er->last_exit >= er->grace_s) /* the others had time to finish */
+		return "the others finished";
 	if (er->stop_at >= 0 && now - er->stop_at >= er->grace_s)
 		return "the launcher forwarded a signal";
 	bool all = true;
@@ -179,8 +181,8 @@ static const char *cull_reason(struct launch_elastic *er, const struct launch_ch
 	return now - er->frozen_at >= er->grace_s ? "the workers not stopped exited" : NULL;
 }
 
-/* grace_s after training completed (or a signal, or all running workers
- * stopped), SIGKILL the workers still running (a stopped worker the others
+/* grace_s after the last exit once training completed (or a signal, or all
+ * running workers stopped), SIGKILL the workers still running (a stopped worker the others
  * dropped, a hung one), naming each (once). */
 void launch_elastic_stragglers(struct launch_elastic *er, struct launch_child *ch, int n)
 {
@@ -207,9 +209,9 @@ static void death_clause(const struct launch_elastic *er, const struct launch_ch
 	if (k < 0 || (size_t)k >= cap)
 		return;
 	out += k, cap -= (size_t)k;
-	if (d->kind == DEATH_LATE)
+	if (d->kind == LAUNCH_DEATH_LATE)
 		snprintf(out, cap, ", after training completed");
-	else if (d->kind == DEATH_CULLED)
+	else if (d->kind == LAUNCH_DEATH_CULLED)
 		snprintf(out, cap, " (still running %.1f s after %s: stopped or hung?)", er->grace_s, er->cull_why);
 	else if (d->restarted_s >= 0)
 		snprintf(out, cap, " and restarted at %.1f s (%d of %d restarts)", d->restarted_s, d->restart_no,
@@ -223,11 +225,9 @@ static void death_clause(const struct launch_elastic *er, const struct launch_ch
  * Prints one summary line naming every death. */
 int launch_elastic_report(const struct launch_elastic *er, const struct launch_child *ch, int n)
 {
-	int completed = 0, late = 0, deaths = 0;
+	int completed = 0, late = er->late, deaths = 0;
 	for (int g = 0; g < n; g++) {
 		completed += WIFEXITED(ch[g].status) && WEXITSTATUS(ch[g].status) == 0;
-		for (int i = 0; i < ch[g].ndeaths && i < LAUNCH_DEATHS; i++)
-			late += ch[g].death[i].kind == DEATH_LATE;
 		deaths += ch[g].ndeaths;
 	}
 	const bool ok = er->done_at >= 0 && !late;

@@ -157,8 +157,8 @@ plan 2 'kill -STOP $$; exit 0'
 for g in 0 1 3; do plan $g 'waitstopped 2; exit 0'; done
 launch "$T/el.yaml"; rc=$?
 p2=$(cat "$T/d/pid.2" 2>/dev/null)
-[[ $rc == 0 ]] && summary | grep -qxE "hora launch: training completed by 3 workers; worker 2 \(127\.0\.0\.1\) was killed by SIGKILL at $N s \(still running 3\.4 s after training completed: stopped or hung\?\)" \
-  && grep -q "hora launch: worker 2 on 127.0.0.1 is still running 3.4 s after training completed (stopped or hung?): killing it (SIGKILL)" "$T/out" \
+[[ $rc == 0 ]] && summary | grep -qxE "hora launch: training completed by 3 workers; worker 2 \(127\.0\.0\.1\) was killed by SIGKILL at $N s \(still running 3\.4 s after the others finished: stopped or hung\?\)" \
+  && grep -q "hora launch: worker 2 on 127.0.0.1 is still running 3.4 s after the others finished (stopped or hung?): killing it (SIGKILL)" "$T/out" \
   && [[ -n $p2 ]] && ! kill -0 "$p2" 2>/dev/null
 check "elastic: a stopped worker left after the others completed is killed and named; exit 0 (rc=$rc)" $?
 
