@@ -106,7 +106,11 @@ static int elastic_exit(const struct launch *la, struct launch_elastic *er, stru
 		}
 		return 0;
 	}
-	const enum launch_death_kind kind = c->culled ? LAUNCH_DEATH_CULLED : c->at_end ? LAUNCH_DEATH_LATE : LAUNCH_DEATH_CASUALTY;
+	enum launch_death_kind kind = LAUNCH_DEATH_CASUALTY;
+	if (c->culled)
+		kind = LAUNCH_DEATH_CULLED;
+	else if (c->at_end)
+		kind = LAUNCH_DEATH_LATE;
 	if (c->ndeaths < LAUNCH_DEATHS)
 		c->death[c->ndeaths] = (struct launch_death){.kind = kind, .status = c->status,
 						      .at_s = now - er->t0, .restarted_s = -1};
@@ -116,15 +120,19 @@ static int elastic_exit(const struct launch *la, struct launch_elastic *er, stru
 		return 0;
 	char h[64];
 	how(c->status, h, sizeof(h));
-	if (signal_pending && er->stop_at < 0) /* a signal not forwarded yet (Ctrl-C reaches the workers too) */
+	if (signal_pending && er->stop_at < 0) /* not forwarded yet: Ctrl-C reaches the workers too */
 		er->stop_at = now;
 	const bool again = kind == LAUNCH_DEATH_CASUALTY && er->ec->restart && er->stop_at < 0 &&
 			   c->restarts < er->ec->restart_limit;
+	const char *next = "; the others go on without it";
+	if (kind == LAUNCH_DEATH_LATE)
+		next = ", after training completed";
+	else if (again)
+		next = "; restarting it";
+	else if (er->ec->restart && er->stop_at < 0)
+		next = "; no restarts left, the others go on without it";
 	fprintf(stderr, "hora launch: worker %d on %s %s at %.1f s%s; last lines:\n", c->g, c->host, h,
-		now - er->t0, kind == LAUNCH_DEATH_LATE ? ", after training completed" :
-			      again ? "; restarting it" :
-			      er->ec->restart && er->stop_at < 0 ? "; no restarts left, the others go on without it" :
-			      "; the others go on without it");
+		now - er->t0, next);
 	print_tail(c);
 	return again ? restart_worker(la, er, c) : 0;
 }
@@ -200,8 +208,8 @@ void launch_elastic_stragglers(struct launch_elastic *er, struct launch_child *c
 }
 
 /* One clause of the summary for death d of worker c. */
-static void death_clause(const struct launch_elastic *er, const struct launch_child *c, const struct launch_death *d,
-			 char *out, size_t cap)
+static void death_clause(const struct launch_elastic *er, const struct launch_child *c,
+			 const struct launch_death *d, char *out, size_t cap)
 {
 	char h[64];
 	how(d->status, h, sizeof(h));
@@ -212,10 +220,11 @@ static void death_clause(const struct launch_elastic *er, const struct launch_ch
 	if (d->kind == LAUNCH_DEATH_LATE)
 		snprintf(out, cap, ", after training completed");
 	else if (d->kind == LAUNCH_DEATH_CULLED)
-		snprintf(out, cap, " (still running %.1f s after %s: stopped or hung?)", er->grace_s, er->cull_why);
+		snprintf(out, cap, " (still running %.1f s after %s: stopped or hung?)", er->grace_s,
+			 er->cull_why);
 	else if (d->restarted_s >= 0)
-		snprintf(out, cap, " and restarted at %.1f s (%d of %d restarts)", d->restarted_s, d->restart_no,
-			 er->ec->restart_limit);
+		snprintf(out, cap, " and restarted at %.1f s (%d of %d restarts)", d->restarted_s,
+			 d->restart_no, er->ec->restart_limit);
 	else if (er->ec->restart && c->restarts >= er->ec->restart_limit)
 		snprintf(out, cap, " (no restarts left: %d of %d used)", c->restarts, er->ec->restart_limit);
 }
@@ -232,7 +241,8 @@ int launch_elastic_report(const struct launch_elastic *er, const struct launch_c
 	}
 	const bool ok = er->done_at >= 0 && !late;
 	if (ok)
-		printf("hora launch: training completed by %d worker%s", completed, completed == 1 ? "" : "s");
+		printf("hora launch: training completed by %d worker%s", completed,
+		       completed == 1 ? "" : "s");
 	else if (er->done_at < 0)
 		printf("hora launch: training did not complete (no worker exited 0)");
 	else
@@ -245,7 +255,8 @@ int launch_elastic_report(const struct launch_elastic *er, const struct launch_c
 			printf("; %s", clause);
 		}
 		if (ch[g].ndeaths > LAUNCH_DEATHS)
-			printf("; worker %d (%s) died %d more times", g, ch[g].host, ch[g].ndeaths - LAUNCH_DEATHS);
+			printf("; worker %d (%s) died %d more times", g, ch[g].host,
+			       ch[g].ndeaths - LAUNCH_DEATHS);
 	}
 	printf(deaths ? "\n" : "; no worker died\n");
 	return ok ? 0 : 1;
