@@ -80,11 +80,6 @@ const char *hora_env_timeline(void)
 	return env_get("HORA_TIMELINE");
 }
 
-const char *hora_env_launch_worker(void)
-{
-	return env_get("HORA_LAUNCH_WORKER");
-}
-
 int hora_env_progress(void)
 {
 	const char *v = env_get("HORA_PROGRESS");
@@ -136,4 +131,9 @@ int hora_env_init_opts(struct hora_init_opts *o, char *err, size_t errlen)
 		o->fusion.cycle_time_ms = x;
 	}
 	return 0;
+}
+
+const char *hora_env_launch_worker(void)
+{
+	return env_get("HORA_LAUNCH_WORKER");
 }

@@ -35,12 +35,6 @@ const char *hora_env_secret(void);
 /* HORA_TIMELINE's value (NULL: unset or empty): where `hora worker` writes
  * the Chrome trace when --timeline is not given. */
 const char *hora_env_timeline(void);
-/* HORA_LAUNCH_WORKER's value (NULL: unset or empty), a test hook: the
- * program `hora launch` runs for each worker instead of its own executable
- * (with the same arguments, "worker --config F --proc G ..."), so that the
- * launcher's supervision can be tested with stand-in workers
- * (tests/cli/launch_standin.sh). Not for jobs. */
-const char *hora_env_launch_worker(void);
 /* HORA_PROGRESS (set by `hora launch` on a terminal): 1 "bar", 0 "lines",
  * -1 unset or anything else. */
 int hora_env_progress(void);
@@ -56,5 +50,12 @@ int hora_env_apply_log(char *err, size_t errlen);
  * and returns 0, or HORA_ERR_CONFIG naming the variable. o->cluster_file
  * points into the environment: valid while it is not changed. */
 int hora_env_init_opts(struct hora_init_opts *o, char *err, size_t errlen);
+
+/* HORA_LAUNCH_WORKER's value (NULL: unset or empty), a test hook: the
+ * program `hora launch` runs for each worker instead of its own executable
+ * (with the same arguments, "worker --config F --proc G ..."), so that the
+ * launcher's supervision can be tested with stand-in workers
+ * (tests/cli/launch_standin.sh). Not for jobs. */
+const char *hora_env_launch_worker(void);
 
 #endif
