@@ -131,8 +131,8 @@ static int elastic_exit(const struct launch *la, struct launch_elastic *er, stru
 		next = "; restarting it";
 	else if (er->ec->restart && er->stop_at < 0)
 		next = "; no restarts left, the others go on without it";
-	fprintf(stderr, "hora launch: worker %d on %s %s at %.1f s%s; last lines:\n", c->g, c->host, h,
-		now - er->t0, next);
+	fprintf(stderr, "hora launch: worker %d on %s %s at %.1f s%s%s\n", c->g, c->host, h,
+		now - er->t0, next, c->ntail ? "; last lines:" : "");
 	print_tail(c);
 	return again ? restart_worker(la, er, c) : 0;
 }
