@@ -137,3 +137,8 @@ int hora_env_init_opts(struct hora_init_opts *o, char *err, size_t errlen)
 	}
 	return 0;
 }
+
+const char *hora_env_launch_worker(void)
+{
+	return env_get("HORA_LAUNCH_WORKER");
+}

@@ -17,13 +17,24 @@
  * stop them) to exit on their own; the ones still running then (a stopped or
  * hung process) are killed (SIGKILL, by PID: only processes this launcher
  * started), each named.
+ *
+ * With train.elastic on (a training job), a worker that dies is a casualty:
+ * no one is ended for it, and with train.elastic.restart it is started again
+ * with the same command line (any launcher: the same exec or template), at
+ * most restart_limit times, never after exiting 0, once training completed
+ * or once a signal came. Training has completed when a worker exits 0; the
+ * job exits 0 if then every worker running at that moment exits 0; those
+ * still running the grace period later (stopped or hung: dropped by the
+ * others) are killed by PID and named, without failing the job. One summary
+ * line names every death, how and when (core/cli/README.md has its format).
+ * HORA_LAUNCH_WORKER (a test hook, core/env.c) runs another program instead
+ * of this executable, for tests with stand-in workers.
  */
+#include "launch.h"
+
 #include "cli.h"
-#include "net/util/clock.h"
-#include "cluster.h"
 #include "env.h"
-#include "hora.h"
-#include "setarg.h"
+#include "net/util/clock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -35,23 +46,6 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#define TAIL 8
-#define MAX_ARGS 64
-
-struct child {
-	pid_t pid;
-	int fd;
-	int g;
-	const char *host;
-	char buf[4096];
-	size_t have;
-	char tail[TAIL][256];
-	int ntail;
-	int status;
-	bool done;
-	bool bar; /* a progress bar line (\r updates) is open on the terminal */
-};
 
 static volatile sig_atomic_t g_fwd;
 
@@ -101,16 +95,16 @@ static void fill(char *out, size_t cap, const char *tpl, const char *host, const
 	out[k] = 0;
 }
 
-static void emit(struct child *c, const char *line)
+static void emit(struct launch_child *c, const char *line)
 {
 	printf("[%d %s] %s\n", c->g, c->host, line);
-	snprintf(c->tail[c->ntail % TAIL], sizeof(c->tail[0]), "%.255s", line);
+	snprintf(c->tail[c->ntail % LAUNCH_TAIL], sizeof(c->tail[0]), "%.255s", line);
 	c->ntail++;
 }
 
 /* Lines go out prefixed; a progress bar (segments ending in \r) is redrawn
  * in place, prefixed too. */
-static void drain(struct child *c, bool eof)
+void launch_drain(struct launch_child *c, bool eof)
 {
 	for (;;) {
 		char *nl = memchr(c->buf, '\n', c->have), *cr = memchr(c->buf, '\r', c->have);
@@ -152,17 +146,6 @@ static void usage(FILE *f)
 		   "  e.g. hora launch deploy/clusters/local.yaml -- --until-full-view\n");
 }
 
-struct launch {
-	const char *file;
-	struct hora_setargs sets;
-	int extra, argc; /* argv[extra..argc) go to every worker after "--" */
-	char **argv;
-	struct hora_cluster_config cc;
-	bool local, netns;
-	const char *tpl; /* command template (ssh or a custom launcher) */
-	char self[PATH_MAX], cfgpath[PATH_MAX];
-};
-
 /* argv: FILE [--set K=V]... [-- ARGS...]. 0, 2 (bad usage) or -1 (help). */
 static int parse_args(struct launch *la, int argc, char **argv)
 {
@@ -191,9 +174,9 @@ static int parse_args(struct launch *la, int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	if (argc - la->extra > MAX_ARGS) {
+	if (argc - la->extra > LAUNCH_MAX_ARGS) {
 		fprintf(stderr, "hora launch: at most %d worker arguments after '--' (got %d)\n",
-			MAX_ARGS, argc - la->extra);
+			LAUNCH_MAX_ARGS, argc - la->extra);
 		return 2;
 	}
 	return 0;
@@ -233,7 +216,15 @@ static int check_file(struct launch *la)
 		fprintf(stderr, "hora launch: %s\n", err);
 		return 2;
 	}
-	if (!trains(la, nkeys))
+	if (tc.elastic.restart && !tc.elastic.on) {
+		fprintf(stderr, "hora launch: %s: train.elastic.restart: true needs elastic training, and "
+				"train.elastic.enabled is false (a restarted worker can only rejoin "
+				"workers that went on without it)\n", la->file);
+		return 2;
+	}
+	if (trains(la, nkeys))
+		la->ec = tc.elastic;
+	else
 		for (int i = 0; i < la->sets.n; i++)
 			if (hora_setarg_is_train(la->sets.arg[i])) {
 				fprintf(stderr, "hora launch: --set %s: train keys apply to a training job "
@@ -286,13 +277,13 @@ static int worker_args(const struct launch *la, const struct hora_cluster_node *
 }
 
 /* Fork worker g with its output on a pipe into ch. 0, or 1 (pipe failed). */
-static int start_worker(const struct launch *la, int g, struct child *ch)
+int launch_start_worker(const struct launch *la, int g, struct launch_child *ch)
 {
 	int local_i, k = hora_cluster_locate(&la->cc, g, &local_i);
 	const struct hora_cluster_node *node = &la->cc.nodes[k];
 	char gs[16];
 	snprintf(gs, sizeof(gs), "%d", g);
-	const char *args[HORA_SETARG_MAX * 2 + MAX_ARGS + 16];
+	const char *args[HORA_SETARG_MAX * 2 + LAUNCH_MAX_ARGS + 16];
 	int na = worker_args(la, node, gs, args, (int)(sizeof(args) / sizeof(args[0])));
 	char cmd[8192] = "", line[16384];
 	if (!la->local && !la->netns) { /* a remote shell command line */
@@ -323,7 +314,7 @@ static int start_worker(const struct launch *la, int g, struct child *ch)
 		_exit(127);
 	}
 	close(pfd[1]);
-	*ch = (struct child){.pid = pid, .fd = pfd[0], .g = g, .host = node->host};
+	*ch = (struct launch_child){.pid = pid, .fd = pfd[0], .g = g, .host = node->host};
 	if (pid < 0) {
 		ch->done = true;
 		ch->status = 127 << 8;
@@ -331,7 +322,7 @@ static int start_worker(const struct launch *la, int g, struct child *ch)
 	return 0;
 }
 
-static void forward_signal(struct child *ch, int n, int running)
+static void forward_signal(struct launch_child *ch, int n, int running)
 {
 	int sig = g_fwd;
 	g_fwd = 0;
@@ -343,7 +334,7 @@ static void forward_signal(struct child *ch, int n, int running)
 
 /* Read what is ready on each child's pipe (poll up to 200 ms); returns how
  * many pipes are still open. */
-static int pump_output(struct child *ch, int n, struct pollfd *pf)
+static int pump_output(struct launch_child *ch, int n, struct pollfd *pf)
 {
 	int np = 0;
 	for (int g = 0; g < n; g++)
@@ -360,9 +351,9 @@ static int pump_output(struct child *ch, int n, struct pollfd *pf)
 		ssize_t r = read(ch[g].fd, ch[g].buf + ch[g].have, sizeof(ch[g].buf) - ch[g].have);
 		if (r > 0) {
 			ch[g].have += (size_t)r;
-			drain(&ch[g], false);
+			launch_drain(&ch[g], false);
 		} else if (r == 0 || (errno != EINTR && errno != EAGAIN)) {
-			drain(&ch[g], true);
+			launch_drain(&ch[g], true);
 			close(ch[g].fd);
 			ch[g].fd = -1;
 		}
@@ -371,7 +362,7 @@ static int pump_output(struct child *ch, int n, struct pollfd *pf)
 }
 
 /* Reap exited children; returns how many. */
-static int reap(struct child *ch, int n)
+static int reap(struct launch_child *ch, int n)
 {
 	int st, reaped = 0;
 	pid_t p;
@@ -385,14 +376,14 @@ static int reap(struct child *ch, int n)
 	return reaped;
 }
 
-static bool failed(const struct child *c)
+static bool failed(const struct launch_child *c)
 {
 	return c->done && !(WIFEXITED(c->status) && WEXITSTATUS(c->status) == 0);
 }
 
 /* grace_s after the first failure, SIGKILL the workers still running,
  * naming each (once). */
-static void end_stragglers(struct child *ch, int n, double grace_s, double *failed_at, bool *killed)
+static void end_stragglers(struct launch_child *ch, int n, double grace_s, double *failed_at, bool *killed)
 {
 	if (*killed)
 		return;
@@ -417,18 +408,27 @@ static void end_stragglers(struct child *ch, int n, double grace_s, double *fail
 }
 
 /* Relay output and signals until every worker has exited; grace_s after
- * a worker failed, end the others (end_stragglers). */
-static void supervise(struct child *ch, int n, int running, double grace_s)
+ * a worker failed, end the others (end_stragglers). With er (elastic), a
+ * worker's death ends no one: elastic_exits, elastic_stragglers. */
+static void supervise(const struct launch *la, struct launch_child *ch, int n, int running, double grace_s,
+		      struct launch_elastic *er)
 {
 	struct pollfd *pf = calloc((size_t)n, sizeof(*pf));
 	double failed_at = -1;
 	bool killed = false;
 	while (running) {
-		if (g_fwd)
+		if (g_fwd) {
 			forward_signal(ch, n, running);
+			if (er && er->stop_at < 0)
+				er->stop_at = hora_clock_s();
+		}
 		int np = pf ? pump_output(ch, n, pf) : 0;
 		running -= reap(ch, n);
-		if (running)
+		if (er)
+			running += launch_elastic_exits(la, er, ch, n, g_fwd != 0);
+		if (running && er)
+			launch_elastic_stragglers(er, ch, n);
+		else if (running)
 			end_stragglers(ch, n, grace_s, &failed_at, &killed);
 		if (!np && running)
 			usleep(50000);
@@ -439,15 +439,15 @@ static void supervise(struct child *ch, int n, int running, double grace_s)
 			ssize_t r;
 			while ((r = read(ch[g].fd, ch[g].buf + ch[g].have, sizeof(ch[g].buf) - ch[g].have)) > 0) {
 				ch[g].have += (size_t)r;
-				drain(&ch[g], false);
+				launch_drain(&ch[g], false);
 			}
-			drain(&ch[g], true);
+			launch_drain(&ch[g], true);
 			close(ch[g].fd);
 		}
 }
 
 /* Name each failed worker with its last lines; returns how many failed. */
-static int report(const struct child *ch, int n)
+static int report(const struct launch_child *ch, int n)
 {
 	int failed = 0;
 	for (int g = 0; g < n; g++) {
@@ -461,9 +461,9 @@ static int report(const struct child *ch, int n)
 		else
 			fprintf(stderr, "hora launch: worker %d on %s exited with status %d; last lines:\n",
 				g, ch[g].host, WEXITSTATUS(st));
-		int from = ch[g].ntail > TAIL ? ch[g].ntail - TAIL : 0;
+		int from = ch[g].ntail > LAUNCH_TAIL ? ch[g].ntail - LAUNCH_TAIL : 0;
 		for (int i = from; i < ch[g].ntail; i++)
-			fprintf(stderr, "    %s\n", ch[g].tail[i % TAIL]);
+			fprintf(stderr, "    %s\n", ch[g].tail[i % LAUNCH_TAIL]);
 	}
 	printf("hora launch: %d of %d workers succeeded\n", n - failed, n);
 	return failed;
@@ -488,8 +488,14 @@ int hora_cmd_launch(int argc, char **argv)
 		goto out;
 	}
 	la->self[sl] = 0;
+	const char *hook = hora_env_launch_worker();
+	if (hook) {
+		fprintf(stderr, "hora launch: HORA_LAUNCH_WORKER=%s runs instead of hora worker "
+				"(a test hook)\n", hook);
+		snprintf(la->self, sizeof(la->self), "%s", hook);
+	}
 	const int n = hora_cluster_size(&la->cc);
-	struct child *ch = calloc((size_t)n, sizeof(*ch));
+	struct launch_child *ch = calloc((size_t)n, sizeof(*ch));
 	if (!ch) {
 		perror("hora launch");
 		rc = 1;
@@ -503,23 +509,32 @@ int hora_cmd_launch(int argc, char **argv)
 	printf("hora launch: %s: %d workers on %d node(s), launcher %s\n", la->cc.name, n,
 	       la->cc.nnodes, la->cc.launcher);
 	fflush(stdout);
+	const int sus_ms = la->cc.membership.suspect_timeout_ms; /* the file's, with every --set */
+	const double grace_s = 2.0 * (sus_ms > 0 ? sus_ms : 1000) / 1e3 + 3.0;
+	struct launch_elastic er = {.ec = &la->ec, .grace_s = grace_s, .t0 = hora_clock_s(), .done_at = -1,
+				 .stop_at = -1, .frozen_at = -1};
 	int started = 0;
-	while (started < n && !start_worker(la, started, &ch[started]))
+	while (started < n && !launch_start_worker(la, started, &ch[started]))
 		started++;
 	if (started < n) { /* no pipe: stop the ones already started */
+		er.stop_at = hora_clock_s(); /* no restarts of the ones stopped here */
 		for (int g = 0; g < started; g++)
 			if (ch[g].pid > 0)
 				kill(ch[g].pid, SIGTERM);
 		for (int g = started; g < n; g++)
-			ch[g] = (struct child){.fd = -1, .g = g, .done = true, .status = 127 << 8,
+			ch[g] = (struct launch_child){.fd = -1, .g = g, .done = true, .status = 127 << 8,
 					       .host = "-"};
 	}
 	int running = 0;
 	for (int g = 0; g < n; g++)
 		running += !ch[g].done;
-	const int sus_ms = la->cc.membership.suspect_timeout_ms; /* the file's, with every --set */
-	supervise(ch, n, running, 2.0 * (sus_ms > 0 ? sus_ms : 1000) / 1e3 + 3.0);
-	rc = report(ch, n) ? 1 : 0;
+	if (la->ec.on) {
+		supervise(la, ch, n, running, grace_s, &er);
+		rc = launch_elastic_report(&er, ch, n);
+	} else {
+		supervise(la, ch, n, running, grace_s, NULL);
+		rc = report(ch, n) ? 1 : 0;
+	}
 	free(ch);
 out:
 	free(la);

@@ -1,0 +1,103 @@
+/* launch.h - `hora launch`'s pieces shared by launch.c (start, relay,
+ * supervise, report) and launch_elastic.c (the train.elastic rules: a dead
+ * worker is a casualty, restarts, the summary). Internal to the CLI. */
+#ifndef HORA_CLI_LAUNCH_H
+#define HORA_CLI_LAUNCH_H
+
+#include "cluster.h"
+#include "hora.h"
+#include "setarg.h"
+
+#include <limits.h>
+#include <stdbool.h>
+#include <sys/types.h>
+
+#define LAUNCH_TAIL 8
+#define LAUNCH_MAX_ARGS 64
+#define LAUNCH_DEATHS 16 /* deaths of one worker kept for the elastic summary */
+
+/* One death of a worker, for the elastic summary. */
+enum launch_death_kind {
+	LAUNCH_DEATH_CASUALTY, /* died while the others went on (restarted or not) */
+	LAUNCH_DEATH_LATE,     /* failed after training completed: the job failed */
+	LAUNCH_DEATH_CULLED,   /* still running a grace period after training completed: killed */
+};
+struct launch_death {
+	enum launch_death_kind kind;
+	int status;         /* waitpid's */
+	double at_s;        /* since launch */
+	double restarted_s; /* since launch; < 0: not restarted */
+	int restart_no;     /* which restart that was (1..restart_limit) */
+};
+
+/* One worker as the launcher sees it: its process, its pipe and the last
+ * lines relayed from it. */
+struct launch_child {
+	pid_t pid;
+	int fd;
+	int g;
+	const char *host;
+	char buf[4096];
+	size_t have;
+	char tail[LAUNCH_TAIL][256];
+	int ntail;
+	int status;
+	bool done;
+	bool bar; /* a progress bar line (\r updates) is open on the terminal */
+	/* elastic supervision (launch_elastic.c); seen..culled are per process,
+	 * restarts and deaths outlive a restart */
+	bool seen;   /* its exit has been handled */
+	bool at_end; /* it was running when training completed */
+	bool culled; /* the launcher killed it as a straggler */
+	int restarts;
+	int ndeaths; /* may exceed LAUNCH_DEATHS: the first LAUNCH_DEATHS are kept */
+	struct launch_death death[LAUNCH_DEATHS];
+};
+
+/* The command line and the checked file (launch.c). */
+struct launch {
+	const char *file;
+	struct hora_setargs sets;
+	int extra, argc; /* argv[extra..argc) go to every worker after "--" */
+	char **argv;
+	struct hora_cluster_config cc;
+	bool local, netns;
+	const char *tpl; /* command template (ssh or a custom launcher) */
+	struct hora_elastic_config ec; /* train.elastic; ec.on only for a training job */
+	char self[PATH_MAX], cfgpath[PATH_MAX];
+};
+
+/* The elastic supervision's state (launch_elastic.c). */
+struct launch_elastic {
+	const struct hora_elastic_config *ec;
+	double grace_s;
+	double t0;      /* launch time (hora_clock_s) */
+	double done_at; /* when the first worker exited 0 (training completed); < 0 before */
+	double last_exit; /* when a worker exited last */
+	int late;       /* workers running at done_at that failed after it */
+	double stop_at; /* when a signal was forwarded (no more restarts); < 0 before */
+	double frozen_at; /* since when every running worker is stopped; < 0: not so */
+	bool culled;    /* the stragglers have been killed */
+	const char *cull_why; /* what they outlived by grace_s */
+};
+
+/* Fork worker g with its output on a pipe into ch (launch.c). 0, or 1
+ * (pipe failed, said on stderr); a failed fork leaves ch done with status
+ * 127. */
+int launch_start_worker(const struct launch *la, int g, struct launch_child *ch);
+/* Relay the complete lines in c's buffer, all of it when eof (launch.c). */
+void launch_drain(struct launch_child *c, bool eof);
+
+/* Handle every exit that reap found (ch[g].done and not yet seen): record
+ * deaths, start casualties again under train.elastic.restart (none once
+ * signal_pending or a signal was forwarded). Returns how many run again. */
+int launch_elastic_exits(const struct launch *la, struct launch_elastic *er, struct launch_child *ch,
+			 int n, bool signal_pending);
+/* SIGKILL, naming each, the workers still running er->grace_s after the
+ * last exit once training completed, after a forwarded signal, or since
+ * every running worker is stopped. Once. */
+void launch_elastic_stragglers(struct launch_elastic *er, struct launch_child *ch, int n);
+/* The summary line (stdout); 0 when training completed, else 1. */
+int launch_elastic_report(const struct launch_elastic *er, const struct launch_child *ch, int n);
+
+#endif

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# launch_standin.sh worker --config F --proc G [...] - a stand-in for `hora
+# worker` that `hora launch` runs under HORA_LAUNCH_WORKER (the launcher's
+# test hook, core/env.c), so that its supervision can be tested without
+# training. It does what the plan says, nothing else:
+#   $STANDIN_DIR/plan.G  line n: bash run by the n-th start of worker G (the
+#                        last line again when there are fewer lines)
+#   $STANDIN_DIR/runs.G  how many times worker G was started (this one too)
+#   $STANDIN_DIR/pid.G   the PID of its latest start
+# Helpers for the plans: `mark NAME` creates $STANDIN_DIR/NAME; `waitfor
+# NAME` waits for it; `waitgone G` waits until worker G's latest process is
+# gone (reaped by the launcher); `waitstopped G` until it is stopped; a wait
+# gives up after 60 s with exit 99 (a launcher that never got there).
+set -u
+G=""
+while (($#)); do
+  [[ $1 == --proc ]] && G="$2"
+  shift
+done
+D="${STANDIN_DIR:?STANDIN_DIR is not set}"
+[[ -n $G ]] || { echo "standin: no --proc"; exit 98; }
+n=$(($(cat "$D/runs.$G" 2>/dev/null || echo 0) + 1))
+echo "$n" >"$D/runs.$G"
+echo "$$" >"$D/pid.$G"
+mark() { : >"$D/$1"; }
+_wait() { # _wait TEST...: poll until TEST holds, 60 s at most
+  for _ in $(seq 1200); do "$@" && return 0; sleep 0.05; done
+  echo "standin $G: gave up waiting for: $*"; exit 99
+}
+waitfor() { _wait test -e "$D/$1"; }
+_gone() { [[ -e $D/pid.$1 ]] && ! kill -0 "$(cat "$D/pid.$1")" 2>/dev/null; }
+waitgone() { _wait _gone "$1"; }
+_stopped() { [[ $(sed 's/.*) //' "/proc/$(cat "$D/pid.$1")/stat" 2>/dev/null | cut -c1) == T ]]; }
+waitstopped() { _wait _stopped "$1"; }
+plan=$(sed -n "${n}p" "$D/plan.$G")
+[[ -n $plan ]] || plan=$(tail -n 1 "$D/plan.$G")
+echo "standin $G run $n: $plan"
+eval "$plan"
