@@ -155,7 +155,9 @@ static int set_elastic(void *base, const char *key, const char *v, int line, int
 	if (!k)
 		return hora_cfg_bad(err, errlen, "unknown key '%s'", key);
 	int rc = hora_cfg_key_set(k, base, key, v, line, col, err, errlen);
-	if (!rc && k != &elastic_keys[0])
+	if (!rc && k == &elastic_keys[0])
+		c->elastic.enabled_given = 1;
+	else if (!rc && !c->elastic.enabled_given)
 		c->elastic.on = 1;
 	return rc;
 }

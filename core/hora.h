@@ -134,6 +134,7 @@ struct hora_elastic_config {
 	enum hora_elastic_batch batch;
 	int restart;       /* `hora launch` restarts a local worker that died */
 	int restart_limit; /* at most this many times per worker (default 3) */
+	int enabled_given; /* enabled: was written (it wins over the section's presence) */
 };
 
 #define HORA_PATH_MAX 1024

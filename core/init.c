@@ -201,8 +201,8 @@ static int form_comm(struct joining *j, struct hora_comm **out, char *err, size_
 	return 0;
 }
 
-/* Elastic: the first view with every worker of the file starts the job, as
- * without; a worker that finds the job running (a member trains in a
+/* Elastic: the first view with every worker of the file (or
+ * membership.min_members of them) starts the job, as without; a worker that finds the job running (a member trains in a
  * communicator over an older view) joins it instead (core/rejoin.c). */
 static int elastic_start(struct joining *j, struct hora_comm **out, char *err, size_t errlen)
 {
@@ -214,7 +214,8 @@ static int elastic_start(struct joining *j, struct hora_comm **out, char *err, s
 		if (j->v.id && j->rank >= 0 && !paused) {
 			if (hora_rejoin_job_running(j->mem))
 				return hora_rejoin_join(j, out, err, errlen);
-			if (j->v.n >= j->size) {
+			const int first = j->cc.membership.min_members > 0 ? j->cc.membership.min_members : j->size;
+			if (j->v.n >= first) { /* membership.min_members: a job may start short */
 				int rc = form_comm(j, out, err, errlen);
 				if (!rc && (rc = hora_rejoin_attach(*out, j))) {
 					hora_comm_destroy(*out);
