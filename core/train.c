@@ -565,6 +565,8 @@ static int run_epoch(struct run *r)
 	int rc = train_steps(r, &st);
 	if (rc)
 		return rc;
+	if (r->samples) /* before the epoch's sums: a commit after them counts these */
+		fflush(r->samples);
 	if (r->elastic && r->rank == 0) { /* the sums before the last commit, counted once */
 		st.loss_sum += r->sums.loss_sum;
 		st.correct += r->sums.correct;

@@ -18,6 +18,7 @@
  */
 #include "cli.h"
 #include "cluster.h"
+#include "comm.h"
 #include "env.h"
 #include "hora.h"
 #include "init.h"
@@ -30,6 +31,8 @@
 #include "cfgkey.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <zlib.h>
 #include <getopt.h>
 #include <sched.h>
@@ -518,6 +521,48 @@ static int run_node(struct node_opts *o, enum hora_swim_role role, const char *p
 	return rc;
 }
 
+/* Elastic training: SIGTERM/SIGINT make the worker leave gracefully (the
+ * others see a LEAVE at once and re-form without waiting for the failure
+ * detector), then exit 128 + signal. The handler only writes the signal to
+ * a pipe; a thread reads it and leaves (no membership call in a signal
+ * handler, whichever thread, BLAS's included, takes the signal). */
+static struct hora_net_membership *_Atomic g_leave_m;
+static int g_term_pipe[2] = {-1, -1};
+
+static void on_term(int sig)
+{
+	const unsigned char b = (unsigned char)sig;
+	ssize_t w = write(g_term_pipe[1], &b, 1);
+	(void)w;
+}
+
+static void *term_main(void *arg)
+{
+	(void)arg;
+	unsigned char sig = 0;
+	while (read(g_term_pipe[0], &sig, 1) < 0 && errno == EINTR)
+		;
+	struct hora_net_membership *m = atomic_load(&g_leave_m);
+	fprintf(stderr, "hora worker: signal %d: leaving the job\n", sig);
+	if (m)
+		hora_net_membership_leave(m);
+	_exit(128 + sig);
+}
+
+static void leave_on_term(void)
+{
+	pthread_t t;
+	if (pipe(g_term_pipe) || pthread_create(&t, NULL, term_main, NULL))
+		return; /* the default action then: the others detect the death */
+	pthread_detach(t);
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_term;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+}
+
 /* The job of a launched worker: the train section of the cluster file with
  * the train.* --set applied, distributed over every worker of cc
  * (hora_init_with over cc, hora_train_run_comm). */
@@ -552,11 +597,14 @@ static int run_training(const struct node_opts *o, const struct hora_cluster_con
 	io.cluster_file = cc->file;
 	io.proc = o->proc;
 	io.elastic = &tc->elastic;
+	if (tc->elastic.on)
+		leave_on_term();
 	struct hora_comm *c;
 	if (hora_init_with(&io, &c, err, sizeof(err))) {
 		fprintf(stderr, "%s: worker %d: %s\n", prog, o->proc, err);
 		return 1;
 	}
+	atomic_store(&g_leave_m, hora_comm_membership(c));
 	struct hora_train_result res;
 	int rc = hora_train_run_comm(c, tc, &res, err, sizeof(err));
 	if (rc) {

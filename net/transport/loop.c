@@ -471,6 +471,11 @@ void hora_net_loop_destroy(struct hora_net_loop *loop)
 		loop->stopping = true; /* seen at the next wake-up (tick) */
 	}
 	pthread_join(loop->thread, NULL);
+	/* stop listening now: the ring's armed accept keeps the socket open a
+	 * moment after the ring is gone, and the next communicator of this
+	 * process (an elastic re-form) listens on the same port */
+	if (loop->listen_fd >= 0)
+		shutdown(loop->listen_fd, SHUT_RDWR);
 	/* the ring before anything its requests point into (conn buffers,
 	 * frames, requests' user buffers, datagram buffers): closing it
 	 * cancels what is still armed */
