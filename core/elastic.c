@@ -355,6 +355,13 @@ int hora_elastic_recover(struct run *r, int rc)
 	return rc;
 }
 
+void hora_elastic_finish(struct run *r)
+{
+	if (r->several && hora_barrier(r->c))
+		HORA_LOGI("a worker left during the final barrier (%s); training had completed on every "
+			  "worker", hora_comm_last_error(r->c));
+}
+
 void hora_elastic_free(struct run *r)
 {
 	if (r->samples)

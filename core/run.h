@@ -81,6 +81,10 @@ void hora_elastic_epoch_done(struct run *r); /* the commit at an epoch's start *
 /* After rc failed a step: re-form over the next view, roll back to the
  * latest commit every rank holds, re-shard, go on (0); or rc / why not. */
 int hora_elastic_recover(struct run *r, int rc);
+/* After the last epoch: a barrier, so that no rank leaves (and makes the
+ * others re-form and train on) before every rank has finished its last
+ * collective; a failure inside it changes nothing (every rank had). */
+void hora_elastic_finish(struct run *r);
 void hora_elastic_free(struct run *r);
 /* the test hook: the samples this rank trains in this step */
 void hora_elastic_log_samples(struct run *r, const int64_t *idx, int n);

@@ -695,6 +695,8 @@ int hora_train_run_comm(struct hora_comm *c, const struct hora_train_config *cfg
 		if (rc && r->elastic)
 			rc = hora_elastic_recover(r, rc);
 	}
+	if (!rc && r->elastic)
+		hora_elastic_finish(r);
 	if (!rc && r->tl)
 		rc = hora_timeline_write(r->tl, c, cfg->timeline, err, errlen);
 	if (!rc && res)

@@ -1,0 +1,182 @@
+#!/usr/bin/env bash
+# test_elastic.sh HORA DATA_DIR - elastic training with real processes: a
+# 4-worker MNIST job (a 4000/1000 sample subset of DATA_DIR, written here;
+# train.elastic with commit_steps 10) disturbed once it trains, in turn:
+#   kill9-rank2   kill -9 of worker 2
+#   kill9-rank0   kill -9 of worker 0 (rank 0, and the file's seed)
+#   kill9-seed    kill -9 of a separate `hora seed` process (no view change)
+#   term-rank1    SIGTERM of worker 1 (it leaves gracefully)
+#   stop-rank3    SIGSTOP of worker 3 (declared dead; the launcher kills it
+#                 after the others finish)
+#   restart-rank2 kill -9 of worker 2 with train.elastic.restart: the
+#                 launcher restarts it and it rejoins
+#   join-5th      4 of a 5-worker file start (membership.min_members 4,
+#                 `hora worker` each), the 5th joins at epoch 5
+# Each: every process that should finish exits 0 (the launcher: "training
+# completed"), the survivors' final parameters are bitwise identical (the
+# crc32 each prints), the sample accounting holds (HORA_TEST_SAMPLE_LOG and
+# check_samples.py: after the rollbacks, every sample of every epoch was
+# trained exactly once), and every survivor prints the view-change line.
+# Kills only PIDs it started. Exit 77 (skip) without MNIST or a python3 that
+# the checker can run.
+set -uo pipefail
+HORA="$1"
+DATA="${2:-}"
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+PY=/usr/bin/python3
+[[ -x $PY ]] || PY="$(command -v python3 || true)"
+if [[ ! -f $DATA/train-images-idx3-ubyte || -z $PY ]]; then
+  echo "skip: no MNIST in '$DATA' (deploy/get-data.sh) or no python3"
+  exit 77
+fi
+T="$(mktemp -d)"
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+  wait 2>/dev/null
+  if [[ -n ${KEEP:-} ]]; then echo "kept $T"; else rm -rf "$T"; fi
+}
+trap cleanup EXIT
+export HORA_SECRET="elastic-test-secret-$RANDOM$RANDOM-0123456789"
+fail=0
+check() { if [[ $2 == 0 ]]; then echo "ok   $1"; else echo "FAIL $1"; fail=1; fi; }
+NTRAIN=4000 EPOCHS=12
+"$PY" - "$DATA" "$T/data" "$NTRAIN" 1000 <<'EOF'
+import os, struct, sys
+src, dst, ntr, nte = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+os.makedirs(dst)
+for name, k in [("train-images-idx3-ubyte", ntr), ("train-labels-idx1-ubyte", ntr),
+                ("t10k-images-idx3-ubyte", nte), ("t10k-labels-idx1-ubyte", nte)]:
+    b = open(os.path.join(src, name), "rb").read()
+    nd = b[3]
+    dims = struct.unpack(">" + "I" * nd, b[4:4 + 4 * nd])
+    per = 1
+    for d in dims[1:]:
+        per *= d
+    hdr = b[:4] + struct.pack(">I", k) + b[8:4 + 4 * nd]
+    open(os.path.join(dst, name), "wb").write(hdr + b[4 + 4 * nd:4 + 4 * nd + k * per])
+EOF
+
+# cluster FILE WORKERS PORT_BASE [extra train.elastic lines] [extra seed] [extra membership lines]
+cluster() {
+  local seeds="\"127.0.0.1:$(($3 + 1))\""
+  [[ -n ${5:-} ]] && seeds="\"$5\", $seeds"
+  cat >"$1" <<YAML
+cluster:
+  name: elastic
+  launcher: local
+  port_base: $3
+  seeds: [$seeds]
+  nodes:
+    - {host: 127.0.0.1, workers: $2}
+membership:
+  probe_interval_ms: 200
+  suspect_timeout_ms: 1000
+${6:-}
+train:
+  model: mnist_mlp
+  data: $T/data
+  epochs: $EPOCHS
+  batch_size: 32
+  seed: 7
+  elastic:
+    commit_steps: 10
+${4:-}
+YAML
+}
+
+# the PID of the launcher's child that is worker G
+worker_pid() {
+  local p
+  for p in $(ps -o pid= --ppid "$1"); do
+    tr '\0' ' ' </proc/"$p"/cmdline 2>/dev/null | grep -qE -- "--proc $2( |$)" && { echo "$p"; return; }
+  done
+}
+
+# wait until FILE shows "epoch 2/" (the job trains), up to 60 s
+wait_training() {
+  for _ in $(seq 600); do grep -q 'epoch 2/' "$1" 2>/dev/null && return 0; sleep 0.1; done
+  return 1
+}
+
+# verdict NAME OUTPUT SURVIVORS LAUNCH_RC VIEWLINES (how many print the
+# view-change line; 0: there must be no view change)
+verdict() {
+  local name=$1 out=$2 n=$3 rc=$4 want_line=$5
+  check "$name: the job completes (exit $rc)" "$([[ $rc == 0 ]]; echo $?)"
+  local crcs
+  crcs="$(grep -o 'final parameters crc32 [0-9a-f]*' "$out" | sort | uniq -c)"
+  check "$name: $n survivors with bitwise identical parameters ($(echo $crcs))" \
+    "$([[ $(echo "$crcs" | wc -l) == 1 && $(echo "$crcs" | awk '{print $1}') == "$n" ]]; echo $?)"
+  "$PY" "$HERE/check_samples.py" "$T/samples-$name" "$NTRAIN" "$EPOCHS" >"$T/acct" 2>&1
+  check "$name: sample accounting ($(cat "$T/acct"))" $?
+  if [[ $want_line -gt 0 ]]; then
+    local lines
+    lines="$(grep -cE 'view [0-9]+: (lost worker|worker [0-9]+ .* joined).* at step [0-9]+; [0-9]+ workers; rolled back [0-9]+ steps to the commit at step [0-9]+; lr [0-9.e-]+; training again after [0-9.]+ s' "$out")"
+    check "$name: every survivor printed the view-change line ($lines)" "$([[ $lines -ge $want_line ]]; echo $?)"
+  else
+    check "$name: no view change" "$(! grep -q 'rolled back' "$out"; echo $?)"
+  fi
+  [[ $fail == 0 ]] || { echo "--- $name output:"; tail -30 "$out"; }
+}
+
+# launched NAME SIGNAL WORKER SURVIVORS VIEWLINES [extra elastic lines]
+launched() {
+  local name=$1 sig=$2 g=$3 n=$4 nl=$5 P=$((12000 + RANDOM % 15000))
+  cluster "$T/$name.yaml" 4 $P "${6:-}"
+  HORA_TEST_SAMPLE_LOG="$T/samples-$name" "$HORA" launch "$T/$name.yaml" >"$T/$name.out" 2>&1 &
+  local L=$!
+  PIDS+=($L)
+  wait_training "$T/$name.out"
+  local w
+  w="$(worker_pid $L "$g")"
+  PIDS+=($w)
+  kill -"$sig" "$w"
+  timeout 120 tail --pid=$L -f /dev/null
+  wait $L
+  verdict "$name" "$T/$name.out" "$n" $? "$nl"
+}
+
+launched kill9-rank2 KILL 2 3 3
+launched kill9-rank0 KILL 0 3 3
+launched term-rank1 TERM 1 3 3
+launched stop-rank3 STOP 3 3 3
+launched restart-rank2 KILL 2 4 3 "    restart: true" # the joiner prints its own line
+
+# a separate seed, killed: seeds are never in a view, training goes on
+P=$((12000 + RANDOM % 15000)) S=$((12000 + RANDOM % 15000))
+"$HORA" seed --listen "127.0.0.1:$S" >"$T/seed.out" 2>&1 &
+SEED=$!
+PIDS+=($SEED)
+cluster "$T/seed.yaml" 4 $P "" "127.0.0.1:$S"
+HORA_TEST_SAMPLE_LOG="$T/samples-kill9-seed" "$HORA" launch "$T/seed.yaml" >"$T/seed-job.out" 2>&1 &
+L=$!
+PIDS+=($L)
+wait_training "$T/seed-job.out"
+kill -KILL $SEED
+wait $L
+verdict kill9-seed "$T/seed-job.out" 4 $? 0
+
+# a joiner: 4 of 5 workers start, the 5th joins at epoch 5
+P=$((12000 + RANDOM % 15000))
+cluster "$T/join.yaml" 5 $P "" "" "  min_members: 4"
+JP=()
+for g in 0 1 2 3; do
+  HORA_TEST_SAMPLE_LOG="$T/samples-join-5th" "$HORA" worker --config "$T/join.yaml" --proc $g \
+    >"$T/join.$g" 2>&1 &
+  JP+=($!)
+done
+PIDS+=("${JP[@]}")
+for _ in $(seq 600); do grep -q 'epoch 5/' "$T/join.0" && break; sleep 0.1; done
+HORA_TEST_SAMPLE_LOG="$T/samples-join-5th" "$HORA" worker --config "$T/join.yaml" --proc 4 \
+  >"$T/join.4" 2>&1 &
+JP+=($!)
+PIDS+=($!)
+rc=0
+for p in "${JP[@]}"; do wait "$p" || rc=$?; done
+cat "$T"/join.[0-4] >"$T/join.out"
+grep -q 'joined at step [0-9]* as rank 4 of 5; received the committed state from rank [0-9]: [0-9]* bytes' \
+  "$T/join.4"
+check "join-5th: the joiner got the committed state ($(grep -o 'received.*' "$T/join.4"))" $?
+verdict join-5th "$T/join.out" 5 $rc 4 # the joiner's line is the one above
+exit $fail
