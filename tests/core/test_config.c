@@ -325,6 +325,38 @@ Test(core_config, train_sync_other_than_allreduce_is_refused)
 		  strstr(err, "unknown key 'train.sync.mode'"), "err: %s", err);
 }
 
+Test(core_config, the_elastic_section_turns_it_on_and_every_key_is_checked)
+{
+	cr_assert_eq(cfg.elastic.on, 0);
+	cr_assert_eq(load("train:\n  elastic:\n    min_workers: 2\n    batch: global\n"), 0, "%s", err);
+	cr_assert_eq(cfg.elastic.on, 1);
+	cr_assert_eq(cfg.elastic.min_workers, 2);
+	cr_assert_eq(cfg.elastic.batch, HORA_ELASTIC_GLOBAL);
+	cr_assert_eq(cfg.elastic.commit_steps, 20);
+	hora_train_config_defaults(&cfg); /* enabled: false wins, written before or after */
+	cr_assert_eq(load("train:\n  elastic:\n    enabled: false\n    restart: true\n"), 0, "%s", err);
+	cr_assert_eq(cfg.elastic.on, 0);
+	cr_assert_eq(cfg.elastic.restart, 1);
+	hora_train_config_defaults(&cfg);
+	cr_assert_eq(load("train:\n  elastic:\n    restart: true\n    enabled: false\n"), 0, "%s", err);
+	cr_assert_eq(cfg.elastic.on, 0);
+	static const char *const bad[][3] = {
+		{"commit_steps: 0", "c.yaml:3:19: train.elastic.commit_steps must be an integer in 1..1000000",
+		 NULL},
+		{"batch: globl", "c.yaml:3:12: train.elastic.batch must be per_worker or global", NULL},
+		{"wait_s: -1", "c.yaml:3:13: train.elastic.wait_s must be a positive number", NULL},
+		{"min_workers: x", "c.yaml:3:18: train.elastic.min_workers must be an integer in 1..4096", NULL},
+		{"restart: maybe", "c.yaml:3:14: train.elastic.restart", NULL},
+		{"max_worker: 3", "unknown key 'train.elastic.max_worker'", NULL},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char y[128];
+		snprintf(y, sizeof(y), "train:\n  elastic:\n    %s\n", bad[i][0]);
+		cr_assert_eq(load(y), HORA_ERR_CONFIG, "%s", bad[i][0]);
+		cr_assert(strstr(err, bad[i][1]), "%s: err: %s", bad[i][0], err);
+	}
+}
+
 Test(core_config, train_gossip_is_refused_at_its_key)
 {
 	cr_assert_eq(load("train:\n  epochs: 2\n  gossip:\n    fanout: 3\n    period_ms: 10\n"),
