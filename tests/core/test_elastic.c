@@ -1,0 +1,42 @@
+/* test_elastic.c - elastic training in one process (tests/core/
+ * elastic_helpers.h): two workers start, a third joins the running job and
+ * all three end with bitwise identical parameters. The multi-process cases
+ * (kill -9, SIGSTOP, SIGTERM, restart) are tests/integration/test_elastic.sh. */
+#include "hora.h"
+#include "elastic_helpers.h"
+
+#include <criterion/criterion.h>
+#include <string.h>
+#include <unistd.h>
+
+Test(elastic, a_joiner_gets_the_committed_state_and_ends_identical, .timeout = 240)
+{
+	char *dir = th_tmpdir();
+	th_make_dataset(dir, 400, 40, 16, 4, 5, 0);
+	struct hora_train_config cfg;
+	hora_train_config_defaults(&cfg);
+	snprintf(cfg.data, sizeof(cfg.data), "%s", dir);
+	cfg.hidden[0] = 32;
+	cfg.epochs = TE_EPOCHS;
+	cfg.batch_size = 8;
+	cfg.quiet = 1;
+	struct te_rank rk[3];
+	char *file = te_join_run(dir, 20000 + (int)(getpid() % 5000) * 4, &cfg, rk);
+	for (int i = 0; i < 3; i++)
+		cr_assert_eq(rk[i].rc, 0, "worker %d: %s", i, rk[i].err);
+	/* the joiner took the job's step count with the commit it was given */
+	cr_assert_eq(rk[2].res.steps, rk[0].res.steps, "joiner %lld steps, worker 0 %lld",
+		     (long long)rk[2].res.steps, (long long)rk[0].res.steps);
+	for (int i = 1; i < 3; i++)
+		cr_assert_eq(memcmp(rk[i].res.params, rk[0].res.params, rk[0].res.nparams * sizeof(float)), 0,
+			     "worker %d ends with other parameters than worker 0", i);
+	for (int i = 0; i < 3; i++) /* it joined before the end, in a later view */
+		cr_assert(rk[i].res.last.workers == 3 && rk[i].res.last.view > 1,
+			  "worker %d: the last epoch had %d workers in view %llu", i, rk[i].res.last.workers,
+			  (unsigned long long)rk[i].res.last.view);
+	for (int i = 0; i < 3; i++)
+		hora_train_result_deinit(&rk[i].res);
+	th_rmrf(dir);
+	free(file);
+	free(dir);
+}

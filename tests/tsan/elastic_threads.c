@@ -1,0 +1,47 @@
+/* elastic_threads.c - a ThreadSanitizer driver (see coll_threads.c) for
+ * elastic training: two workers of hora_init_with train as threads, a third
+ * joins the running job (the others re-form their communicator: monitor
+ * thread stopped and started again, the membership's status callback
+ * reading the communicator while its net comm is replaced), and all three
+ * end with bitwise identical parameters. The scenario is
+ * tests/core/elastic_helpers.h's te_join_run, the one test_elastic.c checks
+ * with Criterion.
+ *   elastic_threads [PORT_BASE] */
+#include "tests/core/elastic_helpers.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+int main(int argc, char **argv)
+{
+	const int port = argc > 1 ? atoi(argv[1]) : 20000 + (int)(getpid() % 10000) * 4;
+	char *dir = th_tmpdir();
+	th_make_dataset(dir, 400, 40, 16, 4, 5, 0);
+	struct hora_train_config cfg;
+	hora_train_config_defaults(&cfg);
+	snprintf(cfg.data, sizeof(cfg.data), "%s", dir);
+	cfg.hidden[0] = 32;
+	cfg.epochs = TE_EPOCHS;
+	cfg.batch_size = 8;
+	cfg.quiet = 1;
+	struct te_rank rk[3];
+	char *file = te_join_run(dir, port, &cfg, rk);
+	int bad = 0;
+	for (int i = 0; i < 3; i++) {
+		if (rk[i].rc)
+			fprintf(stderr, "worker %d: %s\n", i, rk[i].err), bad = 1;
+		else if (memcmp(rk[i].res.params, rk[0].res.params, rk[0].res.nparams * sizeof(float)))
+			fprintf(stderr, "worker %d ends with other parameters than worker 0\n", i), bad = 1;
+		else if (rk[i].res.last.workers != 3)
+			fprintf(stderr, "worker %d: the last epoch had %d workers\n", i, rk[i].res.last.workers),
+				bad = 1;
+		hora_train_result_deinit(&rk[i].res);
+	}
+	th_rmrf(dir);
+	free(file);
+	free(dir);
+	printf("elastic_threads: %s\n", bad ? "FAIL" : "ok");
+	return bad;
+}
