@@ -55,6 +55,16 @@ static int index_of(const uint64_t *p, int n, uint64_t uid)
 	return -1;
 }
 
+/* whether another member of p has this uid's worker index (a process of
+ * that worker that died and is not out of the view yet, or a second one) */
+static bool index_taken(const uint64_t *p, int n, uint64_t uid)
+{
+	for (int i = 0; i < n; i++)
+		if (p[i] >> 40 == uid >> 40)
+			return true;
+	return false;
+}
+
 /* the file's workers that do not take part in view v, as "worker 2
  * (127.0.0.1:29503), ..." */
 static void missing(const struct rejoin *rj, const uint64_t *p, int n, char *out, size_t len)
@@ -150,7 +160,7 @@ static int rejoin_next(void *arg, uint64_t old_view, struct hora_comm_next *out,
 				return 0;
 			HORA_LOGD("forming the communicator of view %llu (try %d): %s", (unsigned long long)v.id,
 				  tries + 1, e2);
-		} else if (v.id && !paused && myrank >= 0 && me < 0) {
+		} else if (v.id && !paused && myrank >= 0 && me < 0 && !index_taken(p, n, rj->j.uid)) {
 			snprintf(err, errlen, "worker %d is not admitted: view %llu already has %d workers "
 					      "(train.elastic.max_workers %d)", rj->o.proc, (unsigned long long)v.id, n,
 				 rj->el.max_workers > 0 ? rj->el.max_workers : rj->j.size);
