@@ -20,6 +20,12 @@ void hora_timeline_span(struct hora_timeline *tl, int tid, const char *name, dou
 /* Gather every rank's events on rank 0 (a collective: every rank calls it)
  * and write path there. Times are relative to the timeline's creation,
  * which every rank does right after a barrier. */
+/* Elastic training: the track is named for worker (it keeps its name when
+ * the ranks are renumbered); a joiner's times are aligned to a survivor's
+ * (age: seconds since that one's creation). */
+void hora_timeline_relabel(struct hora_timeline *tl, int worker);
+double hora_timeline_age(const struct hora_timeline *tl);
+void hora_timeline_align(struct hora_timeline *tl, double age);
 int hora_timeline_write(struct hora_timeline *tl, struct hora_comm *c, const char *path, char *err,
 			size_t errlen);
 

@@ -145,7 +145,8 @@ static int share_commit(struct run *r, int root, const struct commit *from, size
 {
 	if (from)
 		load(r, from);
-	int64_t h[6] = {r->epoch, r->pos, r->step, (int64_t)r->rng_epoch, r->n0, r->bar};
+	int64_t h[7] = {r->epoch, r->pos, r->step, (int64_t)r->rng_epoch, r->n0, r->bar,
+			r->tl ? (int64_t)(hora_timeline_age(r->tl) * 1e6) : 0};
 	double sums[3] = {r->sums.loss_sum, (double)r->sums.correct, (double)r->sums.n};
 	const size_t ob = r->es->ob;
 	uint8_t *st = malloc(ob ? ob : 4);
@@ -153,7 +154,7 @@ static int share_commit(struct run *r, int root, const struct commit *from, size
 		return -ENOMEM;
 	hora_optim_state_save(r->tr.optim, st);
 	int rc = 0;
-	if (r->several && ((rc = hora_broadcast(r->c, h, 6, HORA_I64, root)) ||
+	if (r->several && ((rc = hora_broadcast(r->c, h, 7, HORA_I64, root)) ||
 			   (rc = hora_broadcast(r->c, sums, 3, HORA_F64, root)) ||
 			   (rc = hora_broadcast(r->c, r->tr.params, r->tr.nparams, HORA_F32, root)) ||
 			   (rc = hora_broadcast(r->c, st, ob / 4, HORA_I32, root))))
@@ -164,6 +165,12 @@ static int share_commit(struct run *r, int root, const struct commit *from, size
 		load(r, &k);
 		r->n0 = (int)h[4];
 		r->bar = (int)h[5];
+	}
+	if (!rc && r->cfg->timeline[0] && !r->tl) { /* a joiner's, on the survivors' clock */
+		if ((rc = hora_timeline_create(r->rank, &r->tl)))
+			snprintf(r->err, r->errlen, "timeline: out of memory");
+		else
+			hora_timeline_align(r->tl, (double)h[6] / 1e6);
 	}
 	free(st);
 	*bytes = sizeof(h) + sizeof(sums) + r->tr.nparams * sizeof(float) + ob;
@@ -182,6 +189,16 @@ static int own_files(struct run *r)
 		r->mf = NULL;
 	}
 	return 0;
+}
+
+/* the timeline's tracks are named for workers: ranks change */
+static void label_timeline(struct run *r)
+{
+	const struct hora_comm_member *mb = hora_comm_members(r->c);
+	if (r->tl && mb)
+		hora_timeline_relabel(r->tl, mb[r->rank].worker);
+	if (r->tl && r->dopt)
+		hora_dist_optim_set_timeline(r->dopt, r->tl);
 }
 
 /* Every rank of the new communicator: the same calls in the same order. */
@@ -208,6 +225,7 @@ static int sync_view(struct run *r, int *root, size_t *bytes)
 		return rc;
 	for (int i = 0; i < 2; i++) /* adopted in this view: the lineage to beat */
 		take(r, &r->es->slot[i]);
+	label_timeline(r);
 	r->pg.bar = r->bar;
 	hora_run_schedule(r);
 	r->pg.steps = r->steps_per_epoch;
@@ -232,6 +250,7 @@ int hora_elastic_start(struct run *r)
 			return rc;
 	}
 	if (!hora_comm_joined(r->c)) {
+		label_timeline(r);
 		commit_now(r);
 		return 0;
 	}
@@ -345,6 +364,7 @@ int hora_elastic_recover(struct run *r, int rc)
 	if (!rc) {
 		char what[1024];
 		changes(r, old, n, what, sizeof(what));
+		hora_timeline_span(r->tl, 0, "view_change", t0, hora_clock_s(), 0);
 		printf("view %" PRIu64 ": %s at step %" PRId64 "; %d workers; rolled back %" PRId64
 		       " steps to the commit at step %" PRId64 "; lr %g; training again after %.2f s\n",
 		       hora_comm_view(r->c), what, at, r->size, at - r->step, r->step, hora_run_lr(r),

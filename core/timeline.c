@@ -24,11 +24,12 @@ struct span {
 };
 
 static const char *const names[] = {"forward_backward", "allreduce", "wait", "optimizer_step",
-				    "evaluate", "epoch", "checkpoint", "?"};
+				    "evaluate", "epoch", "checkpoint", "view_change", "?"};
 #define NNAMES ((int)(sizeof(names) / sizeof(names[0])))
 
 struct hora_timeline {
-	int rank;
+	int rank;    /* the track's label: the rank, or (elastic) the worker */
+	bool worker; /* label is a worker index */
 	double start;
 	struct span *s;
 	size_t n, cap;
@@ -76,17 +77,35 @@ void hora_timeline_span(struct hora_timeline *tl, int tid, const char *name, dou
 	tl->s[tl->n++] = (struct span){t0 - tl->start, t1 - tl->start, bytes, tid, k};
 }
 
+void hora_timeline_relabel(struct hora_timeline *tl, int worker)
+{
+	tl->rank = worker;
+	tl->worker = true;
+}
+
+double hora_timeline_age(const struct hora_timeline *tl)
+{
+	return hora_clock_s() - tl->start;
+}
+
+void hora_timeline_align(struct hora_timeline *tl, double age)
+{
+	tl->start = hora_clock_s() - age;
+}
+
 int hora_timeline_write(struct hora_timeline *tl, struct hora_comm *c, const char *path, char *err,
 			size_t errlen)
 {
 	const int n = hora_size(c), rank = hora_rank(c);
-	int64_t mine = (int64_t)tl->n, *counts = calloc((size_t)n, sizeof(*counts));
+	/* per rank: its span count and its track's label (rank, or worker + 1 << 32) */
+	int64_t mine[2] = {(int64_t)tl->n, tl->rank + (tl->worker ? (int64_t)1 << 32 : 0)};
+	int64_t *counts = calloc((size_t)n * 2, sizeof(*counts));
 	if (!counts)
 		return -ENOMEM;
-	int rc = hora_allgather(c, &mine, counts, 1, HORA_I64);
+	int rc = hora_allgather(c, mine, counts, 2, HORA_I64);
 	int64_t most = 0;
 	for (int r = 0; !rc && r < n; r++)
-		most = counts[r] > most ? counts[r] : most;
+		most = counts[2 * r] > most ? counts[2 * r] : most;
 	/* spans travel as doubles: t0, t1, bytes, tid, name */
 	const size_t per = 5, row = (size_t)most * per;
 	double *buf = calloc(row ? row : 1, sizeof(double));
@@ -114,12 +133,14 @@ int hora_timeline_write(struct hora_timeline *tl, struct hora_comm *c, const cha
 			fprintf(f, "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n");
 			int first = 1;
 			for (int r = 0; r < n; r++) {
-				fprintf(f, "%s{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"args\":{\"name\":\"rank %d\"}},\n"
+				const int64_t lab = counts[2 * r + 1];
+				const char *what = lab >> 32 ? "worker" : "rank";
+				fprintf(f, "%s{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%d,\"args\":{\"name\":\"%s %d\"}},\n"
 					   "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":\"training\"}},\n"
 					   "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%d,\"tid\":1,\"args\":{\"name\":\"communication\"}}",
-					first ? "" : ",\n", r, r, r, r);
+					first ? "" : ",\n", r, what, (int)(lab & 0xffffffff), r, r);
 				first = 0;
-				for (int64_t i = 0; i < counts[r]; i++) {
+				for (int64_t i = 0; i < counts[2 * r]; i++) {
 					const double *d = all + (size_t)r * row + (size_t)i * per;
 					int k = (int)d[4];
 					fprintf(f, ",\n{\"ph\":\"X\",\"name\":\"%s\",\"pid\":%d,\"tid\":%d,\"ts\":%.1f,\"dur\":%.1f",

@@ -630,17 +630,12 @@ static int prepare(struct run *r)
 	r->first_epoch = 1;
 	r->rng = cfg->seed ^ 0x5eed5eed5eedULL; /* the same shuffle on every rank */
 	r->n0 = r->size;
-	if (r->elastic && cfg->timeline[0]) {
-		snprintf(r->err, r->errlen, "train.timeline cannot be combined with train.elastic in this "
-					    "build (the trace is gathered from a fixed set of ranks); remove one");
-		return HORA_ERR_CONFIG;
-	}
 	const bool joiner = r->c && hora_comm_joined(r->c);
 	if (r->several && !joiner && (rc = agree(r, &bar)))
 		return rc;
 	hora_comm_set_stall(r->c, cfg->stall_warning_s, cfg->stall_abort_s);
-	if (cfg->timeline[0] && r->c && (rc = start_timeline(r)))
-		return rc;
+	if (cfg->timeline[0] && r->c && !joiner && (rc = start_timeline(r)))
+		return rc; /* (a joiner's starts with the committed state, elastic.c) */
 	if (cfg->resume && !joiner &&
 	    (rc = resume(r->c, cfg, &r->tr, &r->first_epoch, &r->step, &r->rng, r->err, r->errlen, r->elastic)))
 		return rc;
@@ -669,6 +664,8 @@ int hora_run_dist_optim(struct run *r)
 	if (r->several && r->cfg->communication &&
 	    (rc = hora_dist_optim_create(r->c, r->tr.optim, r->tr.nparams, &r->cfg->fusion, &r->dopt)))
 		snprintf(r->err, r->errlen, "distributed optimizer: %s", hora_strerror(rc));
+	if (r->dopt && r->tl)
+		hora_dist_optim_set_timeline(r->dopt, r->tl);
 	return rc;
 }
 
@@ -695,10 +692,12 @@ int hora_train_run_comm(struct hora_comm *c, const struct hora_train_config *cfg
 		if (rc && r->elastic)
 			rc = hora_elastic_recover(r, rc);
 	}
+	if (!rc && r->tl && (rc = hora_timeline_write(r->tl, c, cfg->timeline, err, errlen)) && r->elastic) {
+		HORA_LOGW("%s (training had completed)", err); /* a worker left meanwhile */
+		rc = 0;
+	}
 	if (!rc && r->elastic)
 		hora_elastic_finish(r);
-	if (!rc && r->tl)
-		rc = hora_timeline_write(r->tl, c, cfg->timeline, err, errlen);
 	if (!rc && res)
 		rc = fill_result(r, res);
 	if (r->mf)
