@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test_elastic.sh HORA DATA_DIR - elastic training with real processes: a
-# 4-worker MNIST job (a 4000/1000 sample subset of DATA_DIR, written here;
+# 4-worker MNIST job (a 2000/1000 sample subset of DATA_DIR, written here;
 # train.elastic with commit_steps 10) disturbed once it trains, in turn:
 #   kill9-rank2   kill -9 of worker 2
 #   kill9-rank0   kill -9 of worker 0 (rank 0, and the file's seed)
@@ -40,7 +40,7 @@ trap cleanup EXIT
 export HORA_SECRET="elastic-test-secret-$RANDOM$RANDOM-0123456789"
 fail=0
 check() { if [[ $2 == 0 ]]; then echo "ok   $1"; else echo "FAIL $1"; fail=1; fi; }
-NTRAIN=4000 EPOCHS=12
+NTRAIN=2000 EPOCHS=30
 "$PY" - "$DATA" "$T/data" "$NTRAIN" 1000 <<'EOF'
 import os, struct, sys
 src, dst, ntr, nte = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
@@ -93,9 +93,9 @@ worker_pid() {
   done
 }
 
-# wait until FILE shows "epoch 2/" (the job trains), up to 60 s
+# wait until FILE shows "epoch 1/" (the job trains), up to 120 s
 wait_training() {
-  for _ in $(seq 600); do grep -q 'epoch 2/' "$1" 2>/dev/null && return 0; sleep 0.1; done
+  for _ in $(seq 1200); do grep -q 'epoch 1/' "$1" 2>/dev/null && return 0; sleep 0.1; done
   return 1
 }
 
@@ -131,7 +131,8 @@ launched() {
   local w
   w="$(worker_pid $L "$g")"
   PIDS+=($w)
-  kill -"$sig" "$w"
+  kill -"$sig" "$w" && kill -0 $L
+  check "$name: worker $g (pid $w) got SIG$sig while the job trained" $?
   timeout 120 tail --pid=$L -f /dev/null
   wait $L
   verdict "$name" "$T/$name.out" "$n" $? "$nl"
@@ -153,7 +154,8 @@ HORA_TEST_SAMPLE_LOG="$T/samples-kill9-seed" "$HORA" launch "$T/seed.yaml" >"$T/
 L=$!
 PIDS+=($L)
 wait_training "$T/seed-job.out"
-kill -KILL $SEED
+kill -KILL $SEED && kill -0 $L
+check "kill9-seed: the seed got SIGKILL while the job trained" $?
 wait $L
 verdict kill9-seed "$T/seed-job.out" 4 $? 0
 
@@ -167,7 +169,7 @@ for g in 0 1 2 3; do
   JP+=($!)
 done
 PIDS+=("${JP[@]}")
-for _ in $(seq 600); do grep -q 'epoch 5/' "$T/join.0" && break; sleep 0.1; done
+for _ in $(seq 1200); do grep -q 'epoch 5/' "$T/join.0" && break; sleep 0.1; done
 HORA_TEST_SAMPLE_LOG="$T/samples-join-5th" "$HORA" worker --config "$T/join.yaml" --proc 4 \
   >"$T/join.4" 2>&1 &
 JP+=($!)
