@@ -213,16 +213,10 @@ static int elastic_start(struct joining *j, struct hora_comm **out, char *err, s
 		hora_net_membership_view(j->mem, &j->v, &j->rank, &paused, NULL, 0);
 		if (j->v.id && j->rank >= 0 && !paused) {
 			if (hora_rejoin_job_running(j->mem))
-				return hora_rejoin_join(j, out, err, errlen);
+				return hora_rejoin_join(j, true, out, err, errlen);
 			const int first = j->cc.membership.min_members > 0 ? j->cc.membership.min_members : j->size;
-			if (j->v.n >= first) { /* membership.min_members: a job may start short */
-				int rc = form_comm(j, out, err, errlen);
-				if (!rc && (rc = hora_rejoin_attach(*out, j))) {
-					hora_comm_destroy(*out);
-					*out = NULL;
-				}
-				return rc;
-			}
+			if (j->v.n >= first) /* membership.min_members: a job may start short */
+				return hora_rejoin_join(j, false, out, err, errlen);
 		}
 		if (hora_clock_s() > deadline) {
 			snprintf(err, errlen, "worker %d: no view with all %d workers and no running job to join "

@@ -32,14 +32,14 @@ int hora_joining_addr(const struct hora_cluster_config *cc, uint64_t uid, char a
 void hora_joining_net_cfg(const struct joining *j, int rank, int n, const char *const *addrs,
 			  uint64_t view, int timeout_ms, struct hora_net_comm_cfg *nc);
 
-/* Elastic (core/rejoin.c): make c elastic; its re-forms keep a copy of j's
- * job (the membership stays c's). 0 or -ENOMEM. */
-int hora_rejoin_attach(struct hora_comm *c, const struct joining *j);
 /* A joiner of a running job: whether a member of the installed view (this
  * one is in it) trains in a communicator over an older view. Blocks about
  * 200 ms (a STATUS query). */
 bool hora_rejoin_job_running(struct hora_net_membership *m);
-/* Join the running job: a communicator over the next view, elastic. */
-int hora_rejoin_join(struct joining *j, struct hora_comm **out, char *err, size_t errlen);
+/* An elastic communicator over the participants of the next view (at
+ * most max_workers of the file's workers; one beyond is refused by name):
+ * the first one of the job, or (joiner) one that joins the running job. It
+ * owns j's loop and membership from now on. */
+int hora_rejoin_join(struct joining *j, bool joiner, struct hora_comm **out, char *err, size_t errlen);
 
 #endif

@@ -229,17 +229,6 @@ static struct rejoin *rejoin_new(const struct joining *j, struct hora_net_member
 	return rj;
 }
 
-int hora_rejoin_attach(struct hora_comm *c, const struct joining *j)
-{
-	struct rejoin *rj = rejoin_new(j, hora_comm_membership(c));
-	if (!rj)
-		return -ENOMEM;
-	struct hora_comm_elastic el = {.next = rejoin_next, .arg = rj, .free_arg = rejoin_free,
-				       .pending = rejoin_pending};
-	hora_comm_set_elastic(c, &el);
-	return 0;
-}
-
 bool hora_rejoin_job_running(struct hora_net_membership *m)
 {
 	int64_t sent;
@@ -261,7 +250,7 @@ bool hora_rejoin_job_running(struct hora_net_membership *m)
 	return false;
 }
 
-int hora_rejoin_join(struct joining *j, struct hora_comm **out, char *err, size_t errlen)
+int hora_rejoin_join(struct joining *j, bool joiner, struct hora_comm **out, char *err, size_t errlen)
 {
 	struct rejoin *rj = rejoin_new(j, j->mem);
 	if (!rj)
@@ -282,9 +271,11 @@ int hora_rejoin_join(struct joining *j, struct hora_comm **out, char *err, size_
 	j->mem = NULL;
 	hora_comm_set_fusion_override(*out, &j->o->fusion);
 	struct hora_comm_elastic el = {.next = rejoin_next, .arg = rj, .free_arg = rejoin_free,
-				       .pending = rejoin_pending, .joined = true};
+				       .pending = rejoin_pending, .joined = joiner};
 	hora_comm_set_elastic(*out, &el);
-	HORA_LOGI("worker %d joined the running job: rank %d of %d in view %llu after %.2f s", j->o->proc,
-		  hora_rank(*out), hora_size(*out), (unsigned long long)nx.view, hora_clock_s() - t0);
+	if (joiner)
+		HORA_LOGI("worker %d joined the running job: rank %d of %d in view %llu after %.2f s",
+			  j->o->proc, hora_rank(*out), hora_size(*out), (unsigned long long)nx.view,
+			  hora_clock_s() - t0);
 	return 0;
 }

@@ -122,11 +122,16 @@ static int elastic_exit(const struct launch *la, struct launch_elastic *er, stru
 	how(c->status, h, sizeof(h));
 	if (signal_pending && er->stop_at < 0) /* not forwarded yet: Ctrl-C reaches the workers too */
 		er->stop_at = now;
+	/* exit 2 is bad input (a refused joiner, another job): running it again
+	 * would fail the same way */
+	const bool refused = WIFEXITED(c->status) && WEXITSTATUS(c->status) == 2;
 	const bool again = kind == LAUNCH_DEATH_CASUALTY && er->ec->restart && er->stop_at < 0 &&
-			   c->restarts < er->ec->restart_limit;
+			   c->restarts < er->ec->restart_limit && !refused;
 	const char *next = "; the others go on without it";
 	if (kind == LAUNCH_DEATH_LATE)
 		next = ", after training completed";
+	else if (refused && er->ec->restart)
+		next = "; not restarted (bad input: exit 2), the others go on without it";
 	else if (again)
 		next = "; restarting it";
 	else if (er->ec->restart && er->stop_at < 0)

@@ -600,9 +600,10 @@ static int run_training(const struct node_opts *o, const struct hora_cluster_con
 	if (tc->elastic.on)
 		leave_on_term();
 	struct hora_comm *c;
-	if (hora_init_with(&io, &c, err, sizeof(err))) {
+	int irc = hora_init_with(&io, &c, err, sizeof(err));
+	if (irc) {
 		fprintf(stderr, "%s: worker %d: %s\n", prog, o->proc, err);
-		return 1;
+		return irc == HORA_ERR_CONFIG ? 2 : 1; /* 2: refused (max_workers), bad input */
 	}
 	atomic_store(&g_leave_m, hora_comm_membership(c));
 	struct hora_train_result res;

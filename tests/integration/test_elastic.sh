@@ -10,6 +10,7 @@
 #                 after the others finish)
 #   restart-rank2 kill -9 of worker 2 with train.elastic.restart: the
 #                 launcher restarts it and it rejoins
+#   max3          train.elastic.max_workers 3: worker 3 is refused by name
 #   join-5th      4 of a 5-worker file start (membership.min_members 4,
 #                 `hora worker` each), the 5th joins at epoch 5
 # Each: every process that should finish exits 0 (the launcher: "training
@@ -143,6 +144,19 @@ launched kill9-rank0 KILL 0 3 3
 launched term-rank1 TERM 1 3 3
 launched stop-rank3 STOP 3 3 3
 launched restart-rank2 KILL 2 4 3 "    restart: true" # the joiner prints its own line
+
+# max_workers 3 of a 4-worker file: worker 3 is refused by name (exit 2, not
+# restarted), the other three train
+P=$((12000 + RANDOM % 15000))
+cluster "$T/max.yaml" 4 $P "    max_workers: 3
+    restart: true"
+HORA_TEST_SAMPLE_LOG="$T/samples-max3" "$HORA" launch "$T/max.yaml" >"$T/max.out" 2>&1
+rc=$?
+grep -q 'worker 3 is not admitted: view [0-9]* already has 3 workers (train.elastic.max_workers 3)' \
+  "$T/max.out" && grep -q 'worker 3 (127.0.0.1) exited with status 2' "$T/max.out" \
+  && ! grep -q 'restarted worker 3' "$T/max.out"
+check "max3: worker 3 refused by name, exit 2, not restarted" $?
+verdict max3 "$T/max.out" 3 $rc 0
 
 # a separate seed, killed: seeds are never in a view, training goes on
 P=$((12000 + RANDOM % 15000)) S=$((12000 + RANDOM % 15000))
