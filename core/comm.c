@@ -263,9 +263,10 @@ static void status_get(void *arg, struct hora_swim_status *st)
 	int inside;
 	int64_t since;
 	pthread_mutex_lock(&c->net_mu);
-	if (!c->net) { /* between two views: no communicator */
+	if (!c->net) { /* between two views: no collective, the job's last view */
+		const struct progress p = {.view = c->view_id};
 		pthread_mutex_unlock(&c->net_mu);
-		st->len = 0;
+		progress_encode(&p, st);
 		return;
 	}
 	hora_net_comm_progress(c->net, &seq, &kind, &inside, &since);

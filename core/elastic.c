@@ -249,16 +249,19 @@ int hora_elastic_start(struct run *r)
 		if (rc)
 			return rc;
 	}
-	if (!hora_comm_joined(r->c)) {
-		label_timeline(r);
+	const bool joiner = hora_comm_joined(r->c);
+	if (!joiner) { /* the job's start: lineage 0, below every re-formed view's,
+			  so that a joiner taken for a starter never wins with it */
 		commit_now(r);
-		return 0;
+		r->es->slot[r->es->latest].lineage = 0;
 	}
 	const double t0 = hora_clock_s();
 	int root;
 	size_t bytes;
 	int rc = sync_view(r, &root, &bytes);
-	if (!rc && !r->cfg->quiet)
+	if (rc == -EAGAIN) /* at the start every worker is equal: all stop, as without elastic */
+		rc = HORA_ERR_CONFIG;
+	if (!rc && joiner && !r->cfg->quiet)
 		printf("view %" PRIu64 ": joined at step %" PRId64 " as rank %d of %d; received the committed "
 		       "state from rank %d: %zu bytes in %.3f s\n", hora_comm_view(r->c), r->step, r->rank,
 		       r->size, root, bytes, hora_clock_s() - t0);

@@ -631,11 +631,14 @@ static int prepare(struct run *r)
 	r->rng = cfg->seed ^ 0x5eed5eed5eedULL; /* the same shuffle on every rank */
 	r->n0 = r->size;
 	const bool joiner = r->c && hora_comm_joined(r->c);
-	if (r->several && !joiner && (rc = agree(r, &bar)))
+	/* elastic: every worker of a new communicator, the first one's too,
+	 * runs the same sync (elastic.c), which checks the job, shares rank 0's
+	 * state and starts the timeline */
+	if (r->several && !r->elastic && (rc = agree(r, &bar)))
 		return rc;
 	hora_comm_set_stall(r->c, cfg->stall_warning_s, cfg->stall_abort_s);
-	if (cfg->timeline[0] && r->c && !joiner && (rc = start_timeline(r)))
-		return rc; /* (a joiner's starts with the committed state, elastic.c) */
+	if (cfg->timeline[0] && r->c && !r->elastic && (rc = start_timeline(r)))
+		return rc;
 	if (cfg->resume && !joiner &&
 	    (rc = resume(r->c, cfg, &r->tr, &r->first_epoch, &r->step, &r->rng, r->err, r->errlen, r->elastic)))
 		return rc;

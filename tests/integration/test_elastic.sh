@@ -11,6 +11,10 @@
 #   restart-rank2 kill -9 of worker 2 with train.elastic.restart: the
 #                 launcher restarts it and it rejoins
 #   max3          train.elastic.max_workers 3: worker 3 is refused by name
+#   pause         min_workers 4: worker 2 killed, the others pause naming it,
+#                 it is started again 3 s later and training resumes
+#   wait_s        the same without the restart: the job fails after wait_s 3,
+#                 naming the missing worker
 #   join-5th      4 of a 5-worker file start (membership.min_members 4,
 #                 `hora worker` each), the 5th joins at epoch 5
 # Each: every process that should finish exits 0 (the launcher: "training
@@ -157,6 +161,48 @@ grep -q 'worker 3 is not admitted: view [0-9]* already has 3 workers (train.elas
   && ! grep -q 'restarted worker 3' "$T/max.out"
 check "max3: worker 3 refused by name, exit 2, not restarted" $?
 verdict max3 "$T/max.out" 3 $rc 0
+
+# min_workers 4: worker 2 killed, the others pause naming it; it comes back
+# (started by hand 3 s later) and training resumes with 4
+P=$((12000 + RANDOM % 15000))
+cluster "$T/pause.yaml" 4 $P "    min_workers: 4"
+HORA_TEST_SAMPLE_LOG="$T/samples-pause" "$HORA" launch "$T/pause.yaml" >"$T/pause.out" 2>&1 &
+L=$!
+PIDS+=($L)
+wait_training "$T/pause.out"
+w="$(worker_pid $L 2)"
+kill -KILL "$w" && kill -0 $L
+check "pause: worker 2 (pid $w) got SIGKILL while the job trained" $?
+sleep 3
+HORA_TEST_SAMPLE_LOG="$T/samples-pause" "$HORA" worker --config "$T/pause.yaml" --proc 2 \
+  >"$T/pause.2" 2>&1 &
+J=$!
+PIDS+=($J)
+wait $L
+rc=$?
+wait $J || rc=$?
+grep -q "training paused: view [0-9]* has 3 of train.elastic.min_workers 4 workers; missing: worker 2 " \
+  "$T/pause.out"
+check "pause: below min_workers the others pause naming worker 2" $?
+cat "$T/pause.2" >>"$T/pause.out"
+verdict pause "$T/pause.out" 4 $rc 3
+
+# ... and when it does not come back within wait_s, the job fails saying so
+P=$((12000 + RANDOM % 15000))
+cluster "$T/wait.yaml" 4 $P "    min_workers: 4
+    wait_s: 3"
+"$HORA" launch "$T/wait.yaml" >"$T/wait.out" 2>&1 &
+L=$!
+PIDS+=($L)
+wait_training "$T/wait.out"
+w="$(worker_pid $L 1)"
+kill -KILL "$w"
+wait $L
+rc=$?
+grep -q "no view to train in after train.elastic.wait_s 3 s: 3 of min_workers 4 workers; missing: worker 1 " \
+  "$T/wait.out"
+check "wait_s: the job fails after wait_s naming the missing worker (exit $rc)" \
+  "$([[ $rc != 0 ]] && grep -q 'training did not complete' "$T/wait.out"; echo $?)"
 
 # a separate seed, killed: seeds are never in a view, training goes on
 P=$((12000 + RANDOM % 15000)) S=$((12000 + RANDOM % 15000))
