@@ -243,12 +243,18 @@ void hora_net_conn_tick(struct conn *c, int64_t now)
 	}
 }
 
+/* The one to drop: the oldest that has sent nothing yet (idle: a peer under
+ * way has sent its HELLO within a round trip), else the oldest. */
 void hora_net_conn_evict_handshake(struct hora_net_loop *loop)
 {
 	struct conn *old = NULL;
-	for (struct conn *c = loop->conns; c; c = c->next)
-		if (c->server && c->state == C_HANDSHAKE && (!old || c->deadline_ns < old->deadline_ns))
+	for (struct conn *c = loop->conns; c; c = c->next) {
+		if (!c->server || c->state != C_HANDSHAKE)
+			continue;
+		const bool idle = !c->hs_msgs && !c->hs_have, old_idle = old && !old->hs_msgs && !old->hs_have;
+		if (!old || (idle && !old_idle) || (idle == old_idle && c->deadline_ns < old->deadline_ns))
 			old = c;
+	}
 	if (!old)
 		return;
 	const int64_t age_ns = hora_clock_ns() - (old->deadline_ns -
@@ -440,6 +446,7 @@ static void on_hs(struct hora_net_loop *loop, struct op *op, const struct io_uri
 	}
 	size_t n = c->hs_have;
 	c->hs_have = 0;
+	c->hs_msgs++;
 	c->hs_rc = hora_net_hs_input(&c->hs, c->hs_in, n, c->hs_out, &c->hs_outlen);
 	if (c->hs_outlen) {
 		c->hs_sent = 0;

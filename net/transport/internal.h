@@ -74,6 +74,7 @@ struct conn {
 	uint8_t hs_out[HORA_NET_HS_MAX_OUT];
 	size_t hs_outlen, hs_sent;
 	int hs_rc; /* result of the last hs_input: 1 done, <0 failed */
+	int hs_msgs; /* handshake messages received (server: 0 = nothing yet, an idle client?) */
 	bool hs_sending;
 
 	/* connect (client) */
