@@ -580,8 +580,8 @@ static void coordinate(struct hora_swim *s, int64_t now)
 		desired(s, &d);
 	if (!d.n || d.uids[0] != s->cfg.uid)
 		return; /* not the coordinator */
-	if (!s->view.id && d.n < (rule ? s->cfg.first_view_workers : s->cfg.min_members))
-		return;
+	if (!s->view.id && (d.n < s->cfg.min_members || (rule && d.n < s->cfg.first_view_workers)))
+		return; /* the first view waits for min_members, and under the rule for every worker */
 	if (s->view.id && same_members(&d, &s->view)) {
 		s->prop.id = 0;
 		return;

@@ -43,14 +43,14 @@ struct hora_swim_cfg {
 	int suspect_timeout_ms;    /* suspect -> dead (default 1000) */
 	int indirect_probes;       /* k for ping-req (default 3) */
 	int retransmit_mult;       /* lambda: updates sent lambda*log2(N+1) times (default 3) */
-	int min_members;           /* workers needed before the first view (default 1;
-				      unused when first_view_workers > 0) */
+	int min_members;           /* workers needed before the first view (default 1) */
 	/* The first-view rule (net/MEMBERSHIP.md "The first view"): 0 (default):
 	 * any live worker may be in the first view. N > 0 (a job of N workers
 	 * whose uids carry worker index + 1 in their top 24 bits, uid >> 40, as
 	 * core's hora_cluster_uid makes them): the first view is exactly one
 	 * member for each worker index 0..N-1 (the lowest uid on a duplicate),
-	 * proposed once all N are alive; this member refuses any other first
+	 * proposed once all N are alive (and min_members: more than N means
+	 * never); this member refuses any other first
 	 * view (a PROPOSE or COMMIT with no view before it). Other members (a
 	 * stray process with the secret, a second claimant of an index) are
 	 * admitted only by a later view, as joiners. At most HORA_SWIM_MAX_VIEW. */
