@@ -17,7 +17,8 @@
 #      Before: they filled the handshake table (64), the real peers that
 #      came next were refused and their connect failed without retry; now
 #      the table drops its oldest and a cut-off handshake is tried again.
-#      4 starts. (Main failed (a) 5 of 5 and (b) 8 of 12.)
+#      4 starts. (Main failed (a) 5 of 5 starts in every run, (b) 10 of 16
+#      starts over four runs.)
 # Every member suspects for 3 s before it declares one dead: on this 2-core
 # machine under load a member's comm thread is sometimes late to answer, and
 # with the default 1 s a false death at the end of a job (a worker that
