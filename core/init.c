@@ -94,6 +94,10 @@ static int join_membership(struct joining *j, char *err, size_t errlen)
 	sw.uid = j->uid = hora_cluster_uid(j->o->proc);
 	if (!sw.min_members)
 		sw.min_members = j->size;
+	/* the first view is the file's workers, one member per worker index;
+	 * anyone else (a stray process with the secret) comes in later, as a
+	 * joiner (net/MEMBERSHIP.md "The first view") */
+	sw.first_view_workers = j->size;
 	struct hora_swim_addr seeds[HORA_CLUSTER_MAX_SEEDS];
 	int nseeds = 0;
 	for (int i = 0; i < j->cc.nseeds; i++)
@@ -105,29 +109,41 @@ static int join_membership(struct joining *j, char *err, size_t errlen)
 					  &bound, seeds, nseeds, &j->mem, err, errlen);
 }
 
-/* until the installed view holds every worker of the file (three join
- * timeouts at most) */
+/* until this worker is in the job's first view, which the membership forms
+ * of every worker of the file and nobody else (first_view_workers), three
+ * join timeouts at most. The communicator is formed over that view even
+ * when a later one (a joiner admitted) is installed by now. */
 static int wait_full_view(struct joining *j, char *err, size_t errlen)
 {
 	const double limit_s = (j->cc.join_timeout_ms > 0 ? j->cc.join_timeout_ms : 10000) / 1e3 * 3;
 	const double deadline = hora_clock_s() + limit_s;
-	uint64_t known = 0;
+	struct hora_swim_view cur;
+	int cur_rank;
 	char why[256];
 	bool paused = false;
 	for (;;) {
-		hora_net_membership_view(j->mem, &j->v, &j->rank, &paused, why, sizeof(why));
-		if (j->v.id && j->rank >= 0 && j->v.n >= j->size && !paused)
+		hora_net_membership_view(j->mem, &cur, &cur_rank, &paused, why, sizeof(why));
+		hora_net_membership_first_view(j->mem, &j->v, &j->rank);
+		if (j->v.id && j->rank >= 0 && j->v.n == j->size && !paused)
 			return 0;
-		if (hora_clock_s() > deadline) {
-			snprintf(err, errlen, "worker %d: no view with all %d workers after %.0f s (have %d "
-					      "alive%s%s; seeds down, workers missing, or a wrong secret?)",
-				 j->o->proc, j->size, limit_s, hora_net_membership_alive(j->mem),
-				 paused ? ", paused: " : "", paused ? why : "");
-			return -ETIMEDOUT;
-		}
-		hora_net_membership_wait(j->mem, known, paused, 100);
-		known = j->v.id;
+		if (hora_clock_s() > deadline)
+			break;
+		hora_net_membership_wait(j->mem, cur.id, paused, 100);
 	}
+	if (j->v.id && j->rank < 0)
+		snprintf(err, errlen, "worker %d: not in the job's first view %llu, which holds another "
+				      "process as worker %d (two processes claim worker %d?)",
+			 j->o->proc, (unsigned long long)j->v.id, j->o->proc, j->o->proc);
+	else if (!j->v.id && cur.id)
+		snprintf(err, errlen, "worker %d: the job had its first view before this worker joined "
+				      "(view %llu is installed; a worker that joins later is a joiner)",
+			 j->o->proc, (unsigned long long)cur.id);
+	else
+		snprintf(err, errlen, "worker %d: no view with all %d workers after %.0f s (have %d "
+				      "alive%s%s; seeds down, workers missing, or a wrong secret?)",
+			 j->o->proc, j->size, limit_s, hora_net_membership_alive(j->mem),
+			 paused ? ", paused: " : "", paused ? why : "");
+	return -ETIMEDOUT;
 }
 
 /* "host:port" of every member of the view, from the file (addr: v.n x 80) */

@@ -10,6 +10,8 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <stdbool.h>
+#include <stdlib.h>
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
@@ -20,6 +22,10 @@
 
 /* how long a message cut short by an error may take to finish (ms) */
 #define FLUSH_MS 1000
+/* one connection's handshake deadline, and how many are in handshake at
+ * once on the accepting side (a new one drops the oldest) */
+#define FAST_HS_MS 5000
+#define FAST_PENDING 16
 
 static int resolve(const char *host, uint16_t port, struct sockaddr_storage *ss, socklen_t *len)
 {
@@ -133,6 +139,52 @@ static int finish(int fd, int io_timeout_ms)
 	return 0;
 }
 
+/* A client handshake the server cut off (EOF, reset: a server busy with
+ * other connections) or that timed out may pass on a new connection. */
+static bool fast_transient(int rc)
+{
+	return rc == -ECONNRESET || rc == -EPIPE || rc == -ETIMEDOUT;
+}
+
+/* One connection and handshake, this attempt's deadline hd. 0 and *fd, or -errno. */
+static int connect_once(const struct sockaddr_storage *ss, socklen_t len, const uint8_t *key,
+			size_t keylen, uint32_t node, int64_t hd, int io_timeout_ms, int *fd, char *err,
+			size_t errlen)
+{
+	int s = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (s < 0)
+		return snprintf(err, errlen, "socket: %s", strerror(errno)), -errno;
+	int rc = 0;
+	if (connect(s, (const struct sockaddr *)ss, len) && errno != EINPROGRESS)
+		rc = -errno;
+	else if (!(rc = wait_fd(s, POLLOUT, hd))) {
+		int e = 0;
+		socklen_t el = sizeof(e);
+		getsockopt(s, SOL_SOCKET, SO_ERROR, &e, &el);
+		rc = -e;
+	}
+	if (rc) {
+		close(s);
+		return snprintf(err, errlen, "connect: %s", strerror(-rc)), rc;
+	}
+	struct hora_net_hs hs;
+	uint8_t out[HORA_NET_HS_MAX_OUT];
+	size_t olen = 0;
+	uint64_t session;
+	if (getrandom(&session, sizeof(session), 0) != sizeof(session) ||
+	    hora_net_hs_client_start(&hs, key, keylen, node, session, 0, 1, out, &olen)) {
+		close(s);
+		return snprintf(err, errlen, "cannot start the handshake"), -EINVAL;
+	}
+	rc = handshake(s, &hs, out, olen, hd, err, errlen);
+	if (!rc && !(rc = finish(s, io_timeout_ms))) {
+		*fd = s;
+		return 0;
+	}
+	close(s);
+	return rc;
+}
+
 int hora_net_fast_connect(const char *host, uint16_t port, const uint8_t *key, size_t keylen,
 			  uint32_t node, int timeout_ms, int io_timeout_ms, int *fd, char *err,
 			  size_t errlen)
@@ -142,74 +194,164 @@ int hora_net_fast_connect(const char *host, uint16_t port, const uint8_t *key, s
 	if (resolve(host, port, &ss, &len))
 		return snprintf(err, errlen, "bad address '%s'", host), -EINVAL;
 	const int64_t deadline = hora_clock_ms() + timeout_ms;
+	int backoff_ms = 50;
 	for (;;) {
-		int s = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-		if (s < 0)
-			return snprintf(err, errlen, "socket: %s", strerror(errno)), -errno;
-		int rc = 0;
-		if (connect(s, (struct sockaddr *)&ss, len) && errno != EINPROGRESS)
-			rc = -errno;
-		else if (!(rc = wait_fd(s, POLLOUT, deadline))) {
-			int e = 0;
-			socklen_t el = sizeof(e);
-			getsockopt(s, SOL_SOCKET, SO_ERROR, &e, &el);
-			rc = -e;
-		}
-		if (!rc) {
-			struct hora_net_hs hs;
-			uint8_t out[HORA_NET_HS_MAX_OUT];
-			size_t olen = 0;
-			uint64_t session;
-			if (getrandom(&session, sizeof(session), 0) != sizeof(session) ||
-			    hora_net_hs_client_start(&hs, key, keylen, node, session, 0, 1, out, &olen)) {
-				close(s);
-				return snprintf(err, errlen, "cannot start the handshake"), -EINVAL;
-			}
-			rc = handshake(s, &hs, out, olen, deadline, err, errlen);
-			if (!rc && !(rc = finish(s, io_timeout_ms))) {
-				*fd = s;
-				return 0;
-			}
-			close(s);
+		const int64_t now = hora_clock_ms(), hd = now + FAST_HS_MS;
+		int rc = connect_once(&ss, len, key, keylen, node, hd < deadline ? hd : deadline,
+				      io_timeout_ms, fd, err, errlen);
+		if (!rc)
+			return 0;
+		/* refused: not listening yet (every 20 ms); a handshake cut off
+		 * or timed out: again with backoff (50 ms doubling to 1 s) */
+		const bool refused = rc == -ECONNREFUSED && !strncmp(err, "connect:", 8);
+		const int wait_ms = refused ? 20 : backoff_ms;
+		if ((!refused && !fast_transient(rc)) || hora_clock_ms() + wait_ms >= deadline)
 			return rc;
+		if (!refused && backoff_ms < 1000)
+			backoff_ms *= 2;
+		usleep((useconds_t)wait_ms * 1000);
+	}
+}
+
+/* ---- accepting: every connection in handshake at once, each with its own
+ * deadline, so that an idle or garbage one cannot hold up the real peers ---- */
+
+struct pend {
+	int fd;
+	int64_t deadline;
+	char name[64];
+	struct hora_net_hs hs;
+	uint8_t in[HORA_NET_CHALLENGE_BYTES], out[HORA_NET_HS_MAX_OUT];
+	size_t have, outlen, sent;
+	int rc; /* of the last input: 0 go on, 1 done once out is sent, < 0 failed (ditto) */
+};
+
+/* Advance one server handshake as far as the socket allows: 1
+ * authenticated, 0 not yet, < 0 failed (why says how). */
+static int pend_step(struct pend *p, char *why, size_t whylen)
+{
+	for (;;) {
+		if (p->sent < p->outlen) {
+			ssize_t k = send(p->fd, p->out + p->sent, p->outlen - p->sent, MSG_NOSIGNAL);
+			if (k < 0 && (errno == EAGAIN || errno == EINTR))
+				return 0;
+			if (k < 0)
+				return snprintf(why, whylen, "%s: handshake send: %s", p->name, strerror(errno)),
+				       -errno;
+			p->sent += (size_t)k;
+			continue;
 		}
-		close(s);
-		if (rc != -ECONNREFUSED || hora_clock_ms() + 20 >= deadline)
-			return snprintf(err, errlen, "connect: %s", strerror(-rc)), rc;
-		usleep(20000);
+		if (p->rc)
+			return p->rc == 1 ? 1 : (snprintf(why, whylen, "%s: %s", p->name, p->hs.why), p->rc);
+		const size_t want = hora_net_hs_want(&p->hs);
+		ssize_t k = recv(p->fd, p->in + p->have, want - p->have, 0);
+		if (k < 0 && (errno == EAGAIN || errno == EINTR))
+			return 0;
+		if (k <= 0)
+			return snprintf(why, whylen, "%s: %s during the handshake", p->name,
+					k ? strerror(errno) : "closed the connection"),
+			       k ? -errno : -ECONNRESET;
+		if ((p->have += (size_t)k) < want)
+			continue;
+		p->have = p->outlen = p->sent = 0;
+		p->rc = hora_net_hs_input(&p->hs, p->in, want, p->out, &p->outlen);
+	}
+}
+
+/* Take every connection waiting on lfd into pd (a full set drops its
+ * oldest). 0 or -errno. */
+static int pend_accept(int lfd, const uint8_t *key, size_t keylen, uint32_t node, struct pend *pd,
+		       int *np, int64_t deadline)
+{
+	for (;;) {
+		struct sockaddr_storage ss;
+		socklen_t sl = sizeof(ss);
+		int s = accept4(lfd, (struct sockaddr *)&ss, &sl, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		if (s < 0)
+			return errno == EAGAIN || errno == EINTR || errno == ECONNABORTED ? 0 : -errno;
+		if (*np == FAST_PENDING) {
+			int o = 0;
+			for (int i = 1; i < *np; i++)
+				o = pd[i].deadline < pd[o].deadline ? i : o;
+			close(pd[o].fd);
+			pd[o] = pd[--*np];
+		}
+		struct pend *p = &pd[*np];
+		memset(p, 0, sizeof(*p));
+		p->fd = s;
+		const int64_t hd = hora_clock_ms() + FAST_HS_MS;
+		p->deadline = hd < deadline ? hd : deadline;
+		char host[48] = "?", serv[8] = "?";
+		getnameinfo((struct sockaddr *)&ss, sl, host, sizeof(host), serv, sizeof(serv),
+			    NI_NUMERICHOST | NI_NUMERICSERV);
+		snprintf(p->name, sizeof(p->name), "%s:%s", host, serv);
+		if (hora_net_hs_server_start(&p->hs, key, keylen, node)) {
+			close(s);
+			return -EINVAL;
+		}
+		(*np)++;
 	}
 }
 
 int hora_net_fast_accept(int lfd, const uint8_t *key, size_t keylen, uint32_t node, int timeout_ms,
-			 int io_timeout_ms, int *fd, uint32_t *peer_node, char *err, size_t errlen)
+			 int io_timeout_ms, int n, int *fds, uint32_t *peer_nodes, char *err,
+			 size_t errlen)
 {
 	const int64_t deadline = hora_clock_ms() + timeout_ms;
+	struct pend *pd = calloc(FAST_PENDING, sizeof(*pd));
 	char why[256] = "no connection";
-	for (;;) {
-		int s = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-		if (s < 0) {
-			if (errno == EINTR || errno == ECONNABORTED)
+	int np = 0, got = 0, rc = pd ? 0 : -ENOMEM;
+	while (!rc && got < n) {
+		struct pollfd pf[FAST_PENDING + 1] = {{.fd = lfd, .events = POLLIN}};
+		int64_t now = hora_clock_ms(), wake = deadline;
+		for (int i = 0; i < np; i++) {
+			pf[1 + i] = (struct pollfd){.fd = pd[i].fd,
+						    .events = POLLIN | (pd[i].sent < pd[i].outlen ? POLLOUT : 0)};
+			wake = pd[i].deadline < wake ? pd[i].deadline : wake;
+		}
+		if (now >= deadline) {
+			rc = -ETIMEDOUT;
+			break;
+		}
+		if (poll(pf, (nfds_t)np + 1, (int)(wake > now ? wake - now : 0)) < 0 && errno != EINTR) {
+			rc = -errno;
+			break;
+		}
+		now = hora_clock_ms();
+		for (int i = np - 1; i >= 0; i--) { /* downwards: the last one moves into a gap */
+			int r = pf[1 + i].revents ? pend_step(&pd[i], why, sizeof(why)) : 0;
+			if (!r && now >= pd[i].deadline) {
+				snprintf(why, sizeof(why), "%s: no complete handshake within %d ms", pd[i].name,
+					 FAST_HS_MS);
+				r = -ETIMEDOUT;
+			}
+			if (!r)
 				continue;
-			if (errno != EAGAIN)
-				return snprintf(err, errlen, "accept: %s", strerror(errno)), -errno;
-			if (wait_fd(lfd, POLLIN, deadline))
-				return snprintf(err, errlen, "timed out (last: %s)", why), -ETIMEDOUT;
-			continue;
+			if (r == 1 && !finish(pd[i].fd, io_timeout_ms)) {
+				fds[got] = pd[i].fd;
+				peer_nodes[got++] = pd[i].hs.peer_node;
+			} else {
+				close(pd[i].fd); /* a stranger or a wrong secret: waiting goes on */
+			}
+			pd[i] = pd[--np];
+			if (got == n)
+				break;
 		}
-		struct hora_net_hs hs;
-		int64_t hd = hora_clock_ms() + 5000;
-		if (hora_net_hs_server_start(&hs, key, keylen, node)) {
-			close(s);
-			return snprintf(err, errlen, "cannot start the handshake"), -EINVAL;
-		}
-		if (!handshake(s, &hs, NULL, 0, hd < deadline ? hd : deadline, why, sizeof(why)) &&
-		    !finish(s, io_timeout_ms)) {
-			*fd = s;
-			*peer_node = hs.peer_node;
-			return 0;
-		}
-		close(s); /* a stranger or a wrong secret: keep waiting for the real peer */
+		if (got < n && pf[0].revents)
+			rc = pend_accept(lfd, key, keylen, node, pd, &np, deadline);
 	}
+	for (int i = 0; i < np; i++)
+		close(pd[i].fd);
+	free(pd);
+	if (rc) {
+		for (int i = 0; i < got; i++)
+			close(fds[i]);
+		if (rc == -ETIMEDOUT)
+			snprintf(err, errlen, "timed out (%d of %d connected; last: %s)", got, n, why);
+		else
+			snprintf(err, errlen, "accept: %s", strerror(-rc));
+	}
+	return rc;
 }
 
 static int io_error(ssize_t k, int *dir, int d, char *err, size_t errlen)

@@ -21,16 +21,25 @@
 int hora_net_fast_listen(const char *host, int *lfd, uint16_t *port, char *err, size_t errlen);
 
 /* Connect to host:port and authenticate as `node` (client side of the
- * handshake), retrying refused connects until timeout_ms. *fd is blocking,
- * TCP_NODELAY, with io_timeout_ms send/receive timeouts (0 = none). */
+ * handshake), retrying refused connects (every 20 ms) and handshakes cut
+ * off or timed out (each attempt 5 s at most; backoff 50 ms doubling to
+ * 1 s) until timeout_ms; authentication refusals are final. *fd is
+ * blocking, TCP_NODELAY, with io_timeout_ms send/receive timeouts (0 =
+ * none). */
 int hora_net_fast_connect(const char *host, uint16_t port, const uint8_t *key, size_t keylen,
 			  uint32_t node, int timeout_ms, int io_timeout_ms, int *fd, char *err,
 			  size_t errlen);
 
-/* Accept one authenticated connection on lfd within timeout_ms; strangers
- * that fail the handshake are dropped and waiting goes on. */
+/* Accept n authenticated connections on lfd (non-blocking) within
+ * timeout_ms: fds[0..n) and the node each claims, in the order they
+ * authenticated. Up to 16 connections are in handshake at once, each with
+ * its own 5 s deadline (a new one beyond that drops the oldest), so an idle
+ * or garbage connection holds up nobody; strangers that fail the handshake
+ * are dropped and waiting goes on. 0, or -errno with err naming the last
+ * connection that failed (its address) and none of fds open. */
 int hora_net_fast_accept(int lfd, const uint8_t *key, size_t keylen, uint32_t node, int timeout_ms,
-			 int io_timeout_ms, int *fd, uint32_t *peer_node, char *err, size_t errlen);
+			 int io_timeout_ms, int n, int *fds, uint32_t *peer_nodes, char *err,
+			 size_t errlen);
 
 /* One exchange on the fast sockets: send the message {out_head (head_bytes),
  * out_body (out_bytes)} on out_fd and receive {in_head (head_bytes),

@@ -351,25 +351,33 @@ static int fast_accept_higher(struct link_tcp *t, int lfd, char *err, size_t err
 {
 	const struct hora_net_comm_cfg *cfg = t->cfg;
 	const int me = t->base.rank, n = t->base.nranks;
+	int k = n - me - 1;
 	char e2[256];
-	for (int k = me + 1; k < n; k++) {
-		int fd;
-		uint32_t who;
-		int rc = hora_net_fast_accept(lfd, cfg->opts.secret, cfg->opts.secret_len, (uint32_t)me,
-					      cfg->connect_timeout_ms, t->io_timeout_ms, &fd, &who, e2, sizeof(e2));
-		if (rc)
-			return snprintf(err, errlen, "rank %d: small-message channel from the ranks above: %s", me,
-					e2),
-			       rc;
-		if (who <= (uint32_t)me || who >= (uint32_t)n || t->fast[who] >= 0) {
-			close(fd);
-			return snprintf(err, errlen, "rank %d: small-message channel: unexpected peer claiming rank %u",
-					me, who),
-			       -EPROTO;
-		}
-		t->fast[who] = fd;
+	if (k <= 0)
+		return 0;
+	int *fds = calloc((size_t)k, sizeof(*fds));
+	uint32_t *who = calloc((size_t)k, sizeof(*who));
+	int rc = fds && who ? 0 : -ENOMEM;
+	if (!rc && (rc = hora_net_fast_accept(lfd, cfg->opts.secret, cfg->opts.secret_len, (uint32_t)me,
+					      cfg->connect_timeout_ms, t->io_timeout_ms, k, fds, who, e2,
+					      sizeof(e2)))) {
+		snprintf(err, errlen, "rank %d: small-message channel from the ranks above: %s", me, e2);
+		k = 0; /* none open */
 	}
-	return 0;
+	for (int i = 0; i < k; i++) {
+		if (!rc && (who[i] <= (uint32_t)me || who[i] >= (uint32_t)n || t->fast[who[i]] >= 0)) {
+			snprintf(err, errlen, "rank %d: small-message channel: unexpected peer claiming rank %u",
+				 me, who[i]);
+			rc = -EPROTO;
+		}
+		if (rc)
+			close(fds[i]);
+		else
+			t->fast[who[i]] = fds[i];
+	}
+	free(fds);
+	free(who);
+	return rc;
 }
 
 static int fast_setup(struct link_tcp *t, char *err, size_t errlen)

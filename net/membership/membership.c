@@ -37,6 +37,8 @@ struct hora_net_membership {
 	int waiters; /* threads inside hora_net_membership_wait (lock): destroy waits for them */
 	struct hora_swim_view view;
 	int rank;
+	struct hora_swim_view first; /* the job's first view (hora_swim_first_view) */
+	int first_rank;
 	bool paused, joined;
 	int alive; /* members this one believes alive, itself included */
 	struct { /* every member's state (enum hora_swim_state), for the loss watcher */
@@ -84,11 +86,12 @@ static void flush(struct hora_net_membership *m)
 					 .sin_addr.s_addr = o.to.ip};
 		hora_net_dgram_send(m->udp, &to, o.buf, o.len); /* UDP: a drop is a loss */
 	}
-	struct hora_swim_view v;
-	int rank;
+	struct hora_swim_view v, first;
+	int rank, first_rank;
 	bool paused;
 	char why[128];
 	hora_swim_view_get(m->swim, &v, &rank, &paused, why, sizeof(why));
+	hora_swim_first_view(m->swim, &first, &first_rank);
 	struct hora_swim_member mem[HORA_SWIM_MAX_MEMBERS];
 	int nm = hora_swim_members(m->swim, mem, HORA_SWIM_MAX_MEMBERS), alive = 0;
 	for (int i = 0; i < nm; i++)
@@ -105,6 +108,8 @@ static void flush(struct hora_net_membership *m)
 	}
 	m->view = v;
 	m->rank = rank;
+	m->first = first;
+	m->first_rank = first_rank;
 	m->paused = paused;
 	m->joined = joined;
 	snprintf(m->why, sizeof(m->why), "%s", why);
@@ -220,6 +225,7 @@ static struct hora_net_membership *alloc_membership(struct hora_net_loop *loop)
 		return NULL;
 	m->loop = loop;
 	m->rank = -1;
+	m->first_rank = -1;
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -312,6 +318,15 @@ int hora_net_membership_view(struct hora_net_membership *m, struct hora_swim_vie
 	*paused = m->paused;
 	if (why && whylen)
 		snprintf(why, whylen, "%s", m->why);
+	pthread_mutex_unlock(&m->lock);
+	return 0;
+}
+
+int hora_net_membership_first_view(struct hora_net_membership *m, struct hora_swim_view *v, int *rank)
+{
+	pthread_mutex_lock(&m->lock);
+	*v = m->first;
+	*rank = m->first_rank;
 	pthread_mutex_unlock(&m->lock);
 	return 0;
 }

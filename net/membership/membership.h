@@ -43,6 +43,9 @@ void hora_net_membership_destroy(struct hora_net_membership *m);
  * (why may be NULL with whylen 0). Returns 0. */
 int hora_net_membership_view(struct hora_net_membership *m, struct hora_swim_view *v, int *rank,
 			     bool *paused, char *why, size_t whylen);
+/* The job's first view (hora_swim_first_view: id 0 while there is none)
+ * and this member's rank in it (-1 if not in it). Returns 0. */
+int hora_net_membership_first_view(struct hora_net_membership *m, struct hora_swim_view *v, int *rank);
 /* Wait until the installed view id differs from `known`, its paused state
  * changes, or the number of live members changes; timeout_ms -1 = forever.
  * 0, -ETIMEDOUT, or -ESHUTDOWN (being destroyed). */

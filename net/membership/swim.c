@@ -80,7 +80,9 @@ struct hora_swim {
 	struct hora_swim_view prop; /* in flight, id 0 = none */
 	int64_t prop_sent, prop_started;
 	struct hora_swim_view commit; /* last committed by us, resent until acked */
+	uint64_t commit_prev;         /* the view installed before it */
 	int64_t commit_sent;
+	struct hora_swim_view first;  /* the job's first view, as installed here (id 0: none) */
 	/* reply forwarding for PING_REQ: whom to tell when target acks */
 	struct {
 		uint64_t target;
@@ -139,6 +141,9 @@ int hora_swim_cfg_check(const struct hora_swim_cfg *c, char *err, size_t errlen)
 		snprintf(err, errlen,
 			 "membership.suspect_timeout_ms (%d) must be at least membership.probe_interval_ms (%d)",
 			 c->suspect_timeout_ms, c->probe_interval_ms);
+	else if (c->first_view_workers < 0 || c->first_view_workers > HORA_SWIM_MAX_VIEW)
+		snprintf(err, errlen, "first_view_workers must be 0..%d (got %d)", HORA_SWIM_MAX_VIEW,
+			 c->first_view_workers);
 	else
 		return 0;
 	return -1;
@@ -429,6 +434,75 @@ static bool in_view(const struct hora_swim_view *v, uint64_t uid)
 	return false;
 }
 
+/* ---- the first-view rule (cfg.first_view_workers, net/MEMBERSHIP.md) ---- */
+
+/* The worker index a uid carries (uid >> 40 is index + 1); -1 for none. */
+static int worker_index(uint64_t uid)
+{
+	return (int)(uid >> 40) - 1;
+}
+
+/* Whether a view with no view before it must obey the rule here. */
+static bool first_rule(const struct hora_swim *s, uint64_t prev)
+{
+	return s->cfg.first_view_workers > 0 && !s->view.id && !prev;
+}
+
+/* The first view the rule makes of the live workers: for each worker index
+ * below first_view_workers the lowest uid that claims it (v->n below
+ * first_view_workers while some index has nobody). */
+static void first_members(struct hora_swim *s, struct hora_swim_view *v)
+{
+	const int nw = s->cfg.first_view_workers;
+	uint64_t best[HORA_SWIM_MAX_VIEW] = {0};
+	for (int i = 0; i < s->n; i++) {
+		const struct mem *x = &s->mem[i];
+		const int g = worker_index(x->m.uid);
+		if (x->m.role == HORA_SWIM_WORKER && live(x) && g >= 0 && g < nw &&
+		    (!best[g] || x->m.uid < best[g]))
+			best[g] = x->m.uid;
+	}
+	v->n = 0;
+	for (int g = 0; g < nw; g++)
+		if (best[g])
+			v->uids[v->n++] = best[g];
+	qsort(v->uids, (size_t)v->n, sizeof(uint64_t), cmp_u64);
+}
+
+/* Whether v is a first view the rule allows: first_view_workers members,
+ * one for each worker index below it. */
+static bool first_ok(const struct hora_swim *s, const struct hora_swim_view *v)
+{
+	const int nw = s->cfg.first_view_workers;
+	bool seen[HORA_SWIM_MAX_VIEW] = {false};
+	if (v->n != nw)
+		return false;
+	for (int i = 0; i < v->n; i++) {
+		const int g = worker_index(v->uids[i]);
+		if (g < 0 || g >= nw || seen[g])
+			return false;
+		seen[g] = true;
+	}
+	return true;
+}
+
+/* While the installed view is the first view we committed: whether every
+ * live member of it has acknowledged it. Until then no later view is
+ * proposed, so that every worker of the job installs the first view itself
+ * (a lost COMMIT is resent) instead of meeting a later view first. */
+static bool first_acked(struct hora_swim *s)
+{
+	if (s->cfg.first_view_workers <= 0 || !s->first.id || s->view.id != s->first.id ||
+	    s->commit.id != s->view.id)
+		return true;
+	for (int i = 0; i < s->view.n; i++) {
+		const struct mem *x = find(s, s->view.uids[i]);
+		if (x && x != &s->mem[0] && live(x) && !x->cack)
+			return false;
+	}
+	return true;
+}
+
 static void view_body(const struct hora_swim_view *v, uint64_t prev, uint8_t *b, size_t *len)
 {
 	hora_put64(b, prev);
@@ -438,11 +512,12 @@ static void view_body(const struct hora_swim_view *v, uint64_t prev, uint8_t *b,
 	*len = 10 + 8 * (size_t)v->n;
 }
 
-static void send_view_msg(struct hora_swim *s, int type, const struct hora_swim_view *v)
+/* PROPOSE or COMMIT of v, whose previous view is prev. */
+static void send_view_msg(struct hora_swim *s, int type, const struct hora_swim_view *v, uint64_t prev)
 {
 	uint8_t body[10 + 8 * HORA_SWIM_MAX_VIEW];
 	size_t blen;
-	view_body(v, s->view.id, body, &blen);
+	view_body(v, prev, body, &blen);
 	for (int i = 1; i < s->n; i++) {
 		struct mem *x = &s->mem[i];
 		bool to = in_view(v, x->m.uid) || in_view(&s->view, x->m.uid);
@@ -454,8 +529,11 @@ static void send_view_msg(struct hora_swim *s, int type, const struct hora_swim_
 	}
 }
 
-static void install(struct hora_swim *s, const struct hora_swim_view *v)
+/* Install v, whose previous view was prev (0: v is a first view). */
+static void install(struct hora_swim *s, const struct hora_swim_view *v, uint64_t prev)
 {
+	if (!s->view.id && !prev && !s->first.id)
+		s->first = *v;
 	s->view = *v;
 	if (v->id > s->highest)
 		s->highest = v->id;
@@ -480,12 +558,13 @@ static void try_commit(struct hora_swim *s, int64_t now)
 	}
 	if (s->view.n && 2 * acks <= s->view.n)
 		return; /* no majority of the previous view */
-	install(s, &s->prop);
+	s->commit_prev = s->view.id;
+	install(s, &s->prop, s->commit_prev);
 	s->commit = s->prop;
 	s->prop.id = 0;
 	for (int i = 0; i < s->n; i++)
 		s->mem[i].cack = false;
-	send_view_msg(s, T_COMMIT, &s->commit);
+	send_view_msg(s, T_COMMIT, &s->commit, s->commit_prev);
 	s->commit_sent = now;
 }
 
@@ -494,19 +573,25 @@ static void coordinate(struct hora_swim *s, int64_t now)
 	if (s->cfg.role != HORA_SWIM_WORKER || s->left || !s->joined)
 		return;
 	struct hora_swim_view d;
-	desired(s, &d);
+	const bool rule = first_rule(s, 0); /* the first view, under the rule */
+	if (rule)
+		first_members(s, &d);
+	else
+		desired(s, &d);
 	if (!d.n || d.uids[0] != s->cfg.uid)
 		return; /* not the coordinator */
-	if (!s->view.id && d.n < s->cfg.min_members)
-		return;
+	if (!s->view.id && (d.n < s->cfg.min_members || (rule && d.n < s->cfg.first_view_workers)))
+		return; /* the first view waits for min_members, and under the rule for every worker */
 	if (s->view.id && same_members(&d, &s->view)) {
 		s->prop.id = 0;
 		return;
 	}
+	if (!first_acked(s))
+		return; /* no later view before every member installed the first */
 	int64_t resend = s->cfg.probe_interval_ms;
 	if (s->prop.id && same_members(&d, &s->prop) && now - s->prop_started < 8 * resend) {
 		if (now - s->prop_sent >= resend) {
-			send_view_msg(s, T_PROPOSE, &s->prop);
+			send_view_msg(s, T_PROPOSE, &s->prop, s->view.id);
 			s->prop_sent = now;
 		}
 		return;
@@ -520,7 +605,7 @@ static void coordinate(struct hora_swim *s, int64_t now)
 		s->highest = d.id;
 	for (int i = 0; i < s->n; i++)
 		s->mem[i].vack = false;
-	send_view_msg(s, T_PROPOSE, &s->prop);
+	send_view_msg(s, T_PROPOSE, &s->prop, s->view.id);
 	s->prop_sent = s->prop_started = now;
 	try_commit(s, now); /* alone: commits at once */
 }
@@ -699,7 +784,7 @@ void hora_swim_tick(struct hora_swim *s, int64_t now)
 	coordinate(s, now);
 	if (s->commit.id && now - s->commit_sent >= s->cfg.probe_interval_ms &&
 	    s->commit.id == s->view.id) {
-		send_view_msg(s, T_COMMIT, &s->commit);
+		send_view_msg(s, T_COMMIT, &s->commit, s->commit_prev);
 		s->commit_sent = now;
 	}
 }
@@ -882,12 +967,38 @@ static void in_ping_req(struct hora_swim *s, int64_t now, struct hora_swim_addr 
 	send_simple(s, T_PING, s->fwd[slot].our_seq, m->aux64, NULL, 0, t, true);
 }
 
-/* PROPOSE: promise (VACK) unless we promised or installed at least as high. */
+/* The body of a PROPOSE or COMMIT: prev view u64, n u16, n uids. false:
+ * malformed (counted). */
+static bool in_view_body(struct hora_swim *s, const struct in_msg *m, struct hora_swim_view *v,
+			 uint64_t *prev)
+{
+	int n = m->blen >= 10 ? hora_get16(m->body + 8) : -1;
+	if (n < 0 || n > HORA_SWIM_MAX_VIEW || m->blen != 10 + 8u * (uint32_t)n) {
+		s->st.malformed++;
+		return false;
+	}
+	*prev = hora_get64(m->body);
+	v->id = m->aux64;
+	v->n = n;
+	for (int i = 0; i < n; i++)
+		v->uids[i] = hora_get64(m->body + 10 + 8 * i);
+	return true;
+}
+
+/* PROPOSE: promise (VACK) unless we promised or installed at least as high,
+ * or it is a first view the first-view rule does not allow (no answer: the
+ * proposer tries again later, with whoever is alive then). */
 static void in_propose(struct hora_swim *s, struct hora_swim_addr from, const struct in_msg *m)
 {
 	const uint64_t id = m->aux64;
-	if (m->blen < 10)
+	struct hora_swim_view v;
+	uint64_t prev;
+	if (!in_view_body(s, m, &v, &prev))
 		return;
+	if (first_rule(s, prev) && !first_ok(s, &v)) {
+		s->st.views_refused++;
+		return;
+	}
 	if (id <= s->view.id || id < s->promised ||
 	    (id == s->promised && s->promised_by && s->promised_by != m->uid)) {
 		/* tell the proposer which id to beat */
@@ -909,19 +1020,19 @@ static void in_propose(struct hora_swim *s, struct hora_swim_addr from, const st
 static void in_commit(struct hora_swim *s, struct hora_swim_addr from, const struct in_msg *m)
 {
 	const uint64_t id = m->aux64;
-	int n = m->blen >= 10 ? hora_get16(m->body + 8) : -1;
-	if (n < 0 || n > HORA_SWIM_MAX_VIEW || m->blen != 10 + 8u * (uint32_t)n) {
-		s->st.malformed++;
+	struct hora_swim_view v;
+	uint64_t prev;
+	if (!in_view_body(s, m, &v, &prev))
+		return;
+	if (first_rule(s, prev) && !first_ok(s, &v)) {
+		s->st.views_refused++;
 		return;
 	}
 	if (id > s->view.id) {
-		struct hora_swim_view v = {.id = id, .n = n};
 		bool unknown = false;
-		for (int i = 0; i < n; i++) {
-			v.uids[i] = hora_get64(m->body + 10 + 8 * i);
+		for (int i = 0; i < v.n; i++)
 			unknown |= !find(s, v.uids[i]);
-		}
-		install(s, &v);
+		install(s, &v, prev);
 		if (unknown) /* members we have not heard of: pull the sender's table */
 			send_table(s, T_SYNC, from);
 		if (s->prop.id && s->prop.id <= id)
@@ -1041,6 +1152,15 @@ void hora_swim_view_get(const struct hora_swim *s, struct hora_swim_view *v, int
 			snprintf(why, whylen, "no majority of view %llu: %d of %d members reachable",
 				 (unsigned long long)s->view.id, alive, s->view.n);
 	}
+}
+
+void hora_swim_first_view(const struct hora_swim *s, struct hora_swim_view *v, int *rank)
+{
+	*v = s->first;
+	*rank = -1;
+	for (int i = 0; i < v->n; i++)
+		if (v->uids[i] == s->cfg.uid)
+			*rank = i;
 }
 
 int hora_swim_members(const struct hora_swim *s, struct hora_swim_member *out, int cap)

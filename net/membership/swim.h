@@ -44,6 +44,17 @@ struct hora_swim_cfg {
 	int indirect_probes;       /* k for ping-req (default 3) */
 	int retransmit_mult;       /* lambda: updates sent lambda*log2(N+1) times (default 3) */
 	int min_members;           /* workers needed before the first view (default 1) */
+	/* The first-view rule (net/MEMBERSHIP.md "The first view"): 0 (default):
+	 * any live worker may be in the first view. N > 0 (a job of N workers
+	 * whose uids carry worker index + 1 in their top 24 bits, uid >> 40, as
+	 * core's hora_cluster_uid makes them): the first view is exactly one
+	 * member for each worker index 0..N-1 (the lowest uid on a duplicate),
+	 * proposed once all N are alive (and min_members: more than N means
+	 * never); this member refuses any other first
+	 * view (a PROPOSE or COMMIT with no view before it). Other members (a
+	 * stray process with the secret, a second claimant of an index) are
+	 * admitted only by a later view, as joiners. At most HORA_SWIM_MAX_VIEW. */
+	int first_view_workers;
 	int join_retry_ms;         /* JOIN resend period (default 500) */
 	const uint8_t *secret;
 	size_t secret_len;
@@ -77,6 +88,7 @@ struct hora_swim_stats {
 	uint64_t sent_bytes, recv_bytes, sent_msgs, recv_msgs, bad_mac, replays, malformed;
 	uint64_t views_installed;
 	uint64_t suspicions, refutations; /* raised here: suspected someone / refuted about me */
+	uint64_t views_refused; /* first views refused by the first-view rule */
 };
 
 struct hora_swim;
@@ -113,6 +125,13 @@ bool hora_swim_pop(struct hora_swim *s, struct hora_swim_out *out);
  * left out of it. why says why when paused. */
 void hora_swim_view_get(const struct hora_swim *s, struct hora_swim_view *v, int *rank,
 			bool *paused, char *why, size_t whylen);
+/* The job's first view as this member installed it (first_view_workers
+ * above): the view it installed while it had none, when that view was a
+ * first view of the cluster (committed with no view before it), and this
+ * member's rank in it (-1 if not in it). id 0: none (none installed yet, or
+ * this member came in as a joiner, its first view being a later one). Later
+ * views do not change it. */
+void hora_swim_first_view(const struct hora_swim *s, struct hora_swim_view *v, int *rank);
 /* Snapshot of the member table; returns the count. */
 int hora_swim_members(const struct hora_swim *s, struct hora_swim_member *out, int cap);
 void hora_swim_stats_get(const struct hora_swim *s, struct hora_swim_stats *st);

@@ -158,12 +158,46 @@ static bool op_done(struct conn *c)
 	return false;
 }
 
+static void arm_retry(struct conn *c, int ms);
+
+/* Client: a handshake that the server cut off (EOF, reset: it was busy, or
+ * dropped us to make room) or that timed out is tried again on a fresh
+ * socket after a backoff (50 ms doubling to 1 s) until the caller's
+ * deadline: a replacement conn takes c's place in its peer, and c closes on
+ * its own. Authentication and version refusals are final. true: retrying. */
+static bool hs_retry(struct conn *c, int rc, const char *why)
+{
+	struct hora_net_peer *p = c->peer;
+	const int ms = c->retry_ms ? (c->retry_ms >= 500 ? 1000 : 2 * c->retry_ms) : 50;
+	const bool transient = rc == -ECONNRESET || rc == -EPIPE || rc == -ETIMEDOUT;
+	if (!transient || c->state != C_HANDSHAKE || p->status || p->closing ||
+	    hora_clock_ns() + (int64_t)ms * 1000000 >= c->connect_deadline_ns)
+		return false;
+	struct conn *n = hora_net_conn_new(c->loop, -1, false, &c->addr, c->addrlen);
+	if (!n)
+		return false;
+	n->peer = p;
+	n->stripe = c->stripe;
+	n->state = C_CONNECTING;
+	n->deadline_ns = n->connect_deadline_ns = c->connect_deadline_ns;
+	n->retry_ms = ms;
+	p->conns[c->stripe] = n;
+	c->peer = NULL; /* no longer the peer's: it only closes */
+	hora_net_refuse_log(c->loop, "handshake with %s: %s; trying again in %d ms", c->name, why, ms);
+	hora_net_conn_shutdown(c);
+	arm_retry(n, ms);
+	return true;
+}
+
 /* Handshake failed or timed out: count, log (rate-limited), remember it for
- * the error of an accept that then times out, close. */
+ * the error of an accept that then times out, close. A client retries what
+ * may pass next time (hs_retry) and otherwise fails its peer. */
 static void hs_fail(struct conn *c, int rc, const char *why)
 {
 	struct hora_net_loop *loop = c->loop;
 	if (c->peer && !c->server) {
+		if (hs_retry(c, rc, why))
+			return;
 		/* shuts down every stripe, c included (c may be freed here) */
 		hora_net_peer_fail(c->peer, rc, "%s: %s", c->name, why);
 		return;
@@ -175,6 +209,9 @@ static void hs_fail(struct conn *c, int rc, const char *why)
 	} else if (rc == -ETIMEDOUT) {
 		loop->stats.handshake_timeouts++;
 		snprintf(line, sizeof(line), "handshake timeout from %s: %s", c->name, why);
+	} else if (rc == -EBUSY) {
+		loop->stats.refused++;
+		snprintf(line, sizeof(line), "dropped %s %s", c->name, why);
 	} else if (rc == -EPROTONOSUPPORT) {
 		loop->stats.refused++;
 		snprintf(line, sizeof(line), "protocol version %d from %s not supported (this is %d)",
@@ -197,10 +234,35 @@ void hora_net_conn_tick(struct conn *c, int64_t now)
 	if ((c->state == C_HANDSHAKE || c->state == C_CONNECTING) && c->deadline_ns &&
 	    now > c->deadline_ns) {
 		char why[128];
-		snprintf(why, sizeof(why), "no complete handshake within %d ms",
-			 c->loop->o.handshake_timeout_ms);
+		if (c->state == C_CONNECTING)
+			snprintf(why, sizeof(why), "no connection within the deadline");
+		else
+			snprintf(why, sizeof(why), "no complete handshake within %d ms",
+				 c->loop->o.handshake_timeout_ms);
 		hs_fail(c, -ETIMEDOUT, why);
 	}
+}
+
+/* The one to drop: the oldest that has sent nothing yet (idle: a peer under
+ * way has sent its HELLO within a round trip), else the oldest. */
+void hora_net_conn_evict_handshake(struct hora_net_loop *loop)
+{
+	struct conn *old = NULL;
+	for (struct conn *c = loop->conns; c; c = c->next) {
+		if (!c->server || c->state != C_HANDSHAKE)
+			continue;
+		const bool idle = !c->hs_msgs && !c->hs_have, old_idle = old && !old->hs_msgs && !old->hs_have;
+		if (!old || (idle && !old_idle) || (idle == old_idle && c->deadline_ns < old->deadline_ns))
+			old = c;
+	}
+	if (!old)
+		return;
+	const int64_t age_ns = hora_clock_ns() - (old->deadline_ns -
+						  (int64_t)loop->o.handshake_timeout_ms * 1000000);
+	char why[160];
+	snprintf(why, sizeof(why), "to make room for a new connection: %d were in handshake, this one "
+		 "the longest (%.1f s without completing it)", loop->pending_handshakes, 1e-9 * (double)age_ns);
+	hs_fail(old, -EBUSY, why);
 }
 
 /* ---- connect (client) --------------------------------------------------------- */
@@ -211,6 +273,17 @@ static void arm_connect(struct conn *c)
 {
 	struct io_uring_sqe *sqe = hora_net_sqe(c->loop);
 	io_uring_prep_connect(sqe, c->fd, (struct sockaddr *)&c->addr, c->addrlen);
+	io_uring_sqe_set_data(sqe, &c->conn_op);
+	c->inflight++;
+}
+
+/* Client: connect again (a new socket) once ms have passed; c->fd is -1. */
+static void arm_retry(struct conn *c, int ms)
+{
+	c->retry_ts.tv_sec = ms / 1000;
+	c->retry_ts.tv_nsec = (long long)(ms % 1000) * 1000000;
+	struct io_uring_sqe *sqe = hora_net_sqe(c->loop);
+	io_uring_prep_timeout(sqe, &c->retry_ts, 0, 0);
 	io_uring_sqe_set_data(sqe, &c->conn_op);
 	c->inflight++;
 }
@@ -241,6 +314,9 @@ static void on_connect(struct hora_net_loop *loop, struct op *op, const struct i
 	if (res == 0) {
 		struct hora_net_peer *p = c->peer;
 		c->state = C_HANDSHAKE;
+		/* this attempt's handshake has its own deadline; a retry may follow */
+		const int64_t hs_end = hora_clock_ns() + (int64_t)loop->o.handshake_timeout_ms * 1000000;
+		c->deadline_ns = hs_end < c->connect_deadline_ns ? hs_end : c->connect_deadline_ns;
 		tune(c);
 		int rc = hora_net_hs_client_start(&c->hs, loop->o.secret, loop->o.secret_len,
 						  loop->o.node_id, p->session, (uint16_t)c->stripe,
@@ -258,12 +334,7 @@ static void on_connect(struct hora_net_loop *loop, struct op *op, const struct i
 	if (retry && hora_clock_ns() + 50000000 < c->deadline_ns) {
 		close(c->fd);
 		c->fd = -1;
-		c->retry_ts.tv_sec = 0;
-		c->retry_ts.tv_nsec = 50000000;
-		struct io_uring_sqe *sqe = hora_net_sqe(c->loop);
-		io_uring_prep_timeout(sqe, &c->retry_ts, 0, 0);
-		io_uring_sqe_set_data(sqe, &c->conn_op);
-		c->inflight++;
+		arm_retry(c, 50);
 		return;
 	}
 	char why[128];
@@ -375,6 +446,7 @@ static void on_hs(struct hora_net_loop *loop, struct op *op, const struct io_uri
 	}
 	size_t n = c->hs_have;
 	c->hs_have = 0;
+	c->hs_msgs++;
 	c->hs_rc = hora_net_hs_input(&c->hs, c->hs_in, n, c->hs_out, &c->hs_outlen);
 	if (c->hs_outlen) {
 		c->hs_sent = 0;

@@ -60,7 +60,9 @@ struct conn {
 	struct hora_net_peer *peer; /* NULL while handshaking on the server side */
 	int stripe;
 	int inflight;           /* ops in the kernel that point at this conn */
-	int64_t deadline_ns;    /* handshake deadline */
+	int64_t deadline_ns;    /* this attempt's deadline (connect or handshake) */
+	int64_t connect_deadline_ns; /* client: the caller's, retries stop there */
+	int retry_ms;           /* client: the last handshake retry's delay (0: none yet) */
 	struct sockaddr_storage addr;
 	socklen_t addrlen;
 
@@ -72,6 +74,7 @@ struct conn {
 	uint8_t hs_out[HORA_NET_HS_MAX_OUT];
 	size_t hs_outlen, hs_sent;
 	int hs_rc; /* result of the last hs_input: 1 done, <0 failed */
+	int hs_msgs; /* handshake messages received (server: 0 = nothing yet, an idle client?) */
 	bool hs_sending;
 
 	/* connect (client) */
@@ -237,6 +240,9 @@ void hora_net_conn_kick_tx(struct conn *c);
 void hora_net_conn_resume_rx(struct conn *c);
 void hora_net_conn_shutdown(struct conn *c);
 void hora_net_conn_tick(struct conn *c, int64_t now);
+/* Server, max_pending_handshakes connections in handshake: drop the one at
+ * it longest (logged), making room for a new one. */
+void hora_net_conn_evict_handshake(struct hora_net_loop *loop);
 
 /* peer.c */
 void hora_net_req_finish(struct hora_net_req *r, int status, const char *err);

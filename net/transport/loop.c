@@ -272,12 +272,11 @@ static void on_accept(struct hora_net_loop *loop, struct op *op, const struct io
 		loop->stats.accepted++;
 		if (!c) {
 			close(fd);
-		} else if (loop->pending_handshakes >= loop->o.max_pending_handshakes) {
-			loop->stats.refused++;
-			hora_net_refuse_log(loop, "refused %s: %d connections already in handshake",
-					    c->name, loop->pending_handshakes);
-			hora_net_conn_shutdown(c);
 		} else {
+			/* idle or stray connections must not lock real peers out: a
+			 * full table drops its oldest, not the newcomer */
+			if (loop->pending_handshakes >= loop->o.max_pending_handshakes)
+				hora_net_conn_evict_handshake(loop);
 			hora_net_conn_start_server(c);
 		}
 	} else if (cqe->res != -ECANCELED && !loop->stopping) {

@@ -366,7 +366,7 @@ void hora_net_client_connect(struct hora_net_loop *loop, struct cmd *cmd)
 		}
 		c->peer = p;
 		c->stripe = i;
-		c->deadline_ns = deadline;
+		c->deadline_ns = c->connect_deadline_ns = deadline;
 		p->conns[i] = c;
 		snprintf(tmp, sizeof(tmp), "%s", c->name);
 		hora_net_conn_start_connect(c);

@@ -38,7 +38,8 @@ struct hora_net_opts {
 	int crc;                     /* add CRC32C to data frames (default 0) */
 	int rcvlowat;                /* SO_RCVLOWAT for large payloads: one wake-up
 					per frame, not per segment (default 1) */
-	int max_pending_handshakes;  /* connections refused beyond this, default 64 */
+	int max_pending_handshakes;  /* in handshake at once (server), default 64; a new
+					one beyond it drops the oldest idle one */
 	uint32_t view;               /* view id stamped on frames and required of peers */
 	const uint8_t *secret;       /* cluster secret (copied), >= 16 bytes */
 	size_t secret_len;

@@ -2,7 +2,8 @@
  * state machine: arbitrary datagrams (split by the first byte into several)
  * fed to a member; nothing may crash, and without the secret nothing may
  * change its table or view. A second pass signs each datagram with the
- * secret so the parser behind the MAC check is reached too. */
+ * secret so the parser behind the MAC check is reached too, by a member
+ * with a view and by one under the first-view rule that has none. */
 #include "net/membership/swim.h"
 
 #include <sodium.h>
@@ -12,11 +13,12 @@
 
 static const uint8_t key[] = "fuzz-membership-secret-0123456789";
 
-static struct hora_swim *mk(void)
+static struct hora_swim *mk(uint64_t uid, int first_view_workers)
 {
 	struct hora_swim_cfg c;
 	hora_swim_cfg_default(&c);
-	c.uid = 42;
+	c.uid = uid;
+	c.first_view_workers = first_view_workers;
 	c.self = (struct hora_swim_addr){0x0100007f, 9000};
 	c.secret = key;
 	c.secret_len = sizeof(key) - 1;
@@ -26,10 +28,12 @@ static struct hora_swim *mk(void)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	struct hora_swim *s = mk(), *t = mk();
+	/* u: worker 0 of a 2-worker job, alone: no view yet */
+	struct hora_swim *s = mk(42, 0), *t = mk(42, 0), *u = mk(1ull << 40 | 42, 2);
 	struct hora_swim_addr from = {0x0100007f, 9001};
 	hora_swim_join(s, 1000, NULL, 0);
 	hora_swim_join(t, 1000, NULL, 0);
+	hora_swim_join(u, 1000, NULL, 0);
 	/* unsigned: must be ignored */
 	hora_swim_input(s, 1001, from, data, size);
 	struct hora_swim_member m[4];
@@ -45,13 +49,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		crypto_auth_hmacsha256_update(&st, buf, size - 16);
 		crypto_auth_hmacsha256_final(&st, mac);
 		memcpy(buf + size - 16, mac, 16);
-		hora_swim_input(t, 1002, from, buf, size);
-		hora_swim_tick(t, 1500);
-		struct hora_swim_out o;
-		while (hora_swim_pop(t, &o))
-			;
+		struct hora_swim *to[2] = {t, u};
+		for (int i = 0; i < 2; i++) {
+			hora_swim_input(to[i], 1002, from, buf, size);
+			hora_swim_tick(to[i], 1500);
+			struct hora_swim_out o;
+			while (hora_swim_pop(to[i], &o))
+				;
+		}
 	}
 	hora_swim_destroy(s);
 	hora_swim_destroy(t);
+	hora_swim_destroy(u);
 	return 0;
 }

@@ -1,11 +1,16 @@
 /* test_fast.c - the small-message channel's exchange (net/coll/fast.h) when the
  * receive fails while our own message is still going out: the rest goes
  * first, so that what follows (an ABORT) is not read as message bytes; when
- * it cannot go, the stream is reported torn. */
+ * it cannot go, the stream is reported torn. Setting it up: idle
+ * connections on the listener hold up no real peer, and a handshake cut off
+ * is tried again. */
 #include "net/coll/fast.h"
 
+#include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -118,4 +123,96 @@ Test(net_fast, a_message_that_cannot_be_finished_is_reported_torn, .timeout = 30
 	cr_assert_eq(torn, 1, "a message cut short must be reported");
 	free(body);
 	close_pairs(out, in);
+}
+
+/* ---- setting the channel up (issue 13, start-up): idle connections on the
+ * listener and handshakes cut off ---- */
+
+#define KEY "fast-test-cluster-secret-0123456789"
+
+static int raw_connect(uint16_t port)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port),
+				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	return fd;
+}
+
+struct client {
+	uint16_t port;
+	uint32_t node;
+	int fd, rc;
+	char err[256];
+};
+
+static void *client_main(void *p)
+{
+	struct client *c = p;
+	c->rc = hora_net_fast_connect("127.0.0.1", c->port, (const uint8_t *)KEY, strlen(KEY), c->node,
+				      5000, 0, &c->fd, c->err, sizeof(c->err));
+	return NULL;
+}
+
+Test(net_fast, idle_connections_do_not_hold_up_the_accept, .timeout = 30)
+{
+	int lfd, idle[20];
+	uint16_t port;
+	char err[512];
+	cr_assert_eq(hora_net_fast_listen("127.0.0.1", &lfd, &port, err, sizeof(err)), 0, "%s", err);
+	for (int i = 0; i < 20; i++) /* in the backlog before the real peers */
+		idle[i] = raw_connect(port);
+	struct client c[2] = {{.port = port, .node = 1}, {.port = port, .node = 2}};
+	pthread_t th[2];
+	for (int i = 0; i < 2; i++)
+		pthread_create(&th[i], NULL, client_main, &c[i]);
+	int fds[2];
+	uint32_t nodes[2];
+	int rc = hora_net_fast_accept(lfd, (const uint8_t *)KEY, strlen(KEY), 0, 3000, 0, 2, fds, nodes,
+				      err, sizeof(err));
+	cr_assert_eq(rc, 0, "2 real peers behind 20 idle connections: %s", err);
+	cr_assert_eq(nodes[0] + nodes[1], 3);
+	cr_assert_neq(nodes[0], nodes[1]);
+	for (int i = 0; i < 2; i++) {
+		pthread_join(th[i], NULL);
+		cr_assert_eq(c[i].rc, 0, "client %d: %s", i, c[i].err);
+		close(c[i].fd);
+		close(fds[i]);
+	}
+	for (int i = 0; i < 20; i++)
+		close(idle[i]);
+	close(lfd);
+}
+
+Test(net_fast, a_handshake_cut_off_is_tried_again, .timeout = 30)
+{
+	int lfd;
+	uint16_t port;
+	char err[512];
+	cr_assert_eq(hora_net_fast_listen("127.0.0.1", &lfd, &port, err, sizeof(err)), 0, "%s", err);
+	struct client c = {.port = port, .node = 1};
+	pthread_t th;
+	pthread_create(&th, NULL, client_main, &c);
+	struct pollfd pf = {.fd = lfd, .events = POLLIN};
+	cr_assert_eq(poll(&pf, 1, 5000), 1, "the client did not connect");
+	int fd = accept(lfd, NULL, NULL); /* the HELLO, then hung up on */
+	uint8_t hello[64];
+	size_t got = 0;
+	while (got < sizeof(hello)) {
+		ssize_t k = read(fd, hello + got, sizeof(hello) - got);
+		cr_assert_gt(k, 0);
+		got += (size_t)k;
+	}
+	close(fd);
+	int afd;
+	uint32_t node;
+	int rc = hora_net_fast_accept(lfd, (const uint8_t *)KEY, strlen(KEY), 0, 3000, 0, 1, &afd, &node,
+				      err, sizeof(err));
+	cr_assert_eq(rc, 0, "the client did not try again: %s", err);
+	cr_assert_eq(node, 1);
+	pthread_join(th, NULL);
+	cr_assert_eq(c.rc, 0, "connect: %s", c.err);
+	close(c.fd);
+	close(afd);
+	close(lfd);
 }

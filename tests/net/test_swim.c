@@ -305,3 +305,117 @@ Test(net_swim, garbage_and_truncation_are_dropped)
 	cr_assert_neq(agreed(2), 0);
 	stop();
 }
+
+/* ---- the first-view rule (first_view_workers): uids carry worker index + 1
+ * in uid >> 40, as core's hora_cluster_uid makes them ---- */
+
+static struct hora_swim *mk_uid(int i, uint64_t uid, int min_members, int first_view_workers)
+{
+	struct hora_swim_cfg c;
+	hora_swim_cfg_default(&c);
+	c.uid = uid;
+	c.self = addr_of(i);
+	c.min_members = min_members;
+	c.first_view_workers = first_view_workers;
+	c.secret = (const uint8_t *)KEY;
+	c.secret_len = strlen(KEY);
+	return hora_swim_create(&c);
+}
+
+static void join_seed0(int i)
+{
+	struct hora_swim_addr seed = addr_of(0);
+	cr_assert_not_null(sw[i]);
+	hora_swim_join(sw[i], now, i ? &seed : NULL, i ? 1 : 0);
+}
+
+static uint64_t worker_uid(int g, uint64_t low)
+{
+	return (uint64_t)(g + 1) << 40 | low;
+}
+
+Test(net_swim, first_view_is_the_files_workers_and_others_join_later)
+{
+	/* workers 0 and 1 of a 3-worker job, a stray with the secret that is no
+	 * worker of it (a random uid) and a second claimant of worker 1 (a higher
+	 * uid than the real one) are up; worker 2 comes late */
+	const uint64_t uid[5] = {worker_uid(0, 5), worker_uid(1, 9), worker_uid(2, 7),
+				 0xabcdefull << 40 | 1, worker_uid(1, 99)};
+	n = 5;
+	now = 1000;
+	memset(down, 0, sizeof(down));
+	memset(side, 0, sizeof(side));
+	memset(late, 0, sizeof(late));
+	sw[0] = mk_uid(0, uid[0], 3, 3);
+	sw[1] = mk_uid(1, uid[1], 3, 3);
+	sw[2] = NULL;
+	sw[3] = mk_uid(3, uid[3], 1, 0); /* `hora worker --listen --seed`: no rule, min 1 */
+	sw[4] = mk_uid(4, uid[4], 3, 3);
+	for (int i = 0; i < 5; i++)
+		if (i != 2)
+			join_seed0(i);
+	run_ms(3000);
+	struct hora_swim_view v, f;
+	int rank, frank;
+	bool paused;
+	for (int i = 0; i < 5; i++) {
+		if (i == 2)
+			continue;
+		view_of(i, &v, &rank, &paused);
+		cr_assert_eq(v.id, 0, "member %d installed view %llu of %d members without worker 2", i,
+			     (unsigned long long)v.id, v.n);
+	}
+	sw[2] = mk_uid(2, uid[2], 3, 3);
+	join_seed0(2);
+	for (int t = 0; t < 10000 && !agreed(5); t += 10)
+		run_ms(10);
+	cr_assert_neq(agreed(5), 0, "the stray and the second claimant were not admitted later");
+	for (int i = 0; i < 3; i++) {
+		hora_swim_first_view(sw[i], &f, &frank);
+		cr_assert_neq(f.id, 0, "worker %d has no first view", i);
+		cr_assert_eq(f.n, 3, "worker %d's first view has %d members", i, f.n);
+		for (int r = 0; r < 3; r++)
+			cr_assert_eq(f.uids[r], uid[r], "worker %d's first view: rank %d is %016llx", i, r,
+				     (unsigned long long)f.uids[r]);
+		cr_assert_eq(frank, i);
+		view_of(i, &v, &rank, &paused);
+		cr_assert_gt(v.id, f.id, "the joiners' view is a later one");
+	}
+	for (int i = 3; i < 5; i++) { /* they came in as joiners */
+		hora_swim_first_view(sw[i], &f, &frank);
+		cr_assert(f.id == 0 || frank < 0, "member %d is in the first view", i);
+	}
+	stop();
+}
+
+Test(net_swim, a_first_view_against_the_rule_is_refused)
+{
+	/* a stray whose uid sorts below every worker coordinates in its own eyes
+	 * and proposes a first view with itself in it: the workers refuse it and
+	 * form theirs; the stray is admitted by the next view */
+	const uint64_t uid[3] = {worker_uid(0, 5), worker_uid(1, 9), 3};
+	n = 3;
+	now = 1000;
+	memset(down, 0, sizeof(down));
+	memset(side, 0, sizeof(side));
+	memset(late, 0, sizeof(late));
+	sw[0] = mk_uid(0, uid[0], 2, 2);
+	sw[1] = mk_uid(1, uid[1], 2, 2);
+	sw[2] = mk_uid(2, uid[2], 1, 0);
+	for (int i = 0; i < 3; i++)
+		join_seed0(i);
+	cr_assert_geq(until_agreed(3, 10000), 0, "no view with all three");
+	struct hora_swim_view f;
+	int frank;
+	for (int i = 0; i < 2; i++) {
+		hora_swim_first_view(sw[i], &f, &frank);
+		cr_assert_eq(f.n, 2, "worker %d's first view has %d members", i, f.n);
+		cr_assert_eq(f.uids[0], uid[0]);
+		cr_assert_eq(f.uids[1], uid[1]);
+	}
+	struct hora_swim_stats a, b;
+	hora_swim_stats_get(sw[0], &a);
+	hora_swim_stats_get(sw[1], &b);
+	cr_assert_gt(a.views_refused + b.views_refused, 0, "the stray's first view was not refused");
+	stop();
+}

@@ -1,10 +1,11 @@
 /* test_transport.c - peers over loopback: messages of every size land
  * intact, in order, over 1 and 4 stripes; callbacks; zero-length; CRC;
  * large frames trickling in; errors for mismatched lengths, views and
- * closed peers. */
+ * closed peers; idle connections and cut-off handshakes at start-up. */
 #include "net_helpers.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 
@@ -460,5 +461,112 @@ Test(net_transport, accept_timeout_names_a_peer_that_failed_the_handshake, .time
 			  strstr(err, "authentication failed"),
 		  "accept does not name the peer that failed the handshake: %s", err);
 	hora_net_loop_destroy(cli);
+	hora_net_loop_destroy(srv);
+}
+
+/* Regression (issue 13, start-up): idle connections filling the server's
+ * handshake table made it refuse the real peers that came after them, whose
+ * connect then failed at once; the table now drops its oldest instead. */
+static void small_table(struct hora_net_opts *o)
+{
+	o->max_pending_handshakes = 8;
+	o->handshake_timeout_ms = 20000; /* the idle ones would hold their slots */
+}
+
+Test(net_transport, idle_connections_do_not_lock_a_real_peer_out, .timeout = 30)
+{
+	struct hora_net_loop *srv = tn_loop(1, 1, small_table), *cli = tn_loop(2, 2, NULL);
+	char err[512];
+	uint16_t port = 0;
+	cr_assert_eq(hora_net_listen(srv, "127.0.0.1", 0, &port, err, sizeof(err)), 0, "%s", err);
+	int idle[20];
+	for (int i = 0; i < 20; i++)
+		idle[i] = tn_raw(port);
+	struct hora_net_stats st = {0};
+	for (int t = 0; t < 500 && st.accepted < 20; t++) { /* all in the table (or dropped) */
+		usleep(10000);
+		hora_net_loop_stats(srv, &st);
+	}
+	cr_assert_eq(st.accepted, 20);
+	struct hora_net_peer *pc, *ps;
+	int rc = hora_net_connect(cli, "127.0.0.1", port, 5000, &pc, err, sizeof(err));
+	cr_assert_eq(rc, 0, "a real peer behind 20 idle connections: %s", err);
+	cr_assert_eq(hora_net_accept(srv, 5000, &ps, err, sizeof(err)), 0, "%s", err);
+	hora_net_loop_stats(srv, &st);
+	cr_assert_geq(st.refused, 12, "the oldest idle connections were not dropped");
+	hora_net_peer_close(pc);
+	hora_net_peer_close(ps);
+	for (int i = 0; i < 20; i++)
+		close(idle[i]);
+	hora_net_loop_destroy(cli);
+	hora_net_loop_destroy(srv);
+}
+
+/* A handshake the server cut off, and one that timed out, are tried again
+ * until the connect deadline: here a stand-in listener on the port first
+ * closes the connection after the HELLO, then stays silent, then the real
+ * server takes the port. */
+static void short_handshake(struct hora_net_opts *o)
+{
+	o->handshake_timeout_ms = 300;
+}
+
+/* accept on a plain listener within 5 s (-1: nobody came) */
+static int accept_5s(int lfd)
+{
+	struct pollfd pf = {.fd = lfd, .events = POLLIN};
+	return poll(&pf, 1, 5000) == 1 ? accept(lfd, NULL, NULL) : -1;
+}
+
+struct connecting {
+	struct hora_net_loop *cli;
+	uint16_t port;
+	struct hora_net_peer *p;
+	int rc;
+	char err[512];
+};
+
+static void *connect_thread(void *arg)
+{
+	struct connecting *c = arg;
+	c->rc = hora_net_connect(c->cli, "127.0.0.1", c->port, 10000, &c->p, c->err, sizeof(c->err));
+	return NULL;
+}
+
+Test(net_transport, a_cut_off_or_timed_out_handshake_is_tried_again, .timeout = 30)
+{
+	int lfd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t al = sizeof(a);
+	cr_assert_eq(bind(lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+	cr_assert_eq(listen(lfd, 8), 0);
+	getsockname(lfd, (struct sockaddr *)&a, &al);
+	struct connecting c = {.cli = tn_loop(1, 2, short_handshake), .port = ntohs(a.sin_port)};
+	pthread_t th;
+	pthread_create(&th, NULL, connect_thread, &c);
+	uint8_t hello[HORA_NET_HELLO_BYTES], b;
+	int fd = accept_5s(lfd); /* 1: cut off after the HELLO */
+	cr_assert_geq(fd, 0, "the client did not connect");
+	cr_assert_eq(tn_read_full(fd, hello, sizeof(hello)), 0);
+	close(fd);
+	fd = accept_5s(lfd); /* 2: silent until the client gives up on it */
+	cr_assert_geq(fd, 0, "the client did not try again after the server cut it off");
+	cr_assert_eq(tn_read_full(fd, hello, sizeof(hello)), 0);
+	cr_assert_leq(read(fd, &b, 1), 0);
+	close(fd);
+	close(lfd);
+	struct hora_net_loop *srv = tn_loop(1, 1, NULL);
+	char err[512];
+	uint16_t port = c.port;
+	cr_assert_eq(hora_net_listen(srv, "127.0.0.1", port, &port, err, sizeof(err)), 0, "%s", err);
+	struct hora_net_peer *ps;
+	cr_assert_eq(hora_net_accept(srv, 5000, &ps, err, sizeof(err)), 0, "%s", err);
+	pthread_join(th, NULL);
+	cr_assert_eq(c.rc, 0, "connect: %s", c.err);
+	cr_assert_eq(hora_net_peer_node(c.p), 1);
+	hora_net_peer_close(c.p);
+	hora_net_peer_close(ps);
+	hora_net_loop_destroy(c.cli);
 	hora_net_loop_destroy(srv);
 }
