@@ -218,8 +218,9 @@ static int form_comm(struct joining *j, struct hora_comm **out, char *err, size_
 }
 
 /* Elastic: the first view with every worker of the file (or
- * membership.min_members of them) starts the job, as without; a worker that finds the job running (a member trains in a
- * communicator over an older view) joins it instead (core/rejoin.c). */
+ * membership.min_members of them) starts the job, as without; a worker
+ * that finds the job running (a member trains in a communicator over an
+ * older view) joins it instead (core/rejoin.c). */
 static int elastic_start(struct joining *j, struct hora_comm **out, char *err, size_t errlen)
 {
 	const double limit_s = (j->cc.join_timeout_ms > 0 ? j->cc.join_timeout_ms : 10000) / 1e3 * 3;

@@ -469,13 +469,22 @@ static void first_members(struct hora_swim *s, struct hora_swim_view *v)
 	qsort(v->uids, (size_t)v->n, sizeof(uint64_t), cmp_u64);
 }
 
-/* Whether v is a first view the rule allows: first_view_workers members,
- * one for each worker index below it. */
+/* How many workers the first view needs: every worker of the file, or
+ * min_members of them when that is set lower (elastic training may start
+ * short and be joined by the others). */
+static int first_size(const struct hora_swim *s)
+{
+	const int nw = s->cfg.first_view_workers;
+	return s->cfg.min_members > 1 && s->cfg.min_members < nw ? s->cfg.min_members : nw;
+}
+
+/* Whether v is a first view the rule allows: at least first_size members,
+ * at most one for each worker index below first_view_workers. */
 static bool first_ok(const struct hora_swim *s, const struct hora_swim_view *v)
 {
 	const int nw = s->cfg.first_view_workers;
 	bool seen[HORA_SWIM_MAX_VIEW] = {false};
-	if (v->n != nw)
+	if (v->n < first_size(s) || v->n > nw)
 		return false;
 	for (int i = 0; i < v->n; i++) {
 		const int g = worker_index(v->uids[i]);
@@ -580,8 +589,8 @@ static void coordinate(struct hora_swim *s, int64_t now)
 		desired(s, &d);
 	if (!d.n || d.uids[0] != s->cfg.uid)
 		return; /* not the coordinator */
-	if (!s->view.id && (d.n < s->cfg.min_members || (rule && d.n < s->cfg.first_view_workers)))
-		return; /* the first view waits for min_members, and under the rule for every worker */
+	if (!s->view.id && (d.n < s->cfg.min_members || (rule && d.n < first_size(s))))
+		return; /* the first view waits for min_members, and under the rule for its workers */
 	if (s->view.id && same_members(&d, &s->view)) {
 		s->prop.id = 0;
 		return;
