@@ -7,6 +7,8 @@
 #     pause ("training paused: ..."), all 4 re-form after the heal;
 #  b. 1|3 (`partition 1 2,3,4`): the 3 go on in a view of 3, the 1 pauses and
 #     rejoins after the heal, its stale state discarded.
+# 2|2 changes no rank and rolls back to a commit: its final parameters are
+# those of an undisturbed run of the same file, bit for bit.
 # Each: `hora launch` exits 0 ("training completed by N workers"), every
 # worker that finished prints the same final parameters crc32, the sample
 # accounting holds (HORA_TEST_SAMPLE_LOG, check_samples.py: every sample of
@@ -86,7 +88,16 @@ scenario() {
   check "$name: sample accounting: every sample of every epoch trained once" "${PIPESTATUS[0]}"
 }
 
+# the undisturbed run: a 2|2 partition changes no worker's rank and the
+# rollback is to a commit, so its final parameters must be these, bit for bit
+timeout 120 "$HORA" launch "$T/netns.yaml" >"$T/calm.log" 2>&1; rc=$?
+calm=$(grep -o 'final parameters crc32 [0-9a-f]*' "$T/calm.log" | sort -u)
+[[ $rc == 0 && $(echo "$calm" | wc -l) == 1 && -n $calm ]]
+check "undisturbed: exit 0, one final crc32 (${calm##* })" $? || tail -20 "$T/calm.log"
+
 scenario 2-2 1,2 3,4
+[[ $(grep -o 'final parameters crc32 [0-9a-f]*' "$T/2-2.log" | sort -u) == "$calm" ]]
+check "2|2: the final parameters are the undisturbed run's, bit for bit" $?
 # both sides paused, all four re-formed into one view
 [[ $(grep '\] view [0-9]*: .*; 4 workers;' "$T/2-2.log" | grep -c '^\[[0-3] ') -ge 4 ]]
 check "2|2: the view-change line, 4 workers, on every worker" $?
