@@ -25,7 +25,7 @@ if [[ $(id -u) != 0 ]] || ! command -v ip >/dev/null || ! command -v nft >/dev/n
 fi
 [[ -d $ROOT/data/mnist ]] || { echo "SKIP: no data/mnist (deploy/get-data.sh)"; exit 77; }
 TAG="ep$$"
-T="$(mktemp -d)"
+T="$(mktemp -d -t hora-elastic-partition.XXXXXX)"
 LPID=""
 cleanup() {
   if [[ -n $LPID ]]; then # the launcher forwards SIGTERM to its workers
