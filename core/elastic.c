@@ -14,7 +14,9 @@
  * Re-form (after a failure, or agreed at a commit): the communicator is
  * re-formed over the next view (core/rejoin.c), then every rank of it runs
  * the same sync: the job compared with rank 0's; the newest lineage (the
- * view a commit was made or adopted in: a minority's stale commits lose);
+ * view a commit was made or adopted in: a minority's stale commits lose,
+ * and the view-change line of a rank whose commit lost says "discarded its
+ * stale state");
  * the earliest latest commit of that lineage (every holder of the lineage
  * has it); its holder of lowest rank broadcasts it; everyone loads it and
  * re-shards the rest of the epoch over the new size. Joiners take part with
@@ -49,6 +51,7 @@ struct hora_elastic {
 	struct commit slot[2];
 	int latest;
 	size_t ob; /* optimizer state bytes */
+	uint64_t stale; /* the lineage of this rank's commit when the last sync discarded it, else 0 */
 };
 
 /* commits in order: the one at an epoch's start after the one at the last
@@ -121,6 +124,7 @@ static int choose(struct run *r, int *root, const struct commit **from)
 	int64_t lin = mine ? (int64_t)mine->lineage : 0;
 	int rc = r->several ? hora_allreduce(r->c, &lin, &lin, 1, HORA_I64, HORA_MAX) : 0;
 	const bool has = !rc && mine && (int64_t)mine->lineage == lin;
+	es->stale = !rc && mine && !has ? mine->lineage : 0;
 	int64_t v[2] = {has ? seq_of(mine) : INT64_MAX, has ? r->rank : INT64_MAX};
 	if (!rc && r->several)
 		rc = hora_allreduce(r->c, v, v, 2, HORA_I64, HORA_MIN);
@@ -305,12 +309,15 @@ static bool fatal(int rc)
 }
 
 /* a failure that is no view change (yet): give the failure detector its
- * time to say so (ELASTIC_DETECT_S) */
+ * time to say so (ELASTIC_DETECT_S). A view whose participants differ from
+ * the communicator's counts too: when a partition heals, the minority's
+ * stale death notices make the others drop a worker that is alive, and
+ * that worker, missing from no view, must re-form with them. */
 #define ELASTIC_DETECT_S 5.0
 static bool view_changes(struct run *r)
 {
 	const double deadline = hora_clock_s() + ELASTIC_DETECT_S;
-	while (!hora_comm_view_changed(r->c)) {
+	while (!hora_comm_view_changed(r->c) && !hora_comm_joiners(r->c)) {
 		if (hora_clock_s() > deadline)
 			return false;
 		usleep(20000);
@@ -365,13 +372,16 @@ int hora_elastic_recover(struct run *r, int rc)
 			break;
 	}
 	if (!rc) {
-		char what[1024];
+		char what[1024], back[160];
 		changes(r, old, n, what, sizeof(what));
 		hora_timeline_span(r->tl, 0, "view_change", t0, hora_clock_s(), 0);
-		printf("view %" PRIu64 ": %s at step %" PRId64 "; %d workers; rolled back %" PRId64
-		       " steps to the commit at step %" PRId64 "; lr %g; training again after %.2f s\n",
-		       hora_comm_view(r->c), what, at, r->size, at - r->step, r->step, hora_run_lr(r),
-		       hora_clock_s() - t0);
+		if (r->es->stale) /* a minority side's: the newest lineage won */
+			snprintf(back, sizeof(back), "discarded its stale state (view %" PRIu64 ") for", r->es->stale);
+		else
+			snprintf(back, sizeof(back), "rolled back %" PRId64 " steps to", at - r->step);
+		printf("view %" PRIu64 ": %s at step %" PRId64 "; %d workers; %s the commit at step %" PRId64
+		       "; lr %g; training again after %.2f s\n", hora_comm_view(r->c), what, at, r->size, back,
+		       r->step, hora_run_lr(r), hora_clock_s() - t0);
 		fflush(stdout);
 	}
 	free(old);

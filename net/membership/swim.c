@@ -21,7 +21,9 @@
  * Views: the lowest-uid live worker proposes (id, members sorted by uid);
  * it commits once every proposed member and a majority of the previous view
  * acknowledged. A member left out of the view, or seeing no majority of its
- * view alive, reports itself paused. Layouts: net/MEMBERSHIP.md.
+ * view alive, reports itself paused. A member whose view lacks the
+ * coordinator sends it that view (a coordinator back from a partition's
+ * minority side learns the newer view). Layouts: net/MEMBERSHIP.md.
  */
 #include "net/membership/swim.h"
 #include "net/transport/endian.h"
@@ -83,6 +85,7 @@ struct hora_swim {
 	uint64_t commit_prev;         /* the view installed before it */
 	int64_t commit_sent;
 	struct hora_swim_view first;  /* the job's first view, as installed here (id 0: none) */
+	int64_t told_sent; /* our view, last sent to a coordinator outside it */
 	/* reply forwarding for PING_REQ: whom to tell when target acks */
 	struct {
 		uint64_t target;
@@ -577,6 +580,26 @@ static void try_commit(struct hora_swim *s, int64_t now)
 	s->commit_sent = now;
 }
 
+/* A member whose installed view lacks the coordinator sends it that view
+ * (COMMIT, once a period). A coordinator back from the minority side of a
+ * partition still holds the view from before it, whose members are those of
+ * its table again: it would see nothing to propose while the majority, whose
+ * coordinator it is again, waits for it. Installing the newer, committed,
+ * view leaves it out of it, and it proposes one with everyone. */
+static void tell_coordinator(struct hora_swim *s, uint64_t coord, int64_t now)
+{
+	if (!s->view.id || in_view(&s->view, coord) || now - s->told_sent < s->cfg.probe_interval_ms)
+		return;
+	const struct mem *x = find(s, coord);
+	if (!x || !live(x))
+		return;
+	uint8_t body[10 + 8 * HORA_SWIM_MAX_VIEW];
+	size_t blen;
+	view_body(&s->view, s->view.id, body, &blen);
+	send_simple(s, T_COMMIT, 0, s->view.id, body, blen, x->m.addr, false);
+	s->told_sent = now;
+}
+
 static void coordinate(struct hora_swim *s, int64_t now)
 {
 	if (s->cfg.role != HORA_SWIM_WORKER || s->left || !s->joined)
@@ -587,8 +610,11 @@ static void coordinate(struct hora_swim *s, int64_t now)
 		first_members(s, &d);
 	else
 		desired(s, &d);
-	if (!d.n || d.uids[0] != s->cfg.uid)
+	if (!d.n || d.uids[0] != s->cfg.uid) {
+		if (d.n)
+			tell_coordinator(s, d.uids[0], now);
 		return; /* not the coordinator */
+	}
 	if (!s->view.id && (d.n < s->cfg.min_members || (rule && d.n < first_size(s))))
 		return; /* the first view waits for min_members, and under the rule for its workers */
 	if (s->view.id && same_members(&d, &s->view)) {

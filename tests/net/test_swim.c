@@ -267,6 +267,35 @@ Test(net_swim, majority_side_continues_minority_pauses)
 	stop();
 }
 
+/* The minority side holds the coordinator (the lowest uid): after the heal
+ * its stale view has the same members as its table, so it saw nothing to
+ * propose, and the majority, whose coordinator it is again, waited for it:
+ * two views for ever. The majority tells it its newer view (COMMIT). */
+static void coordinator_on_minority_side(int count, int cut)
+{
+	start(count, count);
+	cr_assert_geq(until_agreed(count, 10000), 0);
+	for (int i = 0; i < cut; i++)
+		side[i] = 1;
+	run_ms(4000);
+	struct hora_swim_view v;
+	int rank;
+	bool paused;
+	view_of(count - 1, &v, &rank, &paused);
+	cr_assert_eq(v.n, count - cut, "majority side has a %d-member view", v.n);
+	cr_assert(!paused);
+	view_of(0, &v, &rank, &paused);
+	cr_assert(paused, "the coordinator, on the minority side, is not paused");
+	for (int i = 0; i < cut; i++)
+		side[i] = 0; /* heal */
+	cr_assert_geq(until_agreed(count, 15000), 0, "no view of all %d after the heal of %d|%d", count, cut,
+		      count - cut);
+	stop();
+}
+
+Test(net_swim, coordinator_alone_rejoins_after_heal) { coordinator_on_minority_side(4, 1); }
+Test(net_swim, coordinator_on_minority_of_two_rejoins_after_heal) { coordinator_on_minority_side(5, 2); }
+
 Test(net_swim, wrong_secret_is_ignored)
 {
 	start(3, 3);
