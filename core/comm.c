@@ -369,13 +369,13 @@ static bool view_has(const struct hora_swim_view *v, uint64_t uid)
 	return false;
 }
 
-/* The first rank of the communicator (not this one) that the failure
- * detector declared dead: DEAD in the member table, or missing from an
- * installed view newer than the communicator's without having left
- * gracefully. -1 if none. A member that joined changes nothing here. */
-static int lost_scan(struct hora_comm *c)
+/* The first rank of the communicator (not this one) that is gone: DEAD in
+ * the member table, or missing from an installed view newer than the
+ * communicator's; with left, also one that left gracefully (or is no
+ * longer in the table). -1 if none. */
+static int gone_scan(struct hora_comm *c, bool left)
 {
-	if (!c->members || !c->owned_m)
+	if (!c->members || !c->owned_m || !c->net)
 		return -1;
 	struct hora_swim_view v;
 	int myrank;
@@ -386,11 +386,21 @@ static int lost_scan(struct hora_comm *c)
 		if (r == me)
 			continue;
 		const int st = hora_net_membership_state(c->owned_m, c->members[r].uid);
-		if (st == HORA_SWIM_DEAD ||
-		    (st != HORA_SWIM_LEFT && v.id > c->view_id && !view_has(&v, c->members[r].uid)))
+		const bool gone = st == HORA_SWIM_LEFT || st == -ENOENT;
+		if (st == HORA_SWIM_DEAD || (left && gone) ||
+		    ((left || st != HORA_SWIM_LEFT) && v.id > c->view_id && !view_has(&v, c->members[r].uid)))
 			return r;
 	}
 	return -1;
+}
+
+/* The first rank of the communicator (not this one) that the failure
+ * detector declared dead: DEAD in the member table, or missing from an
+ * installed view newer than the communicator's without having left
+ * gracefully. -1 if none. A member that joined changes nothing here. */
+static int lost_scan(struct hora_comm *c)
+{
+	return gone_scan(c, false);
 }
 
 /* Rank r was declared dead: wait (up to 1 s) for the view without it, or
@@ -896,22 +906,7 @@ bool hora_comm_view_changed(struct hora_comm *c)
 {
 	if (atomic_load_explicit(&c->stopped, memory_order_acquire) == HORA_ERR_VIEW)
 		return true;
-	if (!c->members || !c->owned_m || !c->net)
-		return false;
-	struct hora_swim_view v;
-	int myrank;
-	bool paused;
-	hora_net_membership_view(c->owned_m, &v, &myrank, &paused, NULL, 0);
-	const int n = hora_net_comm_size(c->net), me = hora_net_comm_rank(c->net);
-	for (int r = 0; r < n; r++) {
-		if (r == me)
-			continue;
-		const int st = hora_net_membership_state(c->owned_m, c->members[r].uid);
-		if (st == HORA_SWIM_DEAD || st == HORA_SWIM_LEFT || st == -ENOENT ||
-		    (v.id > c->view_id && !view_has(&v, c->members[r].uid)))
-			return true;
-	}
-	return false;
+	return gone_scan(c, true) >= 0;
 }
 
 bool hora_comm_joiners(struct hora_comm *c)

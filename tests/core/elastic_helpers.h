@@ -45,6 +45,19 @@ static inline void *te_main(void *p)
 	return NULL;
 }
 
+/* The job: a small generated data set in dir (400 train / 40 test samples
+ * of 16x16, 4 classes), an MLP with 32 hidden units, batch 8, quiet. */
+static inline void te_config(const char *dir, struct hora_train_config *cfg)
+{
+	th_make_dataset(dir, 400, 40, 16, 4, 5, 0);
+	hora_train_config_defaults(cfg);
+	snprintf(cfg->data, sizeof(cfg->data), "%s", dir);
+	cfg->hidden[0] = 32;
+	cfg->epochs = TE_EPOCHS;
+	cfg->batch_size = 8;
+	cfg->quiet = 1;
+}
+
 /* Returns the cluster file (caller frees); rk[i].res for the caller to free.
  * The joiner starts when worker 0's metrics file (in dir) has its first
  * epoch: the job is running. */

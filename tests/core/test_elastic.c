@@ -12,14 +12,8 @@
 Test(elastic, a_joiner_gets_the_committed_state_and_ends_identical, .timeout = 240)
 {
 	char *dir = th_tmpdir();
-	th_make_dataset(dir, 400, 40, 16, 4, 5, 0);
 	struct hora_train_config cfg;
-	hora_train_config_defaults(&cfg);
-	snprintf(cfg.data, sizeof(cfg.data), "%s", dir);
-	cfg.hidden[0] = 32;
-	cfg.epochs = TE_EPOCHS;
-	cfg.batch_size = 8;
-	cfg.quiet = 1;
+	te_config(dir, &cfg);
 	struct te_rank rk[3];
 	char *file = te_join_run(dir, 20000 + (int)(getpid() % 5000) * 4, &cfg, rk);
 	for (int i = 0; i < 3; i++)

@@ -18,14 +18,8 @@ int main(int argc, char **argv)
 {
 	const int port = argc > 1 ? atoi(argv[1]) : 20000 + (int)(getpid() % 10000) * 4;
 	char *dir = th_tmpdir();
-	th_make_dataset(dir, 400, 40, 16, 4, 5, 0);
 	struct hora_train_config cfg;
-	hora_train_config_defaults(&cfg);
-	snprintf(cfg.data, sizeof(cfg.data), "%s", dir);
-	cfg.hidden[0] = 32;
-	cfg.epochs = TE_EPOCHS;
-	cfg.batch_size = 8;
-	cfg.quiet = 1;
+	te_config(dir, &cfg);
 	struct te_rank rk[3];
 	char *file = te_join_run(dir, port, &cfg, rk);
 	int bad = 0;
