@@ -298,7 +298,6 @@ void hora_comm_own_loop(struct hora_comm *c, struct hora_net_loop *loop,
 	c->owned_m = m;
 	if (!m)
 		return;
-	hora_net_membership_status_source(m, status_get, c);
 	const int n = hora_net_comm_size(c->net);
 	if (members && (c->members = malloc((size_t)n * sizeof(*c->members)))) {
 		memcpy(c->members, members, (size_t)n * sizeof(*c->members));
@@ -306,6 +305,8 @@ void hora_comm_own_loop(struct hora_comm *c, struct hora_net_loop *loop,
 	}
 	if (c->members && !c->local_rank && c->local_size == 1)
 		count_local_members(c); /* hora_comm_from_net: from the members' addresses */
+	/* last: the status callback reads view_id (and c->net) from now on */
+	hora_net_membership_status_source(m, status_get, c);
 	pthread_mutex_lock(&c->mu);
 	monitor_start(c);
 	pthread_mutex_unlock(&c->mu);
@@ -840,6 +841,8 @@ const struct hora_fusion_override *hora_comm_fusion_override(const struct hora_c
 }
 size_t hora_comm_small_bytes(const struct hora_comm *c)
 {
+	if (!c->net)
+		return 0;
 	return hora_net_comm_small_bytes(c->net);
 }
 /* The algorithm choice is read by whichever thread runs a collective: a
@@ -854,6 +857,8 @@ static void wait_idle(struct hora_comm *c)
 
 int hora_comm_set_small_bytes(struct hora_comm *c, size_t bytes)
 {
+	if (!c->net)
+		return atomic_load(&c->stopped); /* a re-form failed: every call fails so */
 	wait_idle(c);
 	int rc = hora_net_comm_set_small_bytes(c->net, bytes);
 	pthread_mutex_unlock(&c->mu);
@@ -864,6 +869,8 @@ int hora_comm_set_algorithm(struct hora_comm *c, enum hora_algo algo)
 {
 	if (algo < HORA_ALGO_AUTO || algo > HORA_ALGO_DIRECT_RING)
 		return -EINVAL;
+	if (!c->net)
+		return atomic_load(&c->stopped);
 	wait_idle(c);
 	hora_net_comm_set_algo(c->net, (enum hora_net_algo)algo);
 	c->algo = algo;
@@ -877,6 +884,23 @@ void hora_comm_set_elastic(struct hora_comm *c, const struct hora_comm_elastic *
 {
 	c->el = *el;
 	c->elastic = true;
+}
+
+double hora_comm_detect_s(const struct hora_comm *c)
+{
+	return c && c->elastic && c->el.detect_s > 0 ? c->el.detect_s : 5.0;
+}
+
+/* Whether a rank of c is SUSPECT: the failure detector has not decided yet. */
+bool hora_comm_suspect(struct hora_comm *c)
+{
+	if (!c->members || !c->owned_m || !c->net)
+		return false;
+	const int n = hora_net_comm_size(c->net);
+	for (int r = 0; r < n; r++)
+		if (hora_net_membership_state(c->owned_m, c->members[r].uid) == HORA_SWIM_SUSPECT)
+			return true;
+	return false;
 }
 
 bool hora_comm_joined(const struct hora_comm *c)

@@ -69,10 +69,14 @@ struct hora_comm_elastic {
 	 * rank order): a joiner waits to be admitted */
 	bool (*pending)(void *arg, const struct hora_comm_member *members, int n);
 	bool joined; /* formed by a joiner of a running job (it has no state yet) */
+	double detect_s; /* how long the failure detector may take to declare a death */
 };
 /* A communicator around net (formed by el.next for a joiner); 0 or -ENOMEM. */
 int hora_comm_from_net(struct hora_net_comm *net, enum hora_algo algo, struct hora_comm **out);
 bool hora_comm_joined(const struct hora_comm *c);
+/* el.detect_s (5 s when not set), and whether a rank is SUSPECT now. */
+double hora_comm_detect_s(const struct hora_comm *c);
+bool hora_comm_suspect(struct hora_comm *c);
 /* The view a member's STATUS answer says its communicator was formed over
  * (0: none, or no answer of ours). */
 uint64_t hora_comm_status_view(const struct hora_swim_status *st);

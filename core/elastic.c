@@ -131,8 +131,9 @@ static int choose(struct run *r, int *root, const struct commit **from)
 	if (rc)
 		return snprintf(r->err, r->errlen, "agreeing on the commit: %s", hora_comm_last_error(r->c)), rc;
 	if (v[0] == INT64_MAX)
-		return snprintf(r->err, r->errlen, "no worker of view %" PRIu64 " holds a commit to go on from",
-				hora_comm_view(r->c)), -EPROTO;
+		return snprintf(r->err, r->errlen, "no worker of view %" PRIu64 " holds the job's state: the "
+				"job had ended before this worker was admitted, or every worker that trained is "
+				"gone", hora_comm_view(r->c)), HORA_ERR_NOJOB;
 	*root = (int)v[1];
 	*from = NULL;
 	for (int i = 0; i < 2 && *root == r->rank; i++)
@@ -181,12 +182,28 @@ static int share_commit(struct run *r, int root, const struct commit *from, size
 	return rc;
 }
 
-/* rank 0's files follow rank 0 */
+/* the last epoch of a metrics file's lines (0: none) */
+static int last_epoch(FILE *f)
+{
+	char line[512];
+	int e = 0, k;
+	rewind(f);
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "{\"epoch\":%d", &k) == 1)
+			e = k;
+	return e;
+}
+
+/* rank 0's files follow rank 0 (a new one goes on after the lines there) */
 static int own_files(struct run *r)
 {
-	if (r->rank == 0 && r->cfg->metrics[0] && !r->mf && !(r->mf = fopen(r->cfg->metrics, "a"))) {
-		snprintf(r->err, r->errlen, "metrics: cannot open %s: %s", r->cfg->metrics, strerror(errno));
-		return HORA_ERR_CONFIG;
+	if (r->rank == 0 && r->cfg->metrics[0] && !r->mf) {
+		if (!(r->mf = fopen(r->cfg->metrics, "a+"))) {
+			snprintf(r->err, r->errlen, "metrics: cannot open %s: %s", r->cfg->metrics,
+				 strerror(errno));
+			return HORA_ERR_CONFIG;
+		}
+		r->metrics_last = last_epoch(r->mf);
 	}
 	if (r->rank != 0 && r->mf) {
 		fclose(r->mf);
@@ -309,16 +326,16 @@ static bool fatal(int rc)
 }
 
 /* a failure that is no view change (yet): give the failure detector its
- * time to say so (ELASTIC_DETECT_S). A view whose participants differ from
- * the communicator's counts too: when a partition heals, the minority's
- * stale death notices make the others drop a worker that is alive, and
- * that worker, missing from no view, must re-form with them. */
-#define ELASTIC_DETECT_S 5.0
+ * time to say so (the membership's timings, hora_comm_detect_s; longer
+ * while a rank is suspected). A view whose participants differ from the
+ * communicator's counts too: when a partition heals, the minority's stale
+ * death notices make the others drop a worker that is alive, and that
+ * worker, missing from no view, must re-form with them. */
 static bool view_changes(struct run *r)
 {
-	const double deadline = hora_clock_s() + ELASTIC_DETECT_S;
+	const double deadline = hora_clock_s() + hora_comm_detect_s(r->c);
 	while (!hora_comm_view_changed(r->c) && !hora_comm_joiners(r->c)) {
-		if (hora_clock_s() > deadline)
+		if (hora_clock_s() > deadline && !hora_comm_suspect(r->c))
 			return false;
 		usleep(20000);
 	}
@@ -388,11 +405,12 @@ int hora_elastic_recover(struct run *r, int rc)
 	return rc;
 }
 
-void hora_elastic_finish(struct run *r)
+int hora_elastic_finish(struct run *r)
 {
-	if (r->several && hora_barrier(r->c))
-		HORA_LOGI("a worker left during the final barrier (%s); training had completed on every "
-			  "worker", hora_comm_last_error(r->c));
+	int rc = r->several ? hora_barrier(r->c) : 0;
+	if (rc)
+		snprintf(r->err, r->errlen, "the final barrier: %s", hora_comm_last_error(r->c));
+	return rc;
 }
 
 void hora_elastic_free(struct run *r)

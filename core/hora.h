@@ -45,6 +45,9 @@ enum hora_err {
 	HORA_ERR_LOST = -10006,     /* the failure detector declared a worker of the job dead
 				       (a crash, or a frozen or hung process) and elastic
 				       training is off: the job stops; `hora` exits 4 on it */
+	HORA_ERR_NOJOB = -10008,    /* elastic training: a joiner found no worker holding the
+				       job's state (the job had ended, or every worker that
+				       trained is gone); `hora worker` exits 5 on it */
 	HORA_ERR_VIEW = -10007,     /* elastic training: the communicator's view changed (a
 				       worker died, froze or left); hora_train_run_comm
 				       re-forms it and goes on, other callers see this code */

@@ -98,6 +98,8 @@ static int join_membership(struct joining *j, char *err, size_t errlen)
 	 * anyone else (a stray process with the secret) comes in later, as a
 	 * joiner (net/MEMBERSHIP.md "The first view") */
 	sw.first_view_workers = j->size;
+	if (j->o->elastic && j->o->elastic->on) /* membership.min_members: it may start short */
+		sw.first_view_min = sw.min_members;
 	struct hora_swim_addr seeds[HORA_CLUSTER_MAX_SEEDS];
 	int nseeds = 0;
 	for (int i = 0; i < j->cc.nseeds; i++)
@@ -217,28 +219,28 @@ static int form_comm(struct joining *j, struct hora_comm **out, char *err, size_
 	return 0;
 }
 
-/* Elastic: the first view with every worker of the file (or
- * membership.min_members of them) starts the job, as without; a worker
- * that finds the job running (a member trains in a communicator over an
- * older view) joins it instead (core/rejoin.c). */
+/* Elastic: a worker that is in the job's first view (every worker of the
+ * file, or membership.min_members of them) starts the job; one that came
+ * in after it (the membership installed no first view here, or one without
+ * it) joins the running job once a member says it trains (core/rejoin.c). */
 static int elastic_start(struct joining *j, struct hora_comm **out, char *err, size_t errlen)
 {
 	const double limit_s = (j->cc.join_timeout_ms > 0 ? j->cc.join_timeout_ms : 10000) / 1e3 * 3;
 	const double deadline = hora_clock_s() + limit_s;
 	bool paused = false;
 	for (;;) {
+		struct hora_swim_view first;
+		int frank;
+		hora_net_membership_first_view(j->mem, &first, &frank);
+		if (first.id && frank >= 0)
+			return hora_rejoin_join(j, false, out, err, errlen);
 		hora_net_membership_view(j->mem, &j->v, &j->rank, &paused, NULL, 0);
-		if (j->v.id && j->rank >= 0 && !paused) {
-			if (hora_rejoin_job_running(j->mem))
-				return hora_rejoin_join(j, true, out, err, errlen);
-			const int first = j->cc.membership.min_members > 0 ? j->cc.membership.min_members : j->size;
-			if (j->v.n >= first) /* membership.min_members: a job may start short */
-				return hora_rejoin_join(j, false, out, err, errlen);
-		}
+		if (j->v.id && j->rank >= 0 && !paused && hora_rejoin_job_running(j->mem))
+			return hora_rejoin_join(j, true, out, err, errlen);
 		if (hora_clock_s() > deadline) {
-			snprintf(err, errlen, "worker %d: no view with all %d workers and no running job to join "
+			snprintf(err, errlen, "worker %d: not in the job's first view and no running job to join "
 					      "after %.0f s (have %d alive; seeds down, workers missing, or a wrong "
-					      "secret?)", j->o->proc, j->size, limit_s, hora_net_membership_alive(j->mem));
+					      "secret?)", j->o->proc, limit_s, hora_net_membership_alive(j->mem));
 			return -ETIMEDOUT;
 		}
 		hora_net_membership_wait(j->mem, j->v.id, paused, 100);

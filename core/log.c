@@ -61,6 +61,8 @@ const char *hora_strerror(int code)
 		return "stopped by the stall inspector (a rank did not reach a collective)";
 	case HORA_ERR_LOST:
 		return "a worker of the job was declared dead by the failure detector";
+	case HORA_ERR_NOJOB:
+		return "no running job to join (it had ended, or no worker that trained is left)";
 	case HORA_ERR_VIEW:
 		return "the membership view changed (elastic training re-forms the communicator)";
 	default:

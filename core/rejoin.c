@@ -250,8 +250,27 @@ bool hora_rejoin_job_running(struct hora_net_membership *m)
 	return false;
 }
 
+/* the elastic keys against the file: what could never act is refused */
+static int check_elastic(const struct joining *j, char *err, size_t errlen)
+{
+	const struct hora_elastic_config *el = j->o->elastic;
+	const int max = el->max_workers > 0 ? el->max_workers : j->size;
+	if (el->max_workers > j->size)
+		return snprintf(err, errlen, "train.elastic.max_workers %d is above the %d workers of %s: only "
+				"the file's workers can join in this build", el->max_workers, j->size, j->cc.file),
+		       HORA_ERR_CONFIG;
+	if (el->min_workers > max)
+		return snprintf(err, errlen, "train.elastic.min_workers %d is above the %d workers the job can "
+				"have (%s)", el->min_workers, max,
+				el->max_workers > 0 ? "train.elastic.max_workers" : "the file's"), HORA_ERR_CONFIG;
+	return 0;
+}
+
 int hora_rejoin_join(struct joining *j, bool joiner, struct hora_comm **out, char *err, size_t errlen)
 {
+	int crc = check_elastic(j, err, errlen);
+	if (crc)
+		return crc;
 	struct rejoin *rj = rejoin_new(j, j->mem);
 	if (!rj)
 		return -ENOMEM;
@@ -270,8 +289,13 @@ int hora_rejoin_join(struct joining *j, bool joiner, struct hora_comm **out, cha
 	j->loop = NULL;
 	j->mem = NULL;
 	hora_comm_set_fusion_override(*out, &j->o->fusion);
+	/* a death is declared within suspect_timeout + 2 probe periods; a
+	 * period and 2 s more for the view without it */
+	const struct hora_swim_cfg *sw = &j->cc.membership;
+	const double detect_s = (sw->suspect_timeout_ms > 0 ? sw->suspect_timeout_ms : 1000) / 1e3 +
+				3 * (sw->probe_interval_ms > 0 ? sw->probe_interval_ms : 200) / 1e3 + 2.0;
 	struct hora_comm_elastic el = {.next = rejoin_next, .arg = rj, .free_arg = rejoin_free,
-				       .pending = rejoin_pending, .joined = joiner};
+				       .pending = rejoin_pending, .joined = joiner, .detect_s = detect_s};
 	hora_comm_set_elastic(*out, &el);
 	if (joiner)
 		HORA_LOGI("worker %d joined the running job: rank %d of %d in view %llu after %.2f s",

@@ -36,6 +36,7 @@ struct run {
 	struct hora_timeline *tl;
 	int64_t *order; /* this epoch's shuffle of the training set */
 	FILE *mf;       /* rank 0's metrics file */
+	int metrics_last; /* the last epoch whose line it holds (a rollback does not write it twice) */
 	struct progress pg;
 	int first_epoch;
 	int64_t step, steps_per_epoch, total, global_bs;
@@ -83,8 +84,10 @@ void hora_elastic_epoch_done(struct run *r); /* the commit at an epoch's start *
 int hora_elastic_recover(struct run *r, int rc);
 /* After the last epoch: a barrier, so that no rank leaves (and makes the
  * others re-form and train on) before every rank has finished its last
- * collective; a failure inside it changes nothing (every rank had). */
-void hora_elastic_finish(struct run *r);
+ * collective. A failure of it is recovered like a step's: after the
+ * re-form every rank goes on from the earliest commit, at once done when
+ * every one holds the end of training. 0 or the barrier's code. */
+int hora_elastic_finish(struct run *r);
 void hora_elastic_free(struct run *r);
 /* the test hook: the samples this rank trains in this step */
 void hora_elastic_log_samples(struct run *r, const int64_t *idx, int n);

@@ -280,9 +280,9 @@ static int set_up(struct run *r)
 	if (rc)
 		return rc;
 	/* a resumed job adds to the metrics of the epochs before the checkpoint */
-	const bool joiner = r->c && hora_comm_joined(r->c); /* adds to the running job's */
-	if (r->rank == 0 && cfg->metrics[0] &&
-	    !(r->mf = fopen(cfg->metrics, cfg->resume || joiner ? "a" : "w"))) {
+	/* a joiner's rank 0 opens them after the sync (elastic.c), after the lines there */
+	const bool joiner = r->c && hora_comm_joined(r->c);
+	if (r->rank == 0 && cfg->metrics[0] && !joiner && !(r->mf = fopen(cfg->metrics, cfg->resume ? "a" : "w"))) {
 		snprintf(r->err, r->errlen, "metrics: cannot open %s: %s", cfg->metrics, strerror(errno));
 		return HORA_ERR_CONFIG;
 	}
@@ -486,8 +486,10 @@ static int32_t write_epoch(struct run *r, int e)
 {
 	const struct hora_train_config *cfg = r->cfg;
 	int32_t wrc = 0;
-	if (r->mf && (wrc = write_metrics(r->mf, &r->m)))
+	if (r->mf && e > r->metrics_last && (wrc = write_metrics(r->mf, &r->m)))
 		snprintf(r->err, r->errlen, "metrics: cannot write %s: %s", cfg->metrics, strerror(-wrc));
+	if (r->mf && !wrc && e > r->metrics_last)
+		r->metrics_last = e;
 	if (!wrc && r->rank == 0 && cfg->checkpoint_dir[0] && cfg->checkpoint_every > 0 &&
 	    (e % cfg->checkpoint_every == 0 || e == cfg->epochs)) {
 		struct hora_ckpt_meta cm = {.epoch = e, .workers = r->size, .step = r->step, .rng = r->rng,
@@ -690,17 +692,22 @@ int hora_train_run_comm(struct hora_comm *c, const struct hora_train_config *cfg
 	int rc = prepare(r);
 	if (!rc && r->talk)
 		print_header(r);
-	while (!rc && r->epoch <= cfg->epochs) {
-		rc = run_epoch(r);
-		if (rc && r->elastic)
+	for (bool done = false; !rc && !done;) {
+		while (!rc && r->epoch <= cfg->epochs) {
+			rc = run_epoch(r);
+			if (rc && r->elastic)
+				rc = hora_elastic_recover(r, rc);
+		}
+		/* elastic: the end is a barrier (no worker leaves before every one
+		 * finished its last collective), recovered like any step */
+		done = !r->elastic || rc || !(rc = hora_elastic_finish(r));
+		if (!done)
 			rc = hora_elastic_recover(r, rc);
 	}
 	if (!rc && r->tl && (rc = hora_timeline_write(r->tl, c, cfg->timeline, err, errlen)) && r->elastic) {
 		HORA_LOGW("%s (training had completed)", err); /* a worker left meanwhile */
 		rc = 0;
 	}
-	if (!rc && r->elastic)
-		hora_elastic_finish(r);
 	if (!rc && res)
 		rc = fill_result(r, res);
 	if (r->mf)

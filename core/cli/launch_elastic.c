@@ -106,6 +106,11 @@ static int elastic_exit(const struct launch *la, struct launch_elastic *er, stru
 		}
 		return 0;
 	}
+	if (WIFEXITED(c->status) && WEXITSTATUS(c->status) == 5) { /* HORA_ERR_NOJOB */
+		fprintf(stderr, "hora launch: worker %d on %s found no job to join (it had ended)\n", c->g,
+			c->host);
+		return 0;
+	}
 	enum launch_death_kind kind = LAUNCH_DEATH_CASUALTY;
 	if (c->culled)
 		kind = LAUNCH_DEATH_CULLED;

@@ -32,7 +32,6 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <zlib.h>
 #include <getopt.h>
 #include <sched.h>
@@ -526,14 +525,24 @@ static int run_node(struct node_opts *o, enum hora_swim_role role, const char *p
  * detector), then exit 128 + signal. The handler only writes the signal to
  * a pipe; a thread reads it and leaves (no membership call in a signal
  * handler, whichever thread, BLAS's included, takes the signal). */
-static struct hora_net_membership *_Atomic g_leave_m;
+static pthread_mutex_t g_leave_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct hora_net_membership *g_leave_m; /* g_leave_mu; NULL: none (yet, or finalizing) */
 static int g_term_pipe[2] = {-1, -1};
 
 static void on_term(int sig)
 {
+	const int saved = errno;
 	const unsigned char b = (unsigned char)sig;
 	ssize_t w = write(g_term_pipe[1], &b, 1);
 	(void)w;
+	errno = saved;
+}
+
+static void set_leave(struct hora_net_membership *m)
+{
+	pthread_mutex_lock(&g_leave_mu);
+	g_leave_m = m;
+	pthread_mutex_unlock(&g_leave_mu);
 }
 
 static void *term_main(void *arg)
@@ -542,10 +551,10 @@ static void *term_main(void *arg)
 	unsigned char sig = 0;
 	while (read(g_term_pipe[0], &sig, 1) < 0 && errno == EINTR)
 		;
-	struct hora_net_membership *m = atomic_load(&g_leave_m);
 	fprintf(stderr, "hora worker: signal %d: leaving the job\n", sig);
-	if (m)
-		hora_net_membership_leave(m);
+	pthread_mutex_lock(&g_leave_mu); /* held to the end: finalize cannot free it meanwhile */
+	if (g_leave_m)
+		hora_net_membership_leave(g_leave_m);
 	_exit(128 + sig);
 }
 
@@ -605,7 +614,7 @@ static int run_training(const struct node_opts *o, const struct hora_cluster_con
 		fprintf(stderr, "%s: worker %d: %s\n", prog, o->proc, err);
 		return irc == HORA_ERR_CONFIG ? 2 : 1; /* 2: refused (max_workers), bad input */
 	}
-	atomic_store(&g_leave_m, hora_comm_membership(c));
+	set_leave(hora_comm_membership(c));
 	struct hora_train_result res;
 	int rc = hora_train_run_comm(c, tc, &res, err, sizeof(err));
 	if (rc) {
@@ -620,11 +629,14 @@ static int run_training(const struct node_opts *o, const struct hora_cluster_con
 		       crc32(0L, (const Bytef *)res.params, (uInt)(res.nparams * sizeof(float))), hora_rank(c),
 		       hora_size(c), (long long)res.steps);
 	hora_train_result_deinit(&res);
+	set_leave(NULL); /* a signal from now on exits without it: finalize leaves */
 	hora_finalize(c);
 	if (rc == HORA_ERR_STALL)
 		return 3; /* the stall inspector's report is in err, printed above */
 	if (rc == HORA_ERR_LOST)
 		return 4; /* a worker declared dead, named in err (printed above) */
+	if (rc == HORA_ERR_NOJOB)
+		return 5; /* a joiner with nothing to join: hora launch counts no death */
 	return rc == HORA_ERR_CONFIG || rc == HORA_ERR_DATA || rc == HORA_ERR_MODEL ? 2 : rc ? 1 : 0;
 }
 

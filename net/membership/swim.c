@@ -473,12 +473,12 @@ static void first_members(struct hora_swim *s, struct hora_swim_view *v)
 }
 
 /* How many workers the first view needs: every worker of the file, or
- * min_members of them when that is set lower (elastic training may start
- * short and be joined by the others). */
+ * first_view_min of them (an elastic job may start short and be joined by
+ * the others). */
 static int first_size(const struct hora_swim *s)
 {
-	const int nw = s->cfg.first_view_workers;
-	return s->cfg.min_members > 1 && s->cfg.min_members < nw ? s->cfg.min_members : nw;
+	const int nw = s->cfg.first_view_workers, m = s->cfg.first_view_min;
+	return m > 0 && m < nw ? m : nw;
 }
 
 /* Whether v is a first view the rule allows: at least first_size members,
@@ -552,6 +552,18 @@ static void install(struct hora_swim *s, const struct hora_swim_view *v, uint64_
 	s->st.views_installed++;
 }
 
+/* Members of the installed view that left gracefully: they count in no
+ * majority (LEFT is final: they cannot be the other side of a partition,
+ * and the last workers of a job that ends one by one go on deciding). */
+static int left_of_view(const struct hora_swim *s)
+{
+	int n = 0;
+	for (int i = 0; i < s->view.n; i++)
+		for (int j = 0; j < s->n; j++)
+			n += s->mem[j].m.uid == s->view.uids[i] && s->mem[j].m.state == HORA_SWIM_LEFT;
+	return n;
+}
+
 static void try_commit(struct hora_swim *s, int64_t now)
 {
 	if (!s->prop.id)
@@ -566,10 +578,11 @@ static void try_commit(struct hora_swim *s, int64_t now)
 	int acks = 0;
 	for (int i = 0; i < s->view.n; i++) {
 		struct mem *x = find(s, s->view.uids[i]);
-		acks += s->view.uids[i] == s->cfg.uid || (x && x->vack);
+		acks += s->view.uids[i] == s->cfg.uid || (x && x->vack && x->m.state != HORA_SWIM_LEFT);
 	}
-	if (s->view.n && 2 * acks <= s->view.n)
-		return; /* no majority of the previous view */
+	const int base = s->view.n - left_of_view(s);
+	if (base > 0 && 2 * acks <= base)
+		return; /* no majority of the previous view (those that left aside) */
 	s->commit_prev = s->view.id;
 	install(s, &s->prop, s->commit_prev);
 	s->commit = s->prop;
@@ -1181,11 +1194,11 @@ void hora_swim_view_get(const struct hora_swim *s, struct hora_swim_view *v, int
 		*paused = true;
 		if (why)
 			snprintf(why, whylen, "not a member of view %llu", (unsigned long long)s->view.id);
-	} else if (2 * alive <= s->view.n) {
+	} else if (2 * alive <= s->view.n - left_of_view(s)) {
 		*paused = true;
 		if (why)
 			snprintf(why, whylen, "no majority of view %llu: %d of %d members reachable",
-				 (unsigned long long)s->view.id, alive, s->view.n);
+				 (unsigned long long)s->view.id, alive, s->view.n - left_of_view(s));
 	}
 }
 

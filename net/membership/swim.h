@@ -55,6 +55,9 @@ struct hora_swim_cfg {
 	 * stray process with the secret, a second claimant of an index) are
 	 * admitted only by a later view, as joiners. At most HORA_SWIM_MAX_VIEW. */
 	int first_view_workers;
+	/* the first view may have only this many of them (>= 1, below
+	 * first_view_workers: an elastic job starts short; 0: all of them) */
+	int first_view_min;
 	int join_retry_ms;         /* JOIN resend period (default 500) */
 	const uint8_t *secret;
 	size_t secret_len;

@@ -111,14 +111,14 @@ launch "$T/el.yaml"; rc=$?
 [[ $rc == 1 ]] && summary | grep -qxE "hora launch: training did not complete \(1 worker failed after it completed\); worker 1 \(127\.0\.0\.1\) exited with status 1 at $N s, after training completed"
 check "elastic: a worker failing after training completed fails the job (rc=$rc)" $?
 
-# 5. restart: worker 1 dies three times (SIGKILL, exit 5, SIGTERM) with
+# 5. restart: worker 1 dies three times (SIGKILL, exit 3, SIGTERM) with
 # restart_limit 2: restarted twice with the same prefix, the third death
 # stays; the others complete after it and are never restarted.
 fresh
-plan 1 'kill -KILL $$' 'exit 5' 'mark final1; kill -TERM $$' 'exit 0'
+plan 1 'kill -KILL $$' 'exit 3' 'mark final1; kill -TERM $$' 'exit 0'
 for g in 0 2 3; do plan $g 'waitfor final1; waitgone 1; exit 0'; done
 launch "$T/re.yaml"; rc=$?
-[[ $rc == 0 ]] && summary | grep -qxE "hora launch: training completed by 3 workers; worker 1 \(127\.0\.0\.1\) was killed by SIGKILL at $N s and restarted at $N s \(1 of 2 restarts\); worker 1 \(127\.0\.0\.1\) exited with status 5 at $N s and restarted at $N s \(2 of 2 restarts\); worker 1 \(127\.0\.0\.1\) was killed by SIGTERM at $N s \(no restarts left: 2 of 2 used\)" \
+[[ $rc == 0 ]] && summary | grep -qxE "hora launch: training completed by 3 workers; worker 1 \(127\.0\.0\.1\) was killed by SIGKILL at $N s and restarted at $N s \(1 of 2 restarts\); worker 1 \(127\.0\.0\.1\) exited with status 3 at $N s and restarted at $N s \(2 of 2 restarts\); worker 1 \(127\.0\.0\.1\) was killed by SIGTERM at $N s \(no restarts left: 2 of 2 used\)" \
   && [[ $(runs 1) == 3 && $(runs 0) == 1 && $(runs 2) == 1 && $(runs 3) == 1 ]] \
   && grep -q '^\[1 127\.0\.0\.1\] standin 1 run 3: ' "$T/out" \
   && grep -q "hora launch: restarted worker 1 on 127.0.0.1 (2 of 2 restarts)" "$T/out"

@@ -215,6 +215,29 @@ Test(net_swim, graceful_leave_is_fast)
 	stop();
 }
 
+/* the end of a job: the workers leave one after the other; the last one
+ * is no minority (those that left count in no majority): it gets a view of
+ * its own instead of pausing for ever */
+Test(net_swim, the_last_member_after_graceful_leaves_is_not_paused)
+{
+	start(3, 3);
+	cr_assert_geq(until_agreed(3, 10000), 0);
+	for (int i = 0; i < 2; i++) {
+		hora_swim_leave(sw[i], now);
+		deliver();
+		down[i] = true;
+		run_ms(20); /* the next leaves before a view without this one is agreed */
+	}
+	const int64_t t = until_agreed(1, 5000);
+	struct hora_swim_view v;
+	int rank;
+	bool paused;
+	view_of(2, &v, &rank, &paused);
+	cr_assert_geq(t, 0, "no view of the last member: view %llu of %d, rank %d, paused %d",
+		      (unsigned long long)v.id, v.n, rank, paused);
+	stop();
+}
+
 Test(net_swim, late_joiner_is_included)
 {
 	start(4, 4);
