@@ -295,8 +295,10 @@ void hora_finalize(struct hora_comm *c)
 	struct hora_net_membership *m = hora_comm_membership(c);
 	/* a job stopped by the stall inspector or the loss watcher failed: no
 	 * graceful leave, whose new view would renumber the ranks the others'
-	 * reports name */
-	if (m && !hora_comm_stalled(c))
+	 * reports name. Elastic: always (a re-form interrupted the last call;
+	 * the others must not wait for the failure detector, nor count this
+	 * worker in a majority) */
+	if (m && (!hora_comm_stalled(c) || hora_comm_is_elastic(c)))
 		hora_net_membership_leave(m);
 	hora_comm_destroy(c);
 }
