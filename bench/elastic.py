@@ -90,7 +90,7 @@ def steps_of(path):
         with open(path) as f:
             for line in f:
                 p = line.split()
-                if len(p) == 3:
+                if len(p) >= 3:  # hora's hook: 3 columns; elastic_torch.py: 4
                     rows.append((int(p[0]), int(p[1]), int(p[2])))
     except OSError:
         pass
@@ -189,6 +189,58 @@ def trial(a, kind, idx, victim, target, delay):
     return rec
 
 
+JOINED = re.compile(r"view (\d+): joined at step (\d+) as rank (\d+) of (\d+); received the committed state from "
+                    r"rank (\d+): (\d+) bytes in (\S+) s")
+
+
+def join_trial(a, idx):
+    """workers 0-2 of a 4-worker file start (membership.min_members 3), worker
+    3 starts by hand (`hora worker --config F --proc 3`) at a random step of
+    epochs 4-6: its start -> the end of its first step, and the transfer"""
+    d = os.path.join(a.tmp, f"j{idx}")
+    os.makedirs(d, exist_ok=True)
+    cfg = os.path.join(d, "c.yaml")
+    cluster_file(cfg, a, random.randrange(33000, 60000, 10), 4, 0)
+    with open(cfg, "a") as f:
+        f.write("  metrics: " + os.path.join(d, "m.jsonl") + "\n")
+    with open(cfg) as f:
+        text = f.read().replace("membership:\n", "membership:\n  min_members: 3\n")
+    with open(cfg, "w") as f:
+        f.write(text)
+    env = dict(os.environ, HORA_TEST_STEP_LOG=os.path.join(d, "st"))
+    outs = [os.path.join(a.out, f"join-{idx}-worker{g}.txt") for g in range(4)]
+    start = lambda g: subprocess.Popen([a.hora, "worker", "--config", cfg, "--proc", str(g)],
+                                       stdout=open(outs[g], "w"), stderr=subprocess.STDOUT, env=env,
+                                       start_new_session=True)
+    ps = [start(g) for g in range(3)]
+    target = random.randint(4 * 41, 6 * 41)
+    deadline = time.time() + 30
+    while time.time() < deadline and last_step(f"{d}/st.0") < target:
+        time.sleep(0.002)
+    t0 = time.time_ns()
+    ps.append(start(3))
+    rcs = []
+    for p in ps:
+        try:
+            rcs.append(p.wait(timeout=a.timeout))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            rcs.append(f"timeout {a.timeout} s")
+    rec = {"trial": idx, "kind": "join", "rcs": rcs, "completed": rcs == [0, 0, 0, 0],
+           "step_at_start": last_step(f"{d}/st.0") and max(st for t, st, _ in steps_of(f"{d}/st.0") if t <= t0)}
+    first = steps_of(f"{d}/st.3")
+    if first:
+        rec["start_to_first_step_s"] = round((first[0][0] - t0) / 1e9, 3)
+    m = JOINED.search(open(outs[3], errors="replace").read())
+    if m:
+        rec.update(joined_view=int(m.group(1)), joined_at_step=int(m.group(2)), rank=int(m.group(3)),
+                   of=int(m.group(4)), bytes=int(m.group(6)), transfer_s=float(m.group(7)))
+    crcs = {CRC.search(open(o, errors="replace").read()).group(2) for o in outs
+            if CRC.search(open(o, errors="replace").read())}
+    rec["crc32_equal"] = len(crcs) == 1
+    return rec
+
+
 def torch_trial(a, idx):
     d = os.path.join(a.tmp, f"torch{idx}")
     os.makedirs(d, exist_ok=True)
@@ -219,6 +271,10 @@ def torch_trial(a, idx):
     os.killpg(agents[0].pid, signal.SIGKILL)
     for p in agents:
         p.wait()
+    with open(os.path.join(a.out, f"torchrun-{idx}-steps.txt"), "w") as f:  # the raw lines the figure is from
+        b, a_ = steps_of(f"{d}/b.log"), steps_of(f"{d}/a.log")
+        f.write(f"kill {t_kill}\nb (killed), last lines:\n" + "".join(f"{r[0]} {r[1]} {r[2]}\n" for r in b[-3:]))
+        f.write("a (survivor), world 1:\n" + "".join([f"{r[0]} {r[1]} {r[2]}\n" for r in a_ if r[2] == 1][:3]))
     return rec
 
 
@@ -259,6 +315,15 @@ def summary(rows, a):
         lines.append(f"pair4 (4 workers, a second kill 50-300 ms after the first, wait_s 5: 2 of 4 left, no "
                      f"majority): paused {sum(r['pause_message'] for r in ps)}/{len(ps)}, exit status "
                      f"{[r['rc'] for r in ps]}, wall {[r['wall_s'] for r in ps]} s; {ps[0]['fail_message']}")
+    js = [r for r in rows if r["kind"] == "join"]
+    if js:
+        st = [r["start_to_first_step_s"] for r in js if "start_to_first_step_s" in r]
+        tr = [r["transfer_s"] for r in js if "transfer_s" in r]
+        lines.append(f"join (workers 0-2 running, worker 3 started by hand at epochs 4-6): completed "
+                     f"{sum(r['completed'] for r in js)}/{len(js)}, crc32 equal {sum(r['crc32_equal'] for r in js)}; "
+                     f"start -> first step median {statistics.median(st) if st else 'n/a'} s, max "
+                     f"{max(st) if st else 'n/a'} s; state transfer {js[0].get('bytes')} bytes, median "
+                     f"{statistics.median(tr) if tr else 'n/a'} s, max {max(tr) if tr else 'n/a'} s")
     ts = [r["recovery_s"] for r in rows if r["kind"] == "torchrun" and "recovery_s" in r]
     nt = sum(r["kind"] == "torchrun" for r in rows)
     if nt:
@@ -284,6 +349,7 @@ def main():
     p.add_argument("--vc", type=int, default=5)
     p.add_argument("--pair4", type=int, default=2)
     p.add_argument("--torchrun", type=int, default=2)
+    p.add_argument("--join", type=int, default=5)
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--timeout", type=float, default=90)
     a = p.parse_args()
@@ -310,6 +376,11 @@ def main():
                 rows.append(torch_trial(a, len([r for r in rows if r["kind"] == "torchrun"]) + 1))
                 print(json.dumps(rows[-1]), flush=True)
                 f.write(json.dumps(rows[-1]) + "\n")
+    with open(os.path.join(a.out, "trials.jsonl"), "a") as f:
+        for i in range(1, a.join + 1):
+            rows.append(join_trial(a, i))
+            print(json.dumps(rows[-1]), flush=True)
+            f.write(json.dumps(rows[-1]) + "\n")
     s = summary(rows, a)
     print(s)
     with open(os.path.join(a.out, "summary.txt"), "w") as f:

@@ -22,7 +22,7 @@ OUT="$ROOT/bench/results/issue13/elastic" ARGS=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --out) OUT="$2"; shift 2 ;;
-    --single|--double|--vc|--pair4|--torchrun|--epochs|--commit-steps|--seed) ARGS+=("$1" "$2"); shift 2 ;;
+    --single|--double|--vc|--pair4|--join|--torchrun|--epochs|--commit-steps|--seed) ARGS+=("$1" "$2"); shift 2 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -30,7 +30,7 @@ HORA="$ROOT/build/hora"
 [[ -x $HORA ]] || { echo "build hora first" >&2; exit 1; }
 [[ -d $ROOT/data/mnist ]] || { echo "no data/mnist (deploy/get-data.sh)" >&2; exit 1; }
 command -v torchrun >/dev/null || ARGS+=(--torchrun 0)
-TMP="$(mktemp -d)"
+TMP="$(mktemp -d "${TMPDIR:-/tmp}/hora-elastic.XXXXXX")"
 trap 'rm -rf "$TMP"' EXIT INT TERM
 export HORA_SECRET="elastic-$(od -An -tx8 -N8 /dev/urandom | tr -d ' ')"
 /usr/bin/python3 - "$ROOT/data/mnist" "$TMP/mnist4k" <<'PY'
