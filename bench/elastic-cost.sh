@@ -7,7 +7,8 @@
 # job otherwise. samples/s per run = median over epochs 2..E of the job's
 # samples_per_s (all workers, as bench/scaling.sh); per batch and mode the
 # median of --reps runs, interleaved (off, on... then the next rep in the
-# reverse order); ratio = on / off (target >= 0.97). data/fashion-mnist
+# reverse order); ratio = on / off (target >= 0.97): of the medians, and the
+# median of each rep's on / off (adjacent runs: less of a loaded machine's drift). data/fashion-mnist
 # (60,000 images) is the steady state; data/mnist has 8,000 (2 steps an
 # epoch at batch 1024 x 4 workers).
 set -euo pipefail
@@ -77,6 +78,10 @@ for b in $BATCHES; do
   echo "batch $b, elastic off: $off   runs: ${S[$b,0]}"
   for m in $CS; do
     on=$(med ${S[$b,$m]})
-    echo "batch $b, elastic on, commit_steps $m: $on   runs: ${S[$b,$m]}  ratio on/off $(python3 -c "print(f'{$on / $off:.3f}')")"
+    paired=$(python3 -c "
+import statistics, sys
+on, off = (list(map(float, x.split())) for x in sys.argv[1:])
+print(f'{statistics.median(a / b for a, b in zip(on, off)):.3f}')" "${S[$b,$m]}" "${S[$b,0]}")
+    echo "batch $b, elastic on, commit_steps $m: $on   runs: ${S[$b,$m]}  ratio of medians $(python3 -c "print(f'{$on / $off:.3f}')"), median of the reps' on/off $paired"
   done
 done
