@@ -50,11 +50,15 @@ train:
 YAML
   [[ $2 == 0 ]] || echo "  elastic: {enabled: true, commit_steps: $2}" >>"$TMP/c.yaml"
 }
-run() { # batch commit_steps -> samples/s
-  file "$1" "$2"
-  rm -f "$TMP/m.jsonl"
-  "$HORA" launch "$TMP/c.yaml" --set "train.metrics=$TMP/m.jsonl" >"$TMP/out" 2>&1 ||
-    { cat "$TMP/out" >&2; return 1; }
+run() { # batch commit_steps -> samples/s (a failed start, e.g. a port in use by someone else: 2 more tries on other ports)
+  local try
+  for try in 1 2 3; do
+    file "$1" "$2"
+    rm -f "$TMP/m.jsonl"
+    "$HORA" launch "$TMP/c.yaml" --set "train.metrics=$TMP/m.jsonl" >"$TMP/out" 2>&1 && break
+    cat "$TMP/out" >&2
+    [[ $try == 3 ]] && return 1
+  done
   python3 -c "
 import json, statistics as st
 r = [json.loads(l) for l in open('$TMP/m.jsonl')]
