@@ -32,7 +32,7 @@ trap 'rm -rf "$TMP"' EXIT INT TERM
 export HORA_SECRET="cost-$(od -An -tx8 -N8 /dev/urandom | tr -d ' ')"
 cd "$ROOT"
 file() { # $1 batch, $2 commit_steps (0: elastic off)
-  local port=$((33000 + 10 * (RANDOM % 2500)))
+  local port=$((20000 + 10 * (RANDOM % 1200)))
   cat >"$TMP/c.yaml" <<YAML
 cluster:
   name: elastic-cost

@@ -102,7 +102,7 @@ def trial(a, kind, idx, victim, target, delay):
     wait_s = 5 if kind == "pair4" else 0
     d = os.path.join(a.tmp, f"t{idx:02d}")
     os.makedirs(d, exist_ok=True)
-    port = random.randrange(33000, 60000, 10)
+    port = random.randrange(20000, 32000, 10)
     cfg = os.path.join(d, "c.yaml")
     cluster_file(cfg, a, port, workers, wait_s)
     env = dict(os.environ, HORA_TEST_STEP_LOG=os.path.join(d, "st"))
@@ -200,7 +200,7 @@ def join_trial(a, idx):
     d = os.path.join(a.tmp, f"j{idx}")
     os.makedirs(d, exist_ok=True)
     cfg = os.path.join(d, "c.yaml")
-    cluster_file(cfg, a, random.randrange(33000, 60000, 10), 4, 0)
+    cluster_file(cfg, a, random.randrange(20000, 32000, 10), 4, 0)
     with open(cfg, "a") as f:
         f.write("  metrics: " + os.path.join(d, "m.jsonl") + "\n")
     with open(cfg) as f:
@@ -244,7 +244,7 @@ def join_trial(a, idx):
 def torch_trial(a, idx):
     d = os.path.join(a.tmp, f"torch{idx}")
     os.makedirs(d, exist_ok=True)
-    port = random.randrange(33000, 60000, 10) + 5
+    port = random.randrange(20000, 32000, 10) + 5
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "elastic_torch.py")
     agents = []
     for x in "ab":
