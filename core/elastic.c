@@ -34,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 struct commit {
@@ -103,16 +104,27 @@ void hora_elastic_log_samples(struct run *r, const int64_t *idx, int n)
 			hora_comm_view(r->c), idx[i]);
 }
 
-static int open_sample_log(struct run *r)
+/* a test hook's file: <prefix>.<worker index>, appended to */
+static int open_log(struct run *r, const char *what, const char *prefix, FILE **f)
 {
 	const struct hora_comm_member *mb = hora_comm_members(r->c);
 	char path[HORA_PATH_MAX + 16];
-	snprintf(path, sizeof(path), "%s.%d", r->cfg->sample_log, mb ? mb[r->rank].worker : r->rank);
-	if (!(r->samples = fopen(path, "a"))) {
-		snprintf(r->err, r->errlen, "sample log: cannot open %s: %s", path, strerror(errno));
+	snprintf(path, sizeof(path), "%s.%d", prefix, mb ? mb[r->rank].worker : r->rank);
+	if (!(*f = fopen(path, "a"))) {
+		snprintf(r->err, r->errlen, "%s: cannot open %s: %s", what, path, strerror(errno));
 		return -errno;
 	}
 	return 0;
+}
+
+/* the step-log test hook: one line per step, written at once */
+static void log_step(struct run *r)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	fprintf(r->steps, "%lld %" PRId64 " %" PRIu64 "\n", (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec,
+		r->step, hora_comm_view(r->c));
+	fflush(r->steps);
 }
 
 /* The commit to go on from: the newest lineage's earliest latest commit,
@@ -265,11 +277,13 @@ int hora_elastic_start(struct run *r)
 		if (!(es->slot[i].params = malloc(r->tr.nparams * sizeof(float))) ||
 		    !(es->slot[i].optim = malloc(es->ob ? es->ob : 4)))
 			return snprintf(r->err, r->errlen, "out of memory"), -ENOMEM;
-	if (r->cfg->sample_log[0]) {
-		int rc = open_sample_log(r);
-		if (rc)
-			return rc;
-	}
+	int rc = 0;
+	if (r->cfg->sample_log[0])
+		rc = open_log(r, "sample log", r->cfg->sample_log, &r->samples);
+	if (!rc && r->cfg->step_log[0])
+		rc = open_log(r, "step log", r->cfg->step_log, &r->steps);
+	if (rc)
+		return rc;
 	const bool joiner = hora_comm_joined(r->c);
 	if (!joiner) { /* the job's start: lineage 0, below every re-formed view's,
 			  so that a joiner taken for a starter never wins with it */
@@ -279,7 +293,7 @@ int hora_elastic_start(struct run *r)
 	const double t0 = hora_clock_s();
 	int root;
 	size_t bytes;
-	int rc = sync_view(r, &root, &bytes);
+	rc = sync_view(r, &root, &bytes);
 	if (rc == -EAGAIN) /* at the start every worker is equal: all stop, as without elastic */
 		rc = HORA_ERR_CONFIG;
 	if (!rc && joiner && !r->cfg->quiet)
@@ -292,6 +306,8 @@ int hora_elastic_start(struct run *r)
 
 int hora_elastic_step_done(struct run *r, struct hora_model_stats *st)
 {
+	if (r->steps)
+		log_step(r);
 	if (r->step % r->cfg->elastic.commit_steps)
 		return 0;
 	if (r->samples)
@@ -417,7 +433,9 @@ void hora_elastic_free(struct run *r)
 {
 	if (r->samples)
 		fclose(r->samples);
-	r->samples = NULL;
+	if (r->steps)
+		fclose(r->steps);
+	r->samples = r->steps = NULL;
 	if (!r->es)
 		return;
 	for (int i = 0; i < 2; i++) {

@@ -85,6 +85,11 @@ const char *hora_env_test_sample_log(void)
 	return env_get("HORA_TEST_SAMPLE_LOG");
 }
 
+const char *hora_env_test_step_log(void)
+{
+	return env_get("HORA_TEST_STEP_LOG");
+}
+
 int hora_env_progress(void)
 {
 	const char *v = env_get("HORA_PROGRESS");

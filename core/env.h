@@ -41,6 +41,10 @@ int hora_env_progress(void);
 /* HORA_TEST_SAMPLE_LOG (test hook, NULL: unset): the prefix of the files in
  * which each worker records the samples it trains (train.sample_log). */
 const char *hora_env_test_sample_log(void);
+/* HORA_TEST_STEP_LOG (test hook, NULL: unset): the prefix of the files in
+ * which each elastic worker records every step it ends (train.step_log;
+ * bench/elastic.sh times the recovery with it). */
+const char *hora_env_test_step_log(void);
 
 /* HORA_LOG=error|warn|info|debug: sets the log level when given. 0 or
  * HORA_ERR_CONFIG naming the variable and the accepted values. */

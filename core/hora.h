@@ -170,6 +170,10 @@ struct hora_train_config {
 	 * appends "epoch step view sample" for every sample it trains on to
 	 * <this>.<worker index> ("" = off) */
 	char sample_log[HORA_PATH_MAX];
+	/* test hook (HORA_TEST_STEP_LOG): each elastic worker appends
+	 * "wallclock_ns step view" (CLOCK_REALTIME) after every step it ends to
+	 * <this>.<worker index>, one write per line ("" = off) */
+	char step_log[HORA_PATH_MAX];
 };
 
 /* Defaults: mnist_mlp [128], data/mnist, 20 epochs, batch 32, SGD lr 0.1,

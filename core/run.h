@@ -55,6 +55,7 @@ struct run {
 	struct hora_model_stats sums; /* this epoch's training sums over ranks up to the last commit */
 	struct hora_elastic *es;
 	FILE *samples;                /* the sample-log test hook (NULL: off) */
+	FILE *steps;                  /* the step-log test hook (NULL: off) */
 	double t_step;                /* when the last step ended (hora_clock_s) */
 };
 

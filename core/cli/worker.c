@@ -593,6 +593,8 @@ static int run_training(const struct node_opts *o, const struct hora_cluster_con
 		tc->resume = 1;
 	if (hora_env_test_sample_log())
 		snprintf(tc->sample_log, sizeof(tc->sample_log), "%s", hora_env_test_sample_log());
+	if (hora_env_test_step_log())
+		snprintf(tc->step_log, sizeof(tc->step_log), "%s", hora_env_test_step_log());
 	const int pg = hora_env_progress(); /* hora launch on a terminal: bar */
 	if (pg >= 0)
 		tc->progress = pg;

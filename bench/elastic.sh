@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# elastic.sh [--out DIR] [--single 20] [--double 5] [--vc 5] [--torchrun 2]
+#            [--epochs 40] [--commit-steps N] [--seed S] - the chaos bench of
+# elastic training (issue 13, acceptance point 2): an undisturbed 4-worker
+# run, then 30 trials in random order of 4 workers (hora launch, MNIST MLP,
+# train.elastic on, default membership timings), each killing with SIGKILL
+#   single (20): one random worker (rank 0 included) at a random step
+#   double  (5): that, and a second survivor 0.3-1 s later
+#   vc      (5): that, and a second survivor 50-300 ms later (during the
+#                detection of the first loss, before the view-change line)
+# and, spread among them, torchrun's figure (--nnodes=1:2, c10d: kill -9 of
+# one agent's process group, time until the survivor trains again;
+# bench/elastic_torch.py; skipped without torchrun). Per trial: launcher exit
+# status, final val_acc vs the undisturbed run, survivors' crc32s, steps
+# rolled back per view change, recovery = kill -> end of the first step of
+# the final view (HORA_TEST_STEP_LOG). Data: the first 4,000 / 1,000 images
+# of data/mnist (a trial trains ~4 s). Writes DIR/trials.jsonl,
+# DIR/summary.txt and each launch's output; about 5 minutes in all.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+OUT="$ROOT/bench/results/issue13/elastic" ARGS=()
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --out) OUT="$2"; shift 2 ;;
+    --single|--double|--vc|--pair4|--join|--torchrun|--epochs|--commit-steps|--seed) ARGS+=("$1" "$2"); shift 2 ;;
+    *) echo "unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+HORA="$ROOT/build/hora"
+[[ -x $HORA ]] || { echo "build hora first" >&2; exit 1; }
+[[ -d $ROOT/data/mnist ]] || { echo "no data/mnist (deploy/get-data.sh)" >&2; exit 1; }
+command -v torchrun >/dev/null || ARGS+=(--torchrun 0)
+TMP="$(mktemp -d "${TMPDIR:-/tmp}/hora-elastic.XXXXXX")"
+trap 'rm -rf "$TMP"' EXIT INT TERM
+export HORA_SECRET="elastic-$(od -An -tx8 -N8 /dev/urandom | tr -d ' ')"
+/usr/bin/python3 - "$ROOT/data/mnist" "$TMP/mnist4k" <<'PY'
+import os, struct, sys
+src, dst = sys.argv[1:]
+os.makedirs(dst)
+for name, n in (("train-images-idx3-ubyte", 4000), ("train-labels-idx1-ubyte", 4000),
+                ("t10k-images-idx3-ubyte", 1000), ("t10k-labels-idx1-ubyte", 1000)):
+    b = open(os.path.join(src, name), "rb").read()
+    nd = b[3]
+    dims = struct.unpack(">" + "I" * nd, b[4:4 + 4 * nd])
+    per = 1
+    for x in dims[1:]:
+        per *= x
+    open(os.path.join(dst, name), "wb").write(b[:4] + struct.pack(">" + "I" * nd, n, *dims[1:]) +
+                                              b[4 + 4 * nd:4 + 4 * nd + n * per])
+PY
+mkdir -p "$OUT"
+/usr/bin/python3 "$ROOT/bench/elastic.py" --hora "$HORA" --data "$TMP/mnist4k" --out "$OUT" --tmp "$TMP" "${ARGS[@]}"
