@@ -171,12 +171,15 @@ static int rejoin_next(void *arg, uint64_t old_view, struct hora_comm_next *out,
 		if (hora_clock_s() > deadline) {
 			char miss[1024];
 			missing(rj, p, n, miss, sizeof(miss));
-			snprintf(err, errlen, "no view to train in after train.elastic.wait_s %.0f s: %d of "
-					      "min_workers %d workers%s%s%s%s%s", rj->el.wait_s, n, rj->el.min_workers,
-				 miss[0] ? "; missing: " : "", miss, paused ? "; paused: " : "", paused ? why : "",
-				 e2[0] ? "; last try: " : "");
+			if (paused) /* a minority side: the count of its view says nothing */
+				snprintf(err, errlen, "no view to train in after train.elastic.wait_s %.0f s: this "
+						      "worker is on a side without a majority (%s)", rj->el.wait_s, why);
+			else
+				snprintf(err, errlen, "no view to train in after train.elastic.wait_s %.0f s: %d of "
+						      "min_workers %d workers%s%s", rj->el.wait_s, n,
+					 rj->el.min_workers, miss[0] ? "; missing: " : "", miss);
 			if (e2[0])
-				snprintf(err + strlen(err), errlen - strlen(err), "%s", e2);
+				snprintf(err + strlen(err), errlen - strlen(err), "; last try: %s", e2);
 			return HORA_ERR_LOST;
 		}
 		hora_net_membership_wait(rj->mem, v.id, paused, 50);
