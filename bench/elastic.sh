@@ -33,20 +33,6 @@ command -v torchrun >/dev/null || ARGS+=(--torchrun 0)
 TMP="$(mktemp -d "${TMPDIR:-/tmp}/hora-elastic.XXXXXX")"
 trap 'rm -rf "$TMP"' EXIT INT TERM
 export HORA_SECRET="elastic-$(od -An -tx8 -N8 /dev/urandom | tr -d ' ')"
-/usr/bin/python3 - "$ROOT/data/mnist" "$TMP/mnist4k" <<'PY'
-import os, struct, sys
-src, dst = sys.argv[1:]
-os.makedirs(dst)
-for name, n in (("train-images-idx3-ubyte", 4000), ("train-labels-idx1-ubyte", 4000),
-                ("t10k-images-idx3-ubyte", 1000), ("t10k-labels-idx1-ubyte", 1000)):
-    b = open(os.path.join(src, name), "rb").read()
-    nd = b[3]
-    dims = struct.unpack(">" + "I" * nd, b[4:4 + 4 * nd])
-    per = 1
-    for x in dims[1:]:
-        per *= x
-    open(os.path.join(dst, name), "wb").write(b[:4] + struct.pack(">" + "I" * nd, n, *dims[1:]) +
-                                              b[4 + 4 * nd:4 + 4 * nd + n * per])
-PY
+/usr/bin/python3 "$ROOT/tests/integration/idx_subset.py" "$ROOT/data/mnist" "$TMP/mnist4k" 4000 1000
 mkdir -p "$OUT"
 /usr/bin/python3 "$ROOT/bench/elastic.py" --hora "$HORA" --data "$TMP/mnist4k" --out "$OUT" --tmp "$TMP" "${ARGS[@]}"

@@ -46,21 +46,7 @@ export HORA_SECRET="elastic-test-secret-$RANDOM$RANDOM-0123456789"
 fail=0
 check() { if [[ $2 == 0 ]]; then echo "ok   $1"; else echo "FAIL $1"; fail=1; fi; }
 NTRAIN=2000 EPOCHS=30
-"$PY" - "$DATA" "$T/data" "$NTRAIN" 1000 <<'EOF'
-import os, struct, sys
-src, dst, ntr, nte = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-os.makedirs(dst)
-for name, k in [("train-images-idx3-ubyte", ntr), ("train-labels-idx1-ubyte", ntr),
-                ("t10k-images-idx3-ubyte", nte), ("t10k-labels-idx1-ubyte", nte)]:
-    b = open(os.path.join(src, name), "rb").read()
-    nd = b[3]
-    dims = struct.unpack(">" + "I" * nd, b[4:4 + 4 * nd])
-    per = 1
-    for d in dims[1:]:
-        per *= d
-    hdr = b[:4] + struct.pack(">I", k) + b[8:4 + 4 * nd]
-    open(os.path.join(dst, name), "wb").write(hdr + b[4 + 4 * nd:4 + 4 * nd + k * per])
-EOF
+"$PY" "$HERE/idx_subset.py" "$DATA" "$T/data" "$NTRAIN" 1000 || { echo "FAIL writing the MNIST subset"; exit 1; }
 
 # cluster FILE WORKERS PORT_BASE [extra train.elastic lines] [extra seed] [extra membership lines]
 cluster() {

@@ -44,17 +44,8 @@ check() { if [[ $2 == 0 ]]; then pass=$((pass+1)); echo "ok   $1"; else fail=$((
 
 # the data subset: the first NTRAIN / NTEST samples of data/mnist's IDX files
 mkdir -p "$T/mnist"
-"$PY" - "$ROOT/data/mnist" "$T/mnist" $NTRAIN $NTEST <<'PYEOF' || { echo "FAIL writing the MNIST subset"; exit 1; }
-import struct, sys
-src, dst, ntr, nte = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-for name, n in (("train", ntr), ("t10k", nte)):
-    for kind, rec in (("images-idx3-ubyte", 784), ("labels-idx1-ubyte", 1)):
-        f = "%s-%s" % (name, kind)
-        b = open("%s/%s" % (src, f), "rb").read()
-        hdr = 16 if rec == 784 else 8
-        out = bytearray(b[:hdr]); out[4:8] = struct.pack(">I", n)
-        open("%s/%s" % (dst, f), "wb").write(bytes(out) + b[hdr:hdr + n * rec])
-PYEOF
+"$PY" "$ROOT/tests/integration/idx_subset.py" "$ROOT/data/mnist" "$T/mnist" $NTRAIN $NTEST ||
+  { echo "FAIL writing the MNIST subset"; exit 1; }
 
 bash "$NET" up 4 --rate 1gbit --tag "$TAG" >/dev/null || { echo "FAIL netns-cluster up"; exit 1; }
 sed -e "s/netns: hn-/netns: $TAG-/" -e "s|data: data/mnist|data: $T/mnist|" \
