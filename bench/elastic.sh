@@ -6,8 +6,8 @@
 # train.elastic on, default membership timings), each killing with SIGKILL
 #   single (20): one random worker (rank 0 included) at a random step
 #   double  (5): that, and a second survivor 0.3-1 s later
-#   vc      (5): that, and a second survivor 50-300 ms later (during the
-#                detection of the first loss, before the view-change line)
+#   vc      (5): that, and a second survivor 20-300 ms later (during the
+#                detection of the first loss or the re-forming: 2 of 4 left)
 # and, spread among them, torchrun's figure (--nnodes=1:2, c10d: kill -9 of
 # one agent's process group, time until the survivor trains again;
 # bench/elastic_torch.py; skipped without torchrun). Per trial: launcher exit
@@ -22,7 +22,7 @@ OUT="$ROOT/bench/results/issue13/elastic" ARGS=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --out) OUT="$2"; shift 2 ;;
-    --single|--double|--vc|--pair4|--join|--torchrun|--epochs|--commit-steps|--seed) ARGS+=("$1" "$2"); shift 2 ;;
+    --single|--double|--vc|--join|--torchrun|--epochs|--commit-steps|--seed) ARGS+=("$1" "$2"); shift 2 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done

@@ -1,6 +1,7 @@
 /* membership.c - runs the SWIM state machine (swim.c) on a transport loop's
  * comm thread, through the loop's service only: one datagram socket (its
- * receive always armed by the loop), one timer at the machine's next
+ * receive always armed by the loop, its port-unreachable answers passed on
+ * to swim as proof of a member's death), one timer at the machine's next
  * deadline, calls posted for start, leave and status queries. After each
  * event the installed view is published, under m->lock, for other threads
  * (hora_net_membership_view/wait).
@@ -151,6 +152,15 @@ static void on_datagram(void *arg, const struct sockaddr_in *src, const uint8_t 
 	flush(m);
 }
 
+/* A member's host answered port unreachable: the member is gone (swim
+ * declares it dead at once, and it counts in no majority). */
+static void on_refused(void *arg, const struct sockaddr_in *to)
+{
+	struct hora_net_membership *m = arg;
+	hora_swim_refused(m->swim, now_ms(), (struct hora_swim_addr){to->sin_addr.s_addr, ntohs(to->sin_port)});
+	flush(m);
+}
+
 struct start {
 	struct hora_net_membership *m;
 	struct hora_swim_cfg cfg;
@@ -174,6 +184,7 @@ static void do_start(void *arg)
 		snprintf(s->err, sizeof(s->err), "membership: %s", why);
 		return;
 	}
+	hora_net_dgram_on_refused(m->udp, on_refused); /* without it: detection by timeouts only */
 	s->bound = ntohs(b.sin_port);
 	s->cfg.self.ip = b.sin_addr.s_addr;
 	s->cfg.self.port = s->bound;

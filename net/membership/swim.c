@@ -47,6 +47,10 @@ struct mem {
 	struct hora_swim_member m;
 	int tx_left; /* piggyback transmissions still due */
 	bool vack, cack;
+	/* its host answered port unreachable and nothing authenticated came from
+	 * it since: proven gone, unlike a silent member (net/MEMBERSHIP.md) */
+	bool refused;
+	int64_t proof_sent; /* last PING sent to a dead view member for that proof */
 	struct hora_swim_status status; /* its last STATUS_R */
 	int64_t status_at;              /* when it came, 0 = never */
 };
@@ -382,6 +386,8 @@ static void apply(struct hora_swim *s, int64_t now, const struct hora_swim_membe
 	}
 	if (!take)
 		return;
+	if (u->state == HORA_SWIM_ALIVE)
+		x->refused = false; /* it refuted: alive somewhere */
 	m->state = u->state;
 	m->incarnation = u->incarnation;
 	m->addr = u->addr;
@@ -395,6 +401,21 @@ static void mark(struct hora_swim *s, struct mem *x, int state, int64_t now)
 		return;
 	x->m.state = (uint8_t)state;
 	changed(s, x, now);
+}
+
+/* x is dead: tell every live member at once instead of waiting for gossip
+ * to carry it (N-1 datagrams), a death changing the view. */
+static void declare_dead(struct hora_swim *s, struct mem *x, int64_t now)
+{
+	mark(s, x, HORA_SWIM_DEAD, now);
+	for (int j = 1; j < s->n; j++)
+		if (s->mem[j].m.state == HORA_SWIM_ALIVE) {
+			uint8_t buf[HORA_SWIM_MTU];
+			struct msg m;
+			msg_begin(s, &m, buf, T_NEWS, 0, 0);
+			msg_upd(&m, &x->m);
+			msg_send(s, &m, s->mem[j].m.addr);
+		}
 }
 
 /* ---- views --------------------------------------------------------------------- */
@@ -552,15 +573,24 @@ static void install(struct hora_swim *s, const struct hora_swim_view *v, uint64_
 	s->st.views_installed++;
 }
 
-/* Members of the installed view that left gracefully: they count in no
- * majority (LEFT is final: they cannot be the other side of a partition,
- * and the last workers of a job that ends one by one go on deciding). */
-static int left_of_view(const struct hora_swim *s)
+/* Gone for certain: left gracefully (LEFT is final), or dead with its host's
+ * port-unreachable as the last word about it (no process holds its port).
+ * Neither can be the other side of a partition, so they count in no
+ * majority: the last workers of a job that ends one by one go on deciding,
+ * and two of four crashed at once leave a view the other two can change. A
+ * member that is merely silent (frozen, a partition, a host down) still
+ * counts. */
+static bool gone(const struct mem *x)
+{
+	return x->m.state == HORA_SWIM_LEFT || (x->m.state == HORA_SWIM_DEAD && x->refused);
+}
+
+static int gone_of_view(const struct hora_swim *s)
 {
 	int n = 0;
 	for (int i = 0; i < s->view.n; i++)
-		for (int j = 0; j < s->n; j++)
-			n += s->mem[j].m.uid == s->view.uids[i] && s->mem[j].m.state == HORA_SWIM_LEFT;
+		for (int j = 1; j < s->n; j++)
+			n += s->mem[j].m.uid == s->view.uids[i] && gone(&s->mem[j]);
 	return n;
 }
 
@@ -578,11 +608,11 @@ static void try_commit(struct hora_swim *s, int64_t now)
 	int acks = 0;
 	for (int i = 0; i < s->view.n; i++) {
 		struct mem *x = find(s, s->view.uids[i]);
-		acks += s->view.uids[i] == s->cfg.uid || (x && x->vack && x->m.state != HORA_SWIM_LEFT);
+		acks += s->view.uids[i] == s->cfg.uid || (x && x->vack && !gone(x));
 	}
-	const int base = s->view.n - left_of_view(s);
+	const int base = s->view.n - gone_of_view(s);
 	if (base > 0 && 2 * acks <= base)
-		return; /* no majority of the previous view (those that left aside) */
+		return; /* no majority of the previous view (those gone for certain aside) */
 	s->commit_prev = s->view.id;
 	install(s, &s->prop, s->commit_prev);
 	s->commit = s->prop;
@@ -751,6 +781,20 @@ static void start_period(struct hora_swim *s, int64_t now)
 	send_simple(s, T_PING, pr->seq, x->m.uid, NULL, 0, x->m.addr, true);
 }
 
+/* A dead member of the installed view, once a period until its host answers
+ * port unreachable (or it refutes): this member's own proof that it is gone
+ * (gone()), which a death learned by gossip does not carry. */
+static void ask_proof(struct hora_swim *s, struct mem *x, int64_t now)
+{
+	uint8_t buf[HORA_SWIM_MTU];
+	struct msg m;
+	msg_begin(s, &m, buf, T_PING, 0, x->m.uid);
+	msg_upd(&m, &x->m); /* tell it it is dead: alive, it refutes */
+	msg_upd(&m, &s->mem[0].m);
+	msg_send(s, &m, x->m.addr);
+	x->proof_sent = now;
+}
+
 static void indirect(struct hora_swim *s, struct probe *pr)
 {
 	pr->indirect_sent = true;
@@ -815,19 +859,11 @@ void hora_swim_tick(struct hora_swim *s, int64_t now)
 	for (int i = 1; i < s->n; i++) {
 		struct mem *x = &s->mem[i];
 		if (x->m.state == HORA_SWIM_SUSPECT &&
-		    now - x->m.state_since_ms >= s->cfg.suspect_timeout_ms) {
-			mark(s, x, HORA_SWIM_DEAD, now);
-			/* a death changes the view: tell every live member at once
-			 * instead of waiting for gossip to carry it (N-1 datagrams) */
-			for (int j = 1; j < s->n; j++)
-				if (s->mem[j].m.state == HORA_SWIM_ALIVE) {
-					uint8_t buf[HORA_SWIM_MTU];
-					struct msg m;
-					msg_begin(s, &m, buf, T_NEWS, 0, 0);
-					msg_upd(&m, &x->m);
-					msg_send(s, &m, s->mem[j].m.addr);
-				}
-		}
+		    now - x->m.state_since_ms >= s->cfg.suspect_timeout_ms)
+			declare_dead(s, x, now);
+		else if (x->m.state == HORA_SWIM_DEAD && !x->refused && in_view(&s->view, x->m.uid) &&
+			 now - x->proof_sent >= s->cfg.probe_interval_ms)
+			ask_proof(s, x, now);
 	}
 	coordinate(s, now);
 	if (s->commit.id && now - s->commit_sent >= s->cfg.probe_interval_ms &&
@@ -1156,6 +1192,8 @@ void hora_swim_input(struct hora_swim *s, int64_t now, struct hora_swim_addr fro
 	if (!in_parse(s, b, len, &m) || !in_fresh(s, &m) || s->left || !in_updates(s, now, &m))
 		return;
 	struct mem *snd = find(s, m.uid);
+	if (snd)
+		snd->refused = false; /* it speaks: whatever refused was not it */
 	if (snd && !snd->m.last_seq)
 		snd->m.last_seq = m.seq;
 	if (snd && snd->m.state == HORA_SWIM_ALIVE)
@@ -1163,6 +1201,24 @@ void hora_swim_input(struct hora_swim *s, int64_t now, struct hora_swim_addr fro
 	if (m.type != T_JOIN)
 		s->joined = true; /* any authenticated message from a member */
 	in_dispatch(s, now, from, &m, snd);
+}
+
+void hora_swim_refused(struct hora_swim *s, int64_t now, struct hora_swim_addr to)
+{
+	if (s->left)
+		return;
+	bool any = false;
+	for (int i = 1; i < s->n; i++) {
+		struct mem *x = &s->mem[i];
+		if (x->m.addr.ip != to.ip || x->m.addr.port != to.port || x->m.state == HORA_SWIM_LEFT)
+			continue;
+		x->refused = any = true;
+		s->st.refusals++;
+		if (live(x))
+			declare_dead(s, x, now); /* no suspicion: its port is closed */
+	}
+	if (any)
+		coordinate(s, now);
 }
 
 /* ---- queries ---------------------------------------------------------------------- */
@@ -1194,11 +1250,11 @@ void hora_swim_view_get(const struct hora_swim *s, struct hora_swim_view *v, int
 		*paused = true;
 		if (why)
 			snprintf(why, whylen, "not a member of view %llu", (unsigned long long)s->view.id);
-	} else if (2 * alive <= s->view.n - left_of_view(s)) {
+	} else if (2 * alive <= s->view.n - gone_of_view(s)) {
 		*paused = true;
 		if (why)
 			snprintf(why, whylen, "no majority of view %llu: %d of %d members reachable",
-				 (unsigned long long)s->view.id, alive, s->view.n - left_of_view(s));
+				 (unsigned long long)s->view.id, alive, s->view.n - gone_of_view(s));
 	}
 }
 

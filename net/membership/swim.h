@@ -92,6 +92,7 @@ struct hora_swim_stats {
 	uint64_t views_installed;
 	uint64_t suspicions, refutations; /* raised here: suspected someone / refuted about me */
 	uint64_t views_refused; /* first views refused by the first-view rule */
+	uint64_t refusals;      /* port-unreachable answers about a member (hora_swim_refused) */
 };
 
 struct hora_swim;
@@ -115,6 +116,14 @@ void hora_swim_leave(struct hora_swim *s, int64_t now_ms);
  * counted and dropped. */
 void hora_swim_input(struct hora_swim *s, int64_t now_ms, struct hora_swim_addr from,
 		     const uint8_t *buf, size_t len);
+/* The host at `to` answered a datagram we sent there with ICMP port
+ * unreachable (the caller reads it from its socket): the members at that
+ * address are gone for certain. A live one becomes DEAD at once, with no
+ * suspicion (and every live member is told), and a dead one counts in no
+ * majority of a view from now until something authenticated comes from it
+ * or it refutes: two of four workers killed at once leave a view the other
+ * two can change, which two silent ones (a 2|2 partition) do not. */
+void hora_swim_refused(struct hora_swim *s, int64_t now_ms, struct hora_swim_addr to);
 /* Advance timers (probes, suspicion, proposals, joins). */
 void hora_swim_tick(struct hora_swim *s, int64_t now_ms);
 /* Milliseconds from now_ms until tick wants to run again (>= 1). */

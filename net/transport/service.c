@@ -1,6 +1,9 @@
 /* service.c - what the loop offers the layers above it (membership today):
  * calls run on the comm thread, one-shot timers and UDP sockets whose
- * datagrams arrive by callback, all as ops on the loop's ring.
+ * datagrams arrive by callback, all as ops on the loop's ring. A UDP socket
+ * can also report, by callback, the ICMP "port unreachable" a host answered
+ * to one of its datagrams (IP_RECVERR, read from the error queue after each
+ * receive completes): proof that nothing listens there any more.
  *
  * The loop keeps no state of its users: a timer or a datagram socket is a
  * handle with a callback and an argument. Closing one while its op is in
@@ -14,7 +17,9 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <linux/errqueue.h>
 #include <netinet/in.h>
+#include <netinet/ip_icmp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +43,7 @@ struct hora_net_dgram {
 	struct hora_net_dgram *next; /* loop->dgrams */
 	int fd;
 	hora_net_dgram_fn fn; /* NULL once closed */
+	hora_net_dgram_refused_fn refused; /* NULL: errors are not read */
 	void *arg;
 	bool armed;
 	bool in_cb; /* fn is running: a close there only marks it (on_dgram frees) */
@@ -184,6 +190,40 @@ static void arm_recv(struct hora_net_dgram *d)
 	d->armed = true;
 }
 
+/* Read the socket's error queue (non-blocking) and report each ICMP port
+ * unreachable with the destination of the datagram that caused it. Every
+ * completion drains it, so errors neither pile up nor keep the socket
+ * readable for poll (EPOLLERR) with nothing to receive. */
+static void read_errors(struct hora_net_dgram *d)
+{
+	for (int k = 0; k < 64 && d->fn; k++) {
+		struct sockaddr_in to;
+		uint8_t data[64];
+		union {
+			struct cmsghdr align;
+			char b[CMSG_SPACE(sizeof(struct sock_extended_err) + sizeof(struct sockaddr_in))];
+		} ctl;
+		struct iovec iov = {.iov_base = data, .iov_len = sizeof(data)};
+		struct msghdr mh = {.msg_name = &to, .msg_namelen = sizeof(to), .msg_iov = &iov,
+				    .msg_iovlen = 1, .msg_control = ctl.b, .msg_controllen = sizeof(ctl.b)};
+		memset(&to, 0, sizeof(to));
+		if (recvmsg(d->fd, &mh, MSG_ERRQUEUE | MSG_DONTWAIT) < 0)
+			return; /* EAGAIN: empty */
+		for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+			if (c->cmsg_level != IPPROTO_IP || c->cmsg_type != IP_RECVERR)
+				continue;
+			struct sock_extended_err ee;
+			memcpy(&ee, CMSG_DATA(c), sizeof(ee));
+			if (ee.ee_origin == SO_EE_ORIGIN_ICMP && ee.ee_type == ICMP_DEST_UNREACH &&
+			    ee.ee_code == ICMP_PORT_UNREACH && to.sin_family == AF_INET) {
+				d->in_cb = true;
+				d->refused(d->arg, &to);
+				d->in_cb = false;
+			}
+		}
+	}
+}
+
 static void on_dgram(struct hora_net_loop *loop, struct op *op, const struct io_uring_cqe *cqe)
 {
 	struct hora_net_dgram *d = (struct hora_net_dgram *)op;
@@ -199,6 +239,8 @@ static void on_dgram(struct hora_net_loop *loop, struct op *op, const struct io_
 		d->fn(d->arg, &d->from, d->buf, (size_t)cqe->res);
 		d->in_cb = false;
 	}
+	if (d->fn && d->refused)
+		read_errors(d);
 	if (d->fn) /* the callback may have closed it */
 		arm_recv(d);
 	else
@@ -248,6 +290,15 @@ int hora_net_dgram_send(struct hora_net_dgram *d, const struct sockaddr_in *to, 
 	if (sendto(d->fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL, (const struct sockaddr *)to,
 		   sizeof(*to)) < 0)
 		return -errno;
+	return 0;
+}
+
+int hora_net_dgram_on_refused(struct hora_net_dgram *d, hora_net_dgram_refused_fn fn)
+{
+	const int on = 1;
+	if (setsockopt(d->fd, IPPROTO_IP, IP_RECVERR, &on, sizeof(on)))
+		return -errno;
+	d->refused = fn;
 	return 0;
 }
 

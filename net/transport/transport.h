@@ -148,6 +148,14 @@ int hora_net_dgram_open(struct hora_net_loop *loop, const struct sockaddr_in *ad
  * as the network may. 0 or -errno. Comm thread. */
 int hora_net_dgram_send(struct hora_net_dgram *d, const struct sockaddr_in *to, const void *buf,
 			size_t len);
+/* The host at `to` answered a datagram sent there with ICMP port
+ * unreachable: nothing is bound at that port (the process that had it is
+ * gone; its kernel is up). Comm thread. */
+typedef void (*hora_net_dgram_refused_fn)(void *arg, const struct sockaddr_in *to);
+/* Report port-unreachable answers to d's datagrams with fn (same arg as the
+ * datagram callback; IP_RECVERR on the socket). A host that does not answer
+ * (down, a firewall that drops) reports nothing. 0 or -errno. Comm thread. */
+int hora_net_dgram_on_refused(struct hora_net_dgram *d, hora_net_dgram_refused_fn fn);
 /* Close: fn is not called again; the loop frees d once the kernel let go
  * of it. NULL: no-op. Comm thread. */
 void hora_net_dgram_close(struct hora_net_dgram *d);

@@ -142,6 +142,76 @@ Test(net_service, a_datagram_callback_may_close_its_socket, .timeout = 30)
 	hora_net_loop_destroy(s.loop);
 }
 
+/* A datagram to a port nothing is bound to on a live host (here: loopback)
+ * comes back as ICMP port unreachable, reported with that destination; one
+ * to a bound port reports nothing, and receiving goes on. */
+struct refusal {
+	struct svc s;
+	struct sockaddr_in closed, to;
+	atomic_int refused;
+};
+
+static void on_refused(void *arg, const struct sockaddr_in *to)
+{
+	struct refusal *r = arg;
+	r->to = *to;
+	atomic_fetch_add(&r->refused, 1);
+}
+
+static void open_refusing(void *arg)
+{
+	struct refusal *r = arg;
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	r->s.rc = hora_net_dgram_open(r->s.loop, &a, 256, on_dgram, &r->s, &r->s.bound, &r->s.d,
+				      r->s.err, sizeof(r->s.err));
+	if (!r->s.rc)
+		r->s.rc = hora_net_dgram_on_refused(r->s.d, on_refused);
+}
+
+static void send_closed(void *arg)
+{
+	struct refusal *r = arg;
+	r->s.rc = hora_net_dgram_send(r->s.d, &r->closed, "anyone?", 7);
+}
+
+static void close_refusing(void *arg)
+{
+	struct refusal *r = arg;
+	hora_net_dgram_close(r->s.d);
+}
+
+Test(net_service, a_datagram_to_a_closed_port_is_reported_refused, .timeout = 30)
+{
+	struct refusal r = {.s.loop = tn_loop(1, 1, NULL)};
+	/* a port that was bound a moment ago and is closed now */
+	int fd = socket(AF_INET, SOCK_DGRAM, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t al = sizeof(a);
+	cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	cr_assert_eq(getsockname(fd, (struct sockaddr *)&r.closed, &al), 0);
+	close(fd);
+	cr_assert_eq(hora_net_loop_call(r.s.loop, open_refusing, &r), 0);
+	cr_assert_eq(r.s.rc, 0, "%s", r.s.err);
+	cr_assert_eq(hora_net_loop_call(r.s.loop, send_self, &r.s), 0); /* bound: no refusal */
+	for (int i = 0; i < 200 && atomic_load(&r.s.got) < 1; i++)
+		sleep_ms(10);
+	cr_assert_eq(atomic_load(&r.s.got), 1);
+	cr_assert_eq(hora_net_loop_call(r.s.loop, send_closed, &r), 0);
+	for (int i = 0; i < 200 && atomic_load(&r.refused) < 1; i++)
+		sleep_ms(10);
+	cr_assert_eq(atomic_load(&r.refused), 1, "no port-unreachable report");
+	cr_assert_eq(r.to.sin_port, r.closed.sin_port, "reported port %u, sent to %u",
+		     ntohs(r.to.sin_port), ntohs(r.closed.sin_port));
+	cr_assert_eq(r.to.sin_addr.s_addr, r.closed.sin_addr.s_addr);
+	cr_assert_eq(hora_net_loop_call(r.s.loop, send_self, &r.s), 0); /* still receiving */
+	for (int i = 0; i < 200 && atomic_load(&r.s.got) < 2; i++)
+		sleep_ms(10);
+	cr_assert_eq(atomic_load(&r.s.got), 2, "no datagram received after the refusal");
+	cr_assert_eq(atomic_load(&r.refused), 1);
+	cr_assert_eq(hora_net_loop_call(r.s.loop, close_refusing, &r), 0);
+	hora_net_loop_destroy(r.s.loop);
+}
+
 /* ---- membership over loops -------------------------------------------------------- */
 
 #define N 3

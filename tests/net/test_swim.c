@@ -16,6 +16,7 @@ static struct hora_swim *sw[MAXN];
 static int n;
 static int64_t now;
 static bool down[MAXN];      /* crashed: neither sends nor receives */
+static bool closed[MAXN];    /* crashed on a host that is up: its port answers unreachable */
 static int side[MAXN];       /* partition side; messages cross only if equal */
 static int late[MAXN];       /* timers run only this late after each 200 ms boundary */
 
@@ -43,7 +44,12 @@ static void deliver(void)
 		struct hora_swim_out o;
 		while (sw[i] && hora_swim_pop(sw[i], &o)) {
 			int j = o.to.port - 9000;
-			if (j < 0 || j >= n || !sw[j] || down[i] || down[j] || side[i] != side[j])
+			if (j >= 0 && j < n && closed[j] && !down[i] && !closed[i] && side[i] == side[j]) {
+				hora_swim_refused(sw[i], now, o.to); /* the kernel's ICMP */
+				continue;
+			}
+			if (j < 0 || j >= n || !sw[j] || down[i] || down[j] || closed[i] || closed[j] ||
+			    side[i] != side[j])
 				continue;
 			hora_swim_input(sw[j], now, addr_of(i), o.buf, o.len);
 		}
@@ -55,7 +61,7 @@ static void run_ms(int ms)
 	for (int t = 0; t < ms; t += 5) {
 		now += 5;
 		for (int i = 0; i < n; i++)
-			if (sw[i] && !down[i] && now % 200 >= late[i])
+			if (sw[i] && !down[i] && !closed[i] && now % 200 >= late[i])
 				hora_swim_tick(sw[i], now);
 		deliver();
 		deliver();
@@ -73,6 +79,7 @@ static void start(int count, int min_members)
 	n = count;
 	now = 1000;
 	memset(down, 0, sizeof(down));
+	memset(closed, 0, sizeof(closed));
 	memset(side, 0, sizeof(side));
 	memset(late, 0, sizeof(late));
 	struct hora_swim_addr seed = addr_of(0);
@@ -96,7 +103,7 @@ static uint64_t agreed(int members)
 	struct hora_swim_view v0 = {0};
 	bool first = true;
 	for (int i = 0; i < n; i++) {
-		if (down[i] || !sw[i])
+		if (down[i] || closed[i] || !sw[i])
 			continue;
 		struct hora_swim_view v;
 		int rank;
@@ -247,6 +254,68 @@ Test(net_swim, late_joiner_is_included)
 	struct hora_swim_addr seed = addr_of(1);
 	hora_swim_join(sw[4], now, &seed, 1);
 	cr_assert_geq(until_agreed(5, 10000), 0, "late joiner not in a view");
+	stop();
+}
+
+/* A process killed on a host that is up: its port answers unreachable, which
+ * is proof, so it is dead at the first probe (no suspicion), and two of four
+ * killed at once leave a view the other two can change (they count in no
+ * majority), where two silent ones (below) pause both sides. */
+Test(net_swim, two_of_four_killed_at_once_with_their_hosts_up_are_replaced)
+{
+	start(4, 4);
+	cr_assert_geq(until_agreed(4, 10000), 0);
+	uint64_t v4 = agreed(4);
+	run_ms(37);
+	closed[0] = closed[2] = true; /* the coordinator and one more */
+	int64_t t = until_agreed(2, 10000);
+	cr_assert_geq(t, 0, "the two left did not agree on a view of 2");
+	cr_assert_gt(agreed(2), v4);
+	/* within a probe period or two, well before suspect_timeout (1 s) */
+	cr_assert_lt(t, 1000, "took %lld ms", (long long)t);
+	struct hora_swim_stats st;
+	hora_swim_stats_get(sw[1], &st);
+	cr_assert_eq(st.suspicions, 0, "member 1 suspected someone: the refusal was not used");
+	stop();
+}
+
+/* Three of four killed: the last one goes on alone. */
+Test(net_swim, the_last_of_four_after_three_killed_goes_on_alone)
+{
+	start(4, 4);
+	cr_assert_geq(until_agreed(4, 10000), 0);
+	run_ms(3000); /* every table complete (a view member never heard of counts as alive) */
+	closed[0] = closed[1] = closed[3] = true;
+	int64_t t = until_agreed(1, 10000);
+	cr_assert_geq(t, 0, "member 2 is not alone in a view of its own");
+	stop();
+}
+
+/* A refusal about a member that is in fact alive (a stray ICMP): it is
+ * declared dead, learns it, refutes, and is back in a view; and while it
+ * speaks it counts in the majority again. */
+Test(net_swim, a_refusal_about_a_live_member_is_refuted)
+{
+	start(4, 4);
+	cr_assert_geq(until_agreed(4, 10000), 0);
+	uint64_t v4 = agreed(4);
+	hora_swim_refused(sw[0], now, addr_of(3));
+	deliver();
+	int64_t t0 = now;
+	uint64_t back = 0;
+	while (now - t0 < 10000 && !(back = agreed(4)))
+		run_ms(10);
+	cr_assert_gt(back, v4, "member 3 did not come back in a new view");
+	/* now two silent ones: no proof, so no majority, both sides pause */
+	side[2] = side[3] = 1;
+	run_ms(4000);
+	for (int i = 0; i < 4; i++) {
+		struct hora_swim_view v;
+		int rank;
+		bool paused;
+		view_of(i, &v, &rank, &paused);
+		cr_assert(v.n != 2, "member %d formed a view of 2 in a 2|2 partition", i);
+	}
 	stop();
 }
 
