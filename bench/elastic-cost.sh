@@ -8,7 +8,9 @@
 # samples_per_s (all workers, as bench/scaling.sh); per batch and mode the
 # median of --reps runs, interleaved (off, on... then the next rep in the
 # reverse order); ratio = on / off (target >= 0.97): of the medians, and the
-# median of each rep's on / off (adjacent runs: less of a loaded machine's drift). data/fashion-mnist
+# median of each rep's on / off (adjacent runs: less of a loaded machine's drift),
+# and the share of the training loop the commits took, as rank 0 measures it
+# (its "elastic: N commits took T s, P %" line: noise-free where the ratio is not). data/fashion-mnist
 # (60,000 images) is the steady state; data/mnist has 8,000 (2 steps an
 # epoch at batch 1024 x 4 workers).
 set -euo pipefail
@@ -59,6 +61,8 @@ run() { # batch commit_steps -> samples/s (a failed start, e.g. a port in use by
     cat "$TMP/out" >&2
     [[ $try == 3 ]] && return 1
   done
+  # elastic on: rank 0's own account of what the commits took (share of the training loop)
+  grep -oE 'commits took [0-9.]+ s, [0-9.]+ %' "$TMP/out" | awk '{print $5}' >"$TMP/share" || :
   python3 -c "
 import json, statistics as st
 r = [json.loads(l) for l in open('$TMP/m.jsonl')]
@@ -66,13 +70,14 @@ print(round(st.median(x['samples_per_s'] for x in r[1:] or r), 1))"
 }
 med() { python3 -c "import statistics, sys; print(statistics.median(float(x) for x in sys.argv[1:]))" "$@"; }
 MODES="0 $CS"
-declare -A S
+declare -A S SH
 for r in $(seq "$REPS"); do
   order=$MODES
   ((r % 2)) || order=$(echo "$MODES" | tr ' ' '\n' | tac | tr '\n' ' ')
   for b in $BATCHES; do
     for m in $order; do
       S[$b,$m]+="$(run "$b" "$m") "
+      [[ $m == 0 ]] || SH[$b,$m]+="$(cat "$TMP/share") "
     done
   done
 done
@@ -87,5 +92,6 @@ import statistics, sys
 on, off = (list(map(float, x.split())) for x in sys.argv[1:])
 print(f'{statistics.median(a / b for a, b in zip(on, off)):.3f}')" "${S[$b,$m]}" "${S[$b,0]}")
     echo "batch $b, elastic on, commit_steps $m: $on   runs: ${S[$b,$m]}  ratio of medians $(python3 -c "print(f'{$on / $off:.3f}')"), median of the reps' on/off $paired"
+    echo "batch $b, commit_steps $m: the commits' share of the training loop (rank 0's 'elastic: N commits took' line), median $(med ${SH[$b,$m]}) %   runs: ${SH[$b,$m]}"
   done
 done

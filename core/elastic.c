@@ -310,6 +310,7 @@ int hora_elastic_step_done(struct run *r, struct hora_model_stats *st)
 		log_step(r);
 	if (r->step % r->cfg->elastic.commit_steps)
 		return 0;
+	const double t0 = hora_clock_s();
 	if (r->samples)
 		fflush(r->samples);
 	double v[4] = {st->loss_sum, (double)st->correct, (double)st->n,
@@ -323,6 +324,8 @@ int hora_elastic_step_done(struct run *r, struct hora_model_stats *st)
 	r->sums.n += (int64_t)v[2];
 	*st = (struct hora_model_stats){0};
 	commit_now(r);
+	r->commits++;
+	r->commit_s += hora_clock_s() - t0;
 	if (v[3] > 0)
 		return snprintf(r->err, r->errlen, "the view changed"), HORA_ERR_VIEW;
 	return 0;
@@ -331,7 +334,10 @@ int hora_elastic_step_done(struct run *r, struct hora_model_stats *st)
 void hora_elastic_epoch_done(struct run *r)
 {
 	r->sums = (struct hora_model_stats){0};
+	const double t0 = hora_clock_s();
 	commit_now(r);
+	r->commits++;
+	r->commit_s += hora_clock_s() - t0;
 }
 
 /* codes a re-form cannot help */

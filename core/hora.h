@@ -211,6 +211,11 @@ struct hora_train_result {
 	/* distributed: seconds gradients were being averaged, and how much of
 	 * that ran while forward/backward was still computing */
 	double allreduce_s, allreduce_hidden_s;
+	/* elastic: the in-memory commits made, the seconds they took (the
+	 * commit's allreduce of 4 doubles and the copy of the state), and the
+	 * seconds the training loop ran (what the commits cost, as a share) */
+	int64_t commits;
+	double commit_s, train_s;
 };
 
 /* Train cfg->model on cfg->data for cfg->epochs, printing progress to stdout

@@ -57,6 +57,8 @@ struct run {
 	FILE *samples;                /* the sample-log test hook (NULL: off) */
 	FILE *steps;                  /* the step-log test hook (NULL: off) */
 	double t_step;                /* when the last step ended (hora_clock_s) */
+	int64_t commits;              /* made, and the seconds they took */
+	double commit_s;
 };
 
 /* train.c */

@@ -605,6 +605,8 @@ static int fill_result(const struct run *r, struct hora_train_result *res)
 {
 	res->last = r->m;
 	res->steps = r->step;
+	res->commits = r->commits;
+	res->commit_s = r->commit_s;
 	res->nparams = r->tr.nparams;
 	if (r->dopt) {
 		struct hora_dist_stats ds;
@@ -692,6 +694,7 @@ int hora_train_run_comm(struct hora_comm *c, const struct hora_train_config *cfg
 	int rc = prepare(r);
 	if (!rc && r->talk)
 		print_header(r);
+	const double t_train = hora_clock_s();
 	for (bool done = false; !rc && !done;) {
 		while (!rc && r->epoch <= cfg->epochs) {
 			rc = run_epoch(r);
@@ -708,8 +711,8 @@ int hora_train_run_comm(struct hora_comm *c, const struct hora_train_config *cfg
 		HORA_LOGW("%s (training had completed)", err); /* a worker left meanwhile */
 		rc = 0;
 	}
-	if (!rc && res)
-		rc = fill_result(r, res);
+	if (!rc && res && !(rc = fill_result(r, res)))
+		res->train_s = hora_clock_s() - t_train;
 	if (r->mf)
 		fclose(r->mf);
 	hora_elastic_free(r);

@@ -5,10 +5,22 @@ import sys,glob,collections
 # re-form over the same view id does, e.g. a 2|2 partition healed with no view change)
 pre,ntrain,epochs=sys.argv[1],int(sys.argv[2]),int(sys.argv[3])
 ents=[];rb={}
+# a worker killed with kill -9 in the middle of a write leaves its last line cut: that
+# line (only the last of a file) is not counted; a malformed line elsewhere is an error
+cut=0
 for f in glob.glob(pre+'.*'):
     mine=[]
-    for line in open(f):
+    lines=open(f).read().split('\n')
+    if lines and lines[-1]=='': lines.pop()
+    for i,line in enumerate(lines):
         p=line.split()
+        ok=(len(p)==5 and p[0]=='t') or (len(p)==3 and p[0]=='v')
+        if ok:
+            try: [int(x) for x in p[1:]]
+            except ValueError: ok=False
+        if not ok:
+            if i==len(lines)-1: cut+=1; continue
+            sys.exit(f"{f}:{i+1}: malformed line {line!r}")
         if p[0]=='t': mine.append((int(p[1]),int(p[2]),int(p[3]),int(p[4])))
         elif p[0]=='v':
             v,s=int(p[1]),int(p[2]); rb[v]=min(rb.get(v,s),s)
@@ -20,5 +32,6 @@ for e,step,view,smp in ents:
     cnt[(e,smp)]+=1
 bad=[(k,c) for k,c in cnt.items() if c!=1]
 miss=ntrain*epochs-len(cnt)
-print("entries",len(ents),"valid samples",len(cnt),"twice",len(bad),"missing",miss,"rollbacks",rb)
+print("entries",len(ents),"valid samples",len(cnt),"twice",len(bad),"missing",miss,"rollbacks",rb,
+      "cut last lines",cut)
 sys.exit(1 if bad or miss else 0)
