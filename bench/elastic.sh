@@ -36,3 +36,5 @@ export HORA_SECRET="elastic-$(od -An -tx8 -N8 /dev/urandom | tr -d ' ')"
 /usr/bin/python3 "$ROOT/tests/integration/idx_subset.py" "$ROOT/data/mnist" "$TMP/mnist4k" 4000 1000
 mkdir -p "$OUT"
 /usr/bin/python3 "$ROOT/bench/elastic.py" --hora "$HORA" --data "$TMP/mnist4k" --out "$OUT" --tmp "$TMP" "${ARGS[@]}"
+# no machine paths in what is committed: the repository's and the temporary folder's
+sed -i -e "s#$ROOT/##g" -e "s#$TMP/##g" "$OUT"/*.txt "$OUT"/*.jsonl

@@ -3,7 +3,8 @@
  * fed to a member; nothing may crash, and without the secret nothing may
  * change its table or view. A second pass signs each datagram with the
  * secret so the parser behind the MAC check is reached too, by a member
- * with a view and by one under the first-view rule that has none. */
+ * with a view and by one under the first-view rule that has none, each then
+ * told that the sender's port answered unreachable. */
 #include "net/membership/swim.h"
 
 #include <sodium.h>
@@ -52,6 +53,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		struct hora_swim *to[2] = {t, u};
 		for (int i = 0; i < 2; i++) {
 			hora_swim_input(to[i], 1002, from, buf, size);
+			hora_swim_refused(to[i], 1003, from); /* whatever it learned is gone */
 			hora_swim_tick(to[i], 1500);
 			struct hora_swim_out o;
 			while (hora_swim_pop(to[i], &o))
