@@ -16,6 +16,9 @@
  * the sum is a gather), and fails with the edges that disagree, before any
  * data moved.
  *
+ * The pair average exchanges fingerprints with its peer on the
+ * caller-driven path first (one round trip), so both sides name a mismatch.
+ *
  * Data: on the queued path, chunk by chunk (segment_bytes x depth), every
  * receive and send of a chunk posted before any is waited for, chunk k+1
  * posted before chunk k is combined. Any rank posts chunk k+1 once every
@@ -369,6 +372,12 @@ int neighbor_run(struct hora_net_comm *c, const struct nbr_call *x, const struct
 {
 	int rc = 0;
 	if (!x->pair && !c->nbr_nocheck && c->n > 1 && (rc = pattern_check(c, x, f)))
+		return rc;
+	/* the pair: fingerprints both ways on the caller-driven path first, so
+	 * that both name a mismatch before any data is in flight (a rank that
+	 * closes with data unread resets the stream, and its peer may lose the
+	 * fingerprint that names it) */
+	if (x->pair && (rc = coll_fp_xchg(c, x->src[0], x->src[0], f)))
 		return rc;
 	struct nbr s = {.c = c, .x = x, .f = f};
 	if (!x->nsrc && !x->ndst) { /* nobody this round: recv = self_w x */
