@@ -16,10 +16,12 @@
  * the sum is a gather), and fails with the edges that disagree, before any
  * data moved.
  *
- * The pair average exchanges fingerprints with its peer on the
- * caller-driven path first (one round trip), so both sides name a mismatch.
+ * The pair average goes on the caller-driven path instead, chunk by chunk
+ * (small_cap), each chunk one exchange that sends ours while it receives
+ * theirs, its fingerprint checked on both sides before the data: one
+ * round trip for a small model, and both sides name a mismatch.
  *
- * Data: on the queued path, chunk by chunk (segment_bytes x depth), every
+ * Neighbour data: on the queued path, chunk by chunk (segment_bytes x depth), every
  * receive and send of a chunk posted before any is waited for, chunk k+1
  * posted before chunk k is combined. Any rank posts chunk k+1 once every
  * rank has posted chunk k-1, so there is no wait cycle whatever the graph.
@@ -313,28 +315,51 @@ static int wait_chunk(struct nbr *s, size_t k)
 	return rc;
 }
 
-/* recv chunk k = self_w x + sum src_w[i] y_i (the pair: lower rank first) */
-static void combine(const struct nbr *s, size_t k, int rank)
+/* recv chunk k = self_w x + sum src_w[i] y_i, in that order */
+static void combine(const struct nbr *s, size_t k)
 {
 	const struct nbr_call *x = s->x;
 	const size_t off = k * s->ce, len = x->count ? chunk_len(s, k) : 0, e = s->esz;
 	const double uniform = 1.0 / (x->nsrc + 1);
-	const bool peer_first = x->pair && x->src[0] < rank;
 	double acc[BLOCK];
 	for (size_t b = 0; b < len; b += BLOCK) {
 		const size_t m = len - b < BLOCK ? len - b : BLOCK;
-		const uint8_t *self = x->send + (off + b) * e;
-		if (peer_first) {
-			term(acc, s->set[k & 1] + b * e, x->src_w[0], m, x->t, true);
-			term(acc, self, x->self_w, m, x->t, false);
-		} else {
-			term(acc, self, x->self_w, m, x->t, true);
-			for (int i = 0; i < x->nsrc; i++)
-				term(acc, s->set[k & 1] + ((size_t)i * s->ce + b) * e,
-				     x->src_w ? x->src_w[i] : uniform, m, x->t, false);
-		}
+		term(acc, x->send + (off + b) * e, x->self_w, m, x->t, true);
+		for (int i = 0; i < x->nsrc; i++)
+			term(acc, s->set[k & 1] + ((size_t)i * s->ce + b) * e, x->src_w ? x->src_w[i] : uniform, m,
+			     x->t, false);
 		from_double(x->recv + (off + b) * e, acc, m, x->t);
 	}
+}
+
+/* ---- the pair -------------------------------------------------------------------- */
+
+/* The pair average in chunks of small_cap on the caller-driven path: each
+ * chunk one exchange (ours out while theirs comes in, so there is no order
+ * to deadlock on), the fingerprint checked as soon as it is in on both
+ * sides (both name a mismatch), then buf = (lower rank's + higher's) / 2 */
+static int pair_run(struct hora_net_comm *c, const struct nbr_call *x, const struct fp *f)
+{
+	const int peer = x->src[0];
+	const size_t esz = hora_net_dtype_size(x->t), ce = c->cfg.small_cap / esz ? c->cfg.small_cap / esz : 1;
+	const bool lo = peer < c->rank; /* theirs first */
+	size_t k = 0;
+	do {
+		const size_t len = x->count - k < ce ? x->count - k : ce;
+		uint8_t *mine = x->recv + k * esz;
+		int rc = coll_xchg1(c, peer, mine, peer, c->small, len * esz, f);
+		if (rc)
+			return rc;
+		double acc[BLOCK];
+		for (size_t b = 0; b < len; b += BLOCK) {
+			const size_t m = len - b < BLOCK ? len - b : BLOCK;
+			term(acc, (lo ? c->small : mine) + b * esz, 0.5, m, x->t, true);
+			term(acc, (lo ? mine : c->small) + b * esz, 0.5, m, x->t, false);
+			from_double(mine + b * esz, acc, m, x->t);
+		}
+		k += len;
+	} while (k < x->count);
+	return 0;
 }
 
 /* the chunk buffers (kept in c->nbr_buf, grown when a call needs more) and
@@ -373,17 +398,13 @@ int neighbor_run(struct hora_net_comm *c, const struct nbr_call *x, const struct
 	int rc = 0;
 	if (!x->pair && !c->nbr_nocheck && c->n > 1 && (rc = pattern_check(c, x, f)))
 		return rc;
-	/* the pair: fingerprints both ways on the caller-driven path first, so
-	 * that both name a mismatch before any data is in flight (a rank that
-	 * closes with data unread resets the stream, and its peer may lose the
-	 * fingerprint that names it) */
-	if (x->pair && (rc = coll_fp_xchg(c, x->src[0], x->src[0], f)))
-		return rc;
+	if (x->pair)
+		return pair_run(c, x, f);
 	struct nbr s = {.c = c, .x = x, .f = f};
 	if (!x->nsrc && !x->ndst) { /* nobody this round: recv = self_w x */
 		s.esz = hora_net_dtype_size(x->t);
 		s.ce = x->count ? x->count : 1;
-		combine(&s, 0, c->rank);
+		combine(&s, 0);
 		return 0;
 	}
 	if ((rc = nbr_setup(&s)))
@@ -395,7 +416,7 @@ int neighbor_run(struct hora_net_comm *c, const struct nbr_call *x, const struct
 			const int r2 = wait_chunk(&s, k - 1);
 			rc = rc ? rc : r2;
 			if (!rc)
-				combine(&s, k - 1, c->rank);
+				combine(&s, k - 1);
 		}
 	}
 out:

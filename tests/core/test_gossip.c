@@ -658,6 +658,7 @@ Test(gossip_neighbor, a_rank_naming_itself_is_refused_everywhere, .timeout = 60)
 
 struct pairs {
 	enum hora_dtype t;
+	size_t count; /* 0: PAIRN */
 	void *before[GMAXR], *after[GMAXR];
 	int rc[GMAXR], rc_all[GMAXR], rc_bad[GMAXR];
 	char err[GMAXR][512];
@@ -667,10 +668,10 @@ static void pair_body(struct grank *g)
 {
 	struct pairs *P = g->arg;
 	const int r = g->r, peer = r ^ 1;
-	const size_t bytes = PAIRN * esz[P->t];
+	const size_t count = P->count ? P->count : PAIRN, bytes = count * esz[P->t];
 	P->before[r] = malloc(bytes);
 	P->after[r] = malloc(bytes);
-	for (size_t i = 0; i < PAIRN; i++) /* not exact in binary: the sum rounds */
+	for (size_t i = 0; i < count; i++) /* not exact in binary: the sum rounds */
 		put(P->before[r], i, P->t, initial(r, (int)i) * (P->t == HORA_I32 || P->t == HORA_I64 ? 100 : 0.01));
 	memcpy(P->after[r], P->before[r], bytes);
 	/* ranks 0 and 1 average once, 2 and 3 three times (the first two on a
@@ -680,51 +681,61 @@ static void pair_body(struct grank *g)
 		void *scratch = malloc(bytes);
 		memcpy(scratch, P->before[r], bytes);
 		for (int k = 0; k < 2 && !rc; k++)
-			rc = hora_pair_average(g->c, scratch, PAIRN, P->t, peer);
+			rc = hora_pair_average(g->c, scratch, count, P->t, peer);
 		free(scratch);
 	}
 	if (!rc)
-		rc = hora_pair_average(g->c, P->after[r], PAIRN, P->t, peer);
+		rc = hora_pair_average(g->c, P->after[r], count, P->t, peer);
 	P->rc[r] = rc;
 	snprintf(P->err[r], sizeof(P->err[r]), "%s", rc ? hora_comm_last_error(g->c) : "");
-	P->rc_bad[r] = hora_pair_average(g->c, P->after[r], PAIRN, P->t, r); /* itself: refused here alone */
+	P->rc_bad[r] = hora_pair_average(g->c, P->after[r], count, P->t, r); /* itself: refused here alone */
 	float one = 1;
 	P->rc_all[r] = hora_allreduce(g->c, &one, &one, 1, HORA_F32, HORA_SUM); /* collectives still line up */
 	if (!P->rc_all[r] && one != 4)
 		P->rc_all[r] = -1000;
 }
 
-Test(gossip_pair, both_sides_end_bitwise_equal_and_the_sum_is_kept, .timeout = 120)
+static void pairs_check(enum hora_dtype t, size_t count)
 {
-	for (int t = HORA_F32; t <= HORA_I64; t++) {
-		struct pairs P = {.t = (enum hora_dtype)t};
-		g_run(4, pair_body, &P);
-		const char *name = hora_net_dtype_name((enum hora_net_dtype)t);
-		double worst = 0;
-		for (int r = 0; r < 4; r++) {
-			cr_assert_eq(P.rc[r], 0, "%s rank %d: %s", name, r, P.err[r]);
-			cr_assert_eq(P.rc_bad[r], -EINVAL, "%s rank %d: a pair with itself", name, r);
-			cr_assert_eq(P.rc_all[r], 0, "%s rank %d: the allreduce after the pairs", name, r);
-		}
-		for (int a = 0; a < 4; a += 2) {
-			cr_assert(!memcmp(P.after[a], P.after[a + 1], PAIRN * esz[t]), "%s: ranks %d and %d differ", name, a, a + 1);
-			for (size_t i = 0; i < PAIRN; i++) {
-				const double x = get(P.before[a], i, t), y = get(P.before[a + 1], i, t);
-				const double got = 2 * get(P.after[a], i, t), scale = fabs(x) + fabs(y) + 1e-30;
-				worst = fmax(worst, fabs(got - (x + y)) / scale);
-				if (t == HORA_I32 || t == HORA_I64)
-					cr_assert_leq(fabs(got - (x + y)), 1, "%s: integers lose at most the odd one", name);
-			}
-		}
-		static const double tol[] = {1e-7, 1e-15, 1e-3, 8e-3, 1, 1};
-		note("pair %s: sum kept to %.3g relative", name, worst);
-		if (t <= HORA_BF16)
-			cr_assert_leq(worst, tol[t], "%s: the pair's sum moved by %.3g relative", name, worst);
-		for (int r = 0; r < 4; r++) {
-			free(P.before[r]);
-			free(P.after[r]);
+	struct pairs P = {.t = t, .count = count};
+	g_run(4, pair_body, &P);
+	const char *name = hora_net_dtype_name((enum hora_net_dtype)t);
+	double worst = 0;
+	for (int r = 0; r < 4; r++) {
+		cr_assert_eq(P.rc[r], 0, "%s rank %d: %s", name, r, P.err[r]);
+		cr_assert_eq(P.rc_bad[r], -EINVAL, "%s rank %d: a pair with itself", name, r);
+		cr_assert_eq(P.rc_all[r], 0, "%s rank %d: the allreduce after the pairs", name, r);
+	}
+	for (int a = 0; a < 4; a += 2) {
+		cr_assert(!memcmp(P.after[a], P.after[a + 1], count * esz[t]), "%s: ranks %d and %d differ", name, a, a + 1);
+		for (size_t i = 0; i < count; i++) {
+			const double x = get(P.before[a], i, t), y = get(P.before[a + 1], i, t);
+			const double got = 2 * get(P.after[a], i, t), scale = fabs(x) + fabs(y) + 1e-30;
+			worst = fmax(worst, fabs(got - (x + y)) / scale);
+			if (t == HORA_I32 || t == HORA_I64)
+				cr_assert_leq(fabs(got - (x + y)), 1, "%s: integers lose at most the odd one", name);
 		}
 	}
+	static const double tol[] = {1e-7, 1e-15, 1e-3, 8e-3, 1, 1};
+	note("pair %s: sum kept to %.3g relative", name, worst);
+	if (t <= HORA_BF16)
+		cr_assert_leq(worst, tol[t], "%s: the pair's sum moved by %.3g relative", name, worst);
+	for (int r = 0; r < 4; r++) {
+		free(P.before[r]);
+		free(P.after[r]);
+	}
+}
+
+Test(gossip_pair, both_sides_end_bitwise_equal_and_the_sum_is_kept, .timeout = 120)
+{
+	for (int t = HORA_F32; t <= HORA_I64; t++)
+		pairs_check((enum hora_dtype)t, PAIRN);
+}
+
+Test(gossip_pair, a_large_buffer_goes_in_several_exchanges, .timeout = 120)
+{
+	pairs_check(HORA_F32, 600000); /* 2.4 MB: three exchanges of at most 1 MiB */
+	pairs_check(HORA_F16, (1u << 19) + 3);
 }
 
 struct pair_bad {
