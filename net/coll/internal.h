@@ -171,8 +171,9 @@ int doubling_barrier(struct hora_net_comm *c, const struct fp *f);
 int direct_ring_allreduce(struct hora_net_comm *c, const uint8_t *src, uint8_t *dst, size_t count,
 			  enum hora_net_dtype t, enum hora_net_op op, const struct fp *f);
 /* neighbor.c: one neighbour exchange, arguments checked (dispatch.c).
- * src_w resolved (never NULL); pair: the pair average (weights 1/2, the
- * lower rank's value first), f its fingerprint (per pair, no check). */
+ * src_w NULL: 1/(nsrc+1) each; pair: the pair average with src[0] (send ==
+ * recv, weights 1/2, the lower rank's value first; f numbered per pair,
+ * no pattern check). */
 struct nbr_call {
 	const uint8_t *send;
 	uint8_t *recv;

@@ -1,7 +1,7 @@
 /* neighbor.c - decentralized averaging: the neighbour allreduce (each rank
  * sends to its out-neighbours, receives from its in-neighbours and takes a
- * weighted sum, as BlueFog's neighbor_allreduce) and the pair average,
- * which is the same exchange with one peer and weights 1/2. Arguments were
+ * weighted sum, as BlueFog's neighbor_allreduce) and the pair average
+ * (one peer, weights 1/2, the lower rank's value first). Arguments were
  * checked by dispatch.c; this file moves the data and combines them. It
  * chooses no neighbours (core/topology.c does).
  *
@@ -21,9 +21,9 @@
  * theirs, its fingerprint checked on both sides before the data: one
  * round trip for a small model, and both sides name a mismatch.
  *
- * Neighbour data: on the queued path, chunk by chunk (segment_bytes x depth), every
- * receive and send of a chunk posted before any is waited for, chunk k+1
- * posted before chunk k is combined. Any rank posts chunk k+1 once every
+ * Neighbour data: on the queued path, chunk by chunk (segment_bytes x
+ * depth), every receive and send of a chunk posted before any is waited
+ * for, chunk k+1 posted before chunk k is combined. Any rank posts chunk k+1 once every
  * rank has posted chunk k-1, so there is no wait cycle whatever the graph.
  * Each message follows the call's fingerprint, which its receiver checks.
  */
