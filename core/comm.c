@@ -48,7 +48,14 @@ struct hora_request {
 	size_t count;
 	enum hora_dtype t;
 	enum hora_op op;
-	int root;
+	int root;               /* broadcast: the root; pair average: the peer */
+	/* neighbour allreduce: the lists (the caller's for a blocking call,
+	 * copies in owned for an async one) */
+	double self_w;
+	const int *src, *dst;
+	const double *src_w, *dst_w;
+	int nsrc, ndst;
+	void *owned; /* freed with the request */
 	int status;
 	atomic_int done;        /* set (release, under mu) after status and times */
 	double t_start, t_end; /* execution, CLOCK_MONOTONIC seconds */
@@ -584,6 +591,14 @@ static int execute_net(struct hora_comm *c, const struct hora_request *r)
 					       (enum hora_net_op)r->op);
 	case HORA_NET_COLL_BARRIER:
 		return hora_net_barrier(n);
+	case HORA_NET_COLL_NEIGHBOR_ALLREDUCE: {
+		const struct hora_net_neighbors nb = {.self_weight = r->self_w, .src = r->src,
+						      .src_weights = r->src_w, .nsrc = r->nsrc, .dst = r->dst,
+						      .dst_weights = r->dst_w, .ndst = r->ndst};
+		return hora_net_neighbor_allreduce(n, r->send, r->recv, r->count, (enum hora_net_dtype)r->t, &nb);
+	}
+	case HORA_NET_COLL_PAIR_AVERAGE:
+		return hora_net_pair_average(n, r->recv, r->count, (enum hora_net_dtype)r->t, r->root);
 	case HORA_NET_COLL_KINDS:
 		break;
 	}
@@ -749,6 +764,7 @@ int hora_wait_timed(struct hora_request *r, double *start, double *end)
 		*start = r->t_start;
 	if (end)
 		*end = r->t_end;
+	free(r->owned);
 	free(r);
 	return st;
 }
@@ -863,6 +879,16 @@ int hora_comm_set_small_bytes(struct hora_comm *c, size_t bytes)
 	int rc = hora_net_comm_set_small_bytes(c->net, bytes);
 	pthread_mutex_unlock(&c->mu);
 	return rc;
+}
+
+int hora_comm_set_neighbor_check(struct hora_comm *c, int on)
+{
+	if (!c->net)
+		return atomic_load(&c->stopped);
+	wait_idle(c);
+	hora_net_comm_set_neighbor_check(c->net, on != 0);
+	pthread_mutex_unlock(&c->mu);
+	return 0;
 }
 
 int hora_comm_set_algorithm(struct hora_comm *c, enum hora_algo algo)
@@ -1054,4 +1080,64 @@ int hora_reduce_scatter_async(struct hora_comm *c, const void *send, void *recv,
 int hora_barrier_async(struct hora_comm *c, struct hora_request **req)
 {
 	return submit_async(REQ(HORA_NET_COLL_BARRIER, .t = HORA_I32), req);
+}
+
+/* ---- decentralized averaging ------------------------------------------------ */
+
+#define NBR_REQ(...)                                                                                    \
+	REQ(HORA_NET_COLL_NEIGHBOR_ALLREDUCE, .send = send, .recv = recv, .count = count, .t = t,       \
+	    .self_w = self_weight, .src = src_ranks, .src_w = src_weights, .nsrc = nsrc, .dst = dst_ranks, \
+	    .dst_w = dst_weights, .ndst = ndst, __VA_ARGS__)
+
+int hora_neighbor_allreduce(struct hora_comm *c, const void *send, void *recv, size_t count, enum hora_dtype t,
+			    double self_weight, const int *src_ranks, const double *src_weights, int nsrc,
+			    const int *dst_ranks, const double *dst_weights, int ndst)
+{
+	return run_blocking(NBR_REQ());
+}
+
+/* copy a list (k of them; NULL stays NULL) to *p, moving *p on */
+static void *take_list(uint8_t **p, const void *list, int k, size_t each)
+{
+	if (!list || k <= 0)
+		return (void *)list;
+	void *out = *p;
+	memcpy(out, list, (size_t)k * each);
+	*p += (size_t)k * each;
+	return out;
+}
+
+int hora_neighbor_allreduce_async(struct hora_comm *c, const void *send, void *recv, size_t count,
+				  enum hora_dtype t, double self_weight, const int *src_ranks,
+				  const double *src_weights, int nsrc, const int *dst_ranks,
+				  const double *dst_weights, int ndst, struct hora_request **req)
+{
+	if (req)
+		*req = NULL;
+	/* the lists as the caller gave them (a bad one is refused when it runs) */
+	const size_t ns = nsrc > 0 ? (size_t)nsrc : 0, nd = ndst > 0 ? (size_t)ndst : 0;
+	uint8_t *mem = malloc((ns + nd) * (sizeof(double) + sizeof(int)) + 1), *p = mem;
+	if (!mem)
+		return -ENOMEM;
+	struct hora_request r = NBR_REQ(.owned = mem);
+	r.src_w = take_list(&p, src_weights, nsrc, sizeof(double));
+	r.dst_w = take_list(&p, dst_weights, ndst, sizeof(double));
+	r.src = take_list(&p, src_ranks, nsrc, sizeof(int));
+	r.dst = take_list(&p, dst_ranks, ndst, sizeof(int));
+	int rc = submit_async(r, req);
+	if (rc)
+		free(mem);
+	return rc;
+}
+
+int hora_pair_average(struct hora_comm *c, void *buf, size_t count, enum hora_dtype t, int peer)
+{
+	return run_blocking(REQ(HORA_NET_COLL_PAIR_AVERAGE, .recv = buf, .count = count, .t = t, .root = peer));
+}
+
+int hora_pair_average_async(struct hora_comm *c, void *buf, size_t count, enum hora_dtype t, int peer,
+			    struct hora_request **req)
+{
+	return submit_async(REQ(HORA_NET_COLL_PAIR_AVERAGE, .recv = buf, .count = count, .t = t, .root = peer),
+			    req);
 }

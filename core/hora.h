@@ -349,6 +349,58 @@ HORA_API int hora_wait(struct hora_request *req);
 /* 1 if req finished (hora_wait then returns at once), 0 if not. */
 HORA_API int hora_test(struct hora_request *req);
 
+/* ---- decentralized averaging (gossip), as BlueFog's ------------------------- */
+
+/* Neighbour allreduce: recv = self_weight * send + sum over i of
+ * src_weights[i] * (what rank src_ranks[i] sent). This rank sends its send
+ * buffer to each of dst_ranks, scaled by dst_weights[j] when dst_weights is
+ * not NULL (BlueFog's dst_weights), and receives from each of src_ranks.
+ * Neighbour ranks are other ranks of c, each at most once per list (0..
+ * size-1 of them); src_weights NULL: 1/(nsrc+1) each; weights finite (they
+ * need not sum to 1). core/topology.h gives the lists of the usual graphs.
+ * It is a collective: every rank calls it in the same order as the other
+ * collectives, with the same count and dtype, each with its own lists (no
+ * neighbours: recv = self_weight * send). The lists must agree: a in
+ * b's src_ranks exactly when b in a's dst_ranks. Each call checks that first
+ * (one 64-byte allreduce): a disagreement fails the call on every rank with
+ * -EBADE naming the ranks ("mismatched neighbour patterns: rank 0 sends to
+ * rank 2 but rank 2 does not receive from it"), before any data moved; a
+ * count or dtype that differs is a mismatch as for any collective. Sums
+ * are taken in double and rounded once (f16/bf16 through f32, integers to
+ * nearest). Deadlock-free for any graph (net/coll/README.md). send ==
+ * recv: in place. Errors, the broken communicator, elastic stops and the
+ * stall check as for the collectives above. The lists are read during the
+ * call (the async form copies them). */
+HORA_API int hora_neighbor_allreduce(struct hora_comm *c, const void *send, void *recv, size_t count,
+				     enum hora_dtype t, double self_weight, const int *src_ranks,
+				     const double *src_weights, int nsrc, const int *dst_ranks,
+				     const double *dst_weights, int ndst);
+HORA_API int hora_neighbor_allreduce_async(struct hora_comm *c, const void *send, void *recv,
+					   size_t count, enum hora_dtype t, double self_weight,
+					   const int *src_ranks, const double *src_weights, int nsrc,
+					   const int *dst_ranks, const double *dst_weights, int ndst,
+					   struct hora_request **req);
+/* Pairwise average with rank peer: both end with (x_this + x_peer) / 2,
+ * bitwise the same on both (the lower rank's value first; f16/bf16 through
+ * f32; integers round to nearest, so their sum may move by one). Only the
+ * two ranks take part and the call is numbered per pair, outside the
+ * collectives' order: the n-th pair average of a with b meets b's n-th with
+ * a, while other ranks run other pairs or nothing. It waits for peer (up to
+ * io_timeout_ms of no progress): the caller's schedule must pair the ranks
+ * (core/topology.h's random and one-peer graphs do). A count or dtype that
+ * differs fails both with -EBADE naming both calls; a peer that is not
+ * another rank is -EINVAL for this rank alone (c stays usable). */
+HORA_API int hora_pair_average(struct hora_comm *c, void *buf, size_t count, enum hora_dtype t, int peer);
+HORA_API int hora_pair_average_async(struct hora_comm *c, void *buf, size_t count, enum hora_dtype t,
+				     int peer, struct hora_request **req);
+/* The neighbour allreduce's pattern check (default on). Off saves its
+ * allreduce; a disagreeing pattern then is not named before the data
+ * move: a rank waiting for a message nobody sends fails after the I/O
+ * timeout, one sent to a rank that did not expect it at that rank's next
+ * call that reads it. Every rank must set the same. Waits for the queued
+ * calls, as hora_comm_set_algorithm. */
+HORA_API int hora_comm_set_neighbor_check(struct hora_comm *c, int on);
+
 /* The reason of the communicator's last failure ("" if none). Valid until
  * the next call on c. */
 HORA_API const char *hora_comm_last_error(const struct hora_comm *c);

@@ -16,6 +16,8 @@
 #include "net/transport/transport.h"
 #include "net/coll/reduce.h"
 
+#include <stdbool.h>
+
 /* The collectives (the one list: core/comm.c and the stall check use it). */
 enum hora_net_coll_kind {
 	HORA_NET_COLL_ALLREDUCE,
@@ -23,6 +25,8 @@ enum hora_net_coll_kind {
 	HORA_NET_COLL_ALLGATHER,
 	HORA_NET_COLL_REDUCE_SCATTER,
 	HORA_NET_COLL_BARRIER,
+	HORA_NET_COLL_NEIGHBOR_ALLREDUCE,
+	HORA_NET_COLL_PAIR_AVERAGE,
 	HORA_NET_COLL_KINDS
 };
 
@@ -99,6 +103,64 @@ int hora_net_allgather(struct hora_net_comm *c, const void *send, void *recv, si
 int hora_net_broadcast(struct hora_net_comm *c, void *buf, size_t count, enum hora_net_dtype t, int root);
 /* Returns once every rank has entered it. */
 int hora_net_barrier(struct hora_net_comm *c);
+
+/* ---- decentralized averaging (neighbor.c) ---------------------------------------- */
+
+/* Who this rank averages with in one neighbour allreduce, as BlueFog's
+ * neighbor_allreduce: recv = self_weight * send + sum_i src_weights[i] *
+ * (what rank src[i] sent us). Every rank sends its send buffer to each of
+ * its dst ranks, scaled by dst_weights[j] when given (NULL: 1, the buffer
+ * itself), and receives from each of its src ranks. Ranks are 0..N-1, not
+ * this rank, each at most once per list; src_weights NULL: 1/(nsrc+1)
+ * each. Weights must be finite. The arrays are read during the call only. */
+struct hora_net_neighbors {
+	double self_weight;
+	const int *src;
+	const double *src_weights; /* NULL: 1/(nsrc+1) each */
+	int nsrc;
+	const int *dst;
+	const double *dst_weights; /* optional: NULL sends the buffer unscaled */
+	int ndst;
+};
+
+/* A collective: every rank calls it, in the same order as the others
+ * (numbered and fingerprinted as they are), each with its own neighbours;
+ * count and dtype are the same on every rank. The pattern must be
+ * consistent: rank a has b among its dst exactly when b has a among its
+ * src. Unless the check is off (hora_net_comm_set_neighbor_check), every
+ * call first checks that with one small allreduce (recursive doubling, 64
+ * bytes): an inconsistent pattern fails the call on every rank with -EBADE
+ * and a text naming the ranks ("mismatched neighbour patterns: rank 0
+ * sends to rank 2 but rank 2 does not receive from rank 0"), before any
+ * data moves. The data then go on the queued path, every receive and send
+ * of a chunk posted before any is waited for (no order between neighbours:
+ * deadlock-free for any graph), in chunks of segment_bytes x depth, the
+ * next chunk in flight while one is combined. Each message is preceded by
+ * the call's fingerprint, so a count or dtype mismatch is named by its
+ * receiver. The sum is taken in double, self first then the sources in
+ * their order, and rounded once to the dtype (f16/bf16 through f32,
+ * integers to nearest). send == recv: in place; other overlaps are
+ * refused. */
+int hora_net_neighbor_allreduce(struct hora_net_comm *c, const void *send, void *recv, size_t count,
+				enum hora_net_dtype t, const struct hora_net_neighbors *nb);
+/* The average of buf with rank peer's buf: both end with (x_a + x_b) / 2,
+ * bitwise the same on both (the lower rank's value first; integers round
+ * to nearest, so their sum may move by one). Only the two ranks take part:
+ * calls between a pair are numbered per pair (the n-th pair average of a
+ * with b meets b's n-th with a), apart from the collectives' numbering, so
+ * other ranks may run other pairs meanwhile. Blocks until peer calls it
+ * with this rank (up to the I/O timeout of no progress); a count or dtype
+ * that differs fails both with -EBADE naming both calls. A peer that is not
+ * another rank of the communicator is -EINVAL here alone (the communicator
+ * stays usable); a bad dtype or count is refused as for the collectives. */
+int hora_net_pair_average(struct hora_net_comm *c, void *buf, size_t count, enum hora_net_dtype t, int peer);
+/* The neighbour allreduce's pattern check, on by default. Off, a call
+ * costs no allreduce, but an inconsistent pattern is the caller's mistake
+ * to avoid: a rank that waits for a message nobody sends times out (the
+ * I/O timeout), and one sent to a rank that does not expect it is named as
+ * a mismatch by the first later call of that rank that reads it. Every
+ * rank must set the same (the check is itself an exchange). */
+void hora_net_comm_set_neighbor_check(struct hora_net_comm *c, bool on);
 
 /* Force the algorithm of later calls (every rank must do the same: the
  * fingerprint names a difference). Not thread-safe against a running call. */

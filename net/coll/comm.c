@@ -48,7 +48,8 @@ static struct hora_net_comm *comm_alloc(const struct hora_net_comm_cfg *cfg)
 	c->spin_us = c->cfg.spin_us;
 	c->pool = malloc(c->cfg.segment_bytes * (size_t)c->cfg.depth);
 	c->small = malloc(c->cfg.small_cap + 64);
-	if (!c->pool || !c->small) {
+	c->pair_seq = calloc((size_t)(c->n > 0 ? c->n : 1), sizeof(*c->pair_seq));
+	if (!c->pool || !c->small || !c->pair_seq) {
 		hora_net_comm_destroy(c);
 		return NULL;
 	}
@@ -100,6 +101,8 @@ void hora_net_comm_destroy(struct hora_net_comm *c)
 	free(c->pool);
 	free(c->small);
 	free(c->scratch);
+	free(c->nbr_buf);
+	free(c->pair_seq);
 	free(c);
 }
 
@@ -121,6 +124,11 @@ int hora_net_comm_size(const struct hora_net_comm *c)
 void hora_net_comm_set_algo(struct hora_net_comm *c, enum hora_net_algo algo)
 {
 	c->algo = algo;
+}
+
+void hora_net_comm_set_neighbor_check(struct hora_net_comm *c, bool on)
+{
+	c->nbr_nocheck = !on;
 }
 
 size_t hora_net_comm_small_bytes(const struct hora_net_comm *c)

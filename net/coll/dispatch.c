@@ -8,12 +8,14 @@
  * small_bytes the latency algorithms (recursive doubling, binomial tree);
  * allreduce up to medium_bytes the direct ring; above, the pipelined ring
  * (chain for broadcast), an allreduce larger than N x slice_bytes one slice
- * after the other.
+ * after the other. The neighbour allreduce and the pair average run in
+ * neighbor.c (the pair average is numbered per pair, not here).
  */
 #include "net/coll/internal.h"
 #include "net/util/clock.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -215,6 +217,80 @@ static int barrier(struct hora_net_comm *c)
 	return doubling_barrier(c, &f);
 }
 
+/* A neighbour list: 0..N-1 ranks, each another rank, once; finite weights. */
+static int check_list(struct hora_net_comm *c, const int *ranks, const double *w, int k)
+{
+	if (k < 0 || k > c->n - 1 || (k && !ranks))
+		return coll_refuse(c, REFUSE_DEGREE, k);
+	for (int i = 0; i < k; i++) {
+		const int r = ranks[i];
+		if (r < 0 || r >= c->n || r == c->rank)
+			return coll_refuse(c, REFUSE_PEER, r);
+		for (int j = 0; j < i; j++)
+			if (ranks[j] == r)
+				return coll_refuse(c, REFUSE_PEER, r);
+		if (w && !isfinite(w[i]))
+			return coll_refuse(c, REFUSE_WEIGHT, r);
+	}
+	return 0;
+}
+
+static int neighbor_allreduce(struct hora_net_comm *c, const void *send, void *recv, size_t count,
+			      enum hora_net_dtype t, const struct hora_net_neighbors *nb)
+{
+	struct fp f;
+	int rc = begin(c, HORA_NET_COLL_NEIGHBOR_ALLREDUCE, count, t, HORA_NET_SUM, 0, &f);
+	if (rc)
+		return rc;
+	if (!nb)
+		return coll_refuse(c, REFUSE_DEGREE, -1);
+	const size_t bytes = count * hora_net_dtype_size(t);
+	if (send != recv && overlap(send, bytes, recv, bytes))
+		return coll_refuse(c, REFUSE_OVERLAP, 0);
+	if ((rc = check_list(c, nb->src, nb->src_weights, nb->nsrc)) ||
+	    (rc = check_list(c, nb->dst, nb->dst_weights, nb->ndst)))
+		return rc;
+	if (!isfinite(nb->self_weight))
+		return coll_refuse(c, REFUSE_WEIGHT, c->rank);
+	fp_via(&f, c, P_NONE);
+	const struct nbr_call x = {.send = send, .recv = recv, .count = count, .t = t,
+				   .self_w = nb->self_weight, .src = nb->src, .dst = nb->dst,
+				   .src_w = nb->src_weights, .dst_w = nb->dst_weights, .nsrc = nb->nsrc,
+				   .ndst = nb->ndst};
+	return neighbor_run(c, &x, &f);
+}
+
+/* Numbered per pair, not in the collectives' sequence: only peer takes
+ * part. A peer that is no other rank involves nobody: -EINVAL here alone. */
+static int pair_average(struct hora_net_comm *c, void *buf, size_t count, enum hora_net_dtype t, int peer)
+{
+	if (c->broken)
+		return c->broken;
+	if (peer < 0 || peer >= c->n || peer == c->rank) {
+		snprintf(c->err, sizeof(c->err), "rank %d (view %u), pair_average: peer %d is not another rank of 0..%d",
+			 c->rank, c->cfg.opts.view, peer, c->n - 1);
+		return -EINVAL;
+	}
+	c->kind = HORA_NET_COLL_PAIR_AVERAGE;
+	if (atomic_load(&c->interrupted))
+		return coll_fail_peer(c, -ECANCELED, -1, "the communicator was interrupted");
+	c->pair_now = ++c->pair_seq[peer];
+	atomic_store(&c->p_since_ms, hora_clock_ms());
+	atomic_store(&c->p_kind, (uint32_t)c->kind);
+	atomic_store(&c->p_inside, 1);
+	if ((unsigned)t >= HORA_NET_DTYPES)
+		return coll_refuse(c, REFUSE_DTYPE, (int64_t)t);
+	if (count > (SIZE_MAX / 4) / hora_net_dtype_size(t))
+		return coll_refuse(c, REFUSE_COUNT, (int64_t)count);
+	struct fp f = {.seq = c->pair_now, .count = count, .kind = c->kind, .dtype = (uint8_t)t,
+		       .op = HORA_NET_AVG, .nranks = (uint16_t)c->n};
+	static const double half = 0.5;
+	const struct nbr_call x = {.send = buf, .recv = buf, .count = count, .t = t, .self_w = 0.5,
+				   .src = &peer, .dst = &peer, .src_w = &half, .nsrc = 1, .ndst = 1,
+				   .pair = true};
+	return neighbor_run(c, &x, &f);
+}
+
 /* ---- entry points: progress bookkeeping around the calls ------------------------- */
 
 static int left_call(struct hora_net_comm *c, int rc)
@@ -245,4 +321,13 @@ int hora_net_broadcast(struct hora_net_comm *c, void *buf, size_t count, enum ho
 int hora_net_barrier(struct hora_net_comm *c)
 {
 	return left_call(c, barrier(c));
+}
+int hora_net_neighbor_allreduce(struct hora_net_comm *c, const void *send, void *recv, size_t count,
+				enum hora_net_dtype t, const struct hora_net_neighbors *nb)
+{
+	return left_call(c, neighbor_allreduce(c, send, recv, count, t, nb));
+}
+int hora_net_pair_average(struct hora_net_comm *c, void *buf, size_t count, enum hora_net_dtype t, int peer)
+{
+	return left_call(c, pair_average(c, buf, count, t, peer));
 }

@@ -17,7 +17,11 @@
 /* ---- the communicator (comm.c) -------------------------------------------------- */
 
 /* Why a rank refused a call (an invalid argument; dispatch.c). */
-enum refusal_reason { REFUSE_DTYPE = 1, REFUSE_OP, REFUSE_ROOT, REFUSE_COUNT, REFUSE_OVERLAP, REFUSE_REASONS };
+enum refusal_reason { REFUSE_DTYPE = 1, REFUSE_OP, REFUSE_ROOT, REFUSE_COUNT, REFUSE_OVERLAP,
+		      REFUSE_PEER,   /* a neighbour rank out of range, this rank, or twice */
+		      REFUSE_DEGREE, /* a neighbour count out of 0..N-1 (or no list) */
+		      REFUSE_WEIGHT, /* a weight that is not finite (value: its rank) */
+		      REFUSE_REASONS };
 
 struct refusal {
 	int by;         /* the refusing rank; -1: none seen */
@@ -56,6 +60,12 @@ struct hora_net_comm {
 	pthread_mutex_t refusal_mu;
 	struct refusal refusal;   /* the first refusal seen (ours or a notice's), refusal_mu */
 	int post_err;             /* why the last post was refused */
+	/* neighbour averaging (neighbor.c) */
+	bool nbr_nocheck;         /* the pattern check is off */
+	uint64_t *pair_seq;       /* n: pair averages done with each rank */
+	uint64_t pair_now;        /* the pair average in progress, for messages */
+	uint8_t *nbr_buf;         /* chunks in flight: received and scaled copies */
+	size_t nbr_bytes;
 	_Atomic int interrupted;  /* hora_net_comm_interrupt was called (any thread) */
 };
 
@@ -160,6 +170,22 @@ int doubling_barrier(struct hora_net_comm *c, const struct fp *f);
 /* direct.c: ring allreduce on the caller-driven path */
 int direct_ring_allreduce(struct hora_net_comm *c, const uint8_t *src, uint8_t *dst, size_t count,
 			  enum hora_net_dtype t, enum hora_net_op op, const struct fp *f);
+/* neighbor.c: one neighbour exchange, arguments checked (dispatch.c).
+ * src_w NULL: 1/(nsrc+1) each; pair: the pair average with src[0] (send ==
+ * recv, weights 1/2, the lower rank's value first; f numbered per pair,
+ * no pattern check). */
+struct nbr_call {
+	const uint8_t *send;
+	uint8_t *recv;
+	size_t count;
+	enum hora_net_dtype t;
+	double self_w;
+	const int *src, *dst;
+	const double *src_w, *dst_w;
+	int nsrc, ndst;
+	bool pair;
+};
+int neighbor_run(struct hora_net_comm *c, const struct nbr_call *x, const struct fp *f);
 /* bcast.c */
 int tree_bcast(struct hora_net_comm *c, void *buf, size_t bytes, int root, const struct fp *f);
 int chain_bcast(struct hora_net_comm *c, uint8_t *buf, size_t bytes, int root, const struct fp *f);

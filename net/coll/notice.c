@@ -149,7 +149,8 @@ int coll_fail_peer(struct hora_net_comm *c, int rc, int peer, const char *fmt, .
 	if (atomic_load(&c->interrupted))
 		peer = -1; /* our own doing (the stall abort), whatever peer it showed at */
 	int k = snprintf(c->err, sizeof(c->err), "rank %d (view %u), %s #%llu: ", c->rank, c->cfg.opts.view,
-			 hora_net_coll_name(c->kind), (unsigned long long)c->seq);
+			 hora_net_coll_name(c->kind),
+			 (unsigned long long)(c->kind == HORA_NET_COLL_PAIR_AVERAGE ? c->pair_now : c->seq));
 	va_list ap;
 	va_start(ap, fmt);
 	k += vsnprintf(c->err + k, sizeof(c->err) - (size_t)k, fmt, ap);

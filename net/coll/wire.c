@@ -14,7 +14,8 @@
 #include <string.h>
 
 static const char *const kind_name[HORA_NET_COLL_KINDS] = {"allreduce", "broadcast", "allgather",
-							    "reduce_scatter", "barrier"};
+							    "reduce_scatter", "barrier",
+							    "neighbor_allreduce", "pair_average"};
 
 const char *hora_net_coll_name(uint32_t kind)
 {
@@ -107,6 +108,15 @@ void refusal_text(char *s, size_t n, const struct refusal *r, int nranks)
 		break;
 	case REFUSE_COUNT:
 		snprintf(s, n, "count %llu is too large", (unsigned long long)r->value);
+		break;
+	case REFUSE_PEER:
+		snprintf(s, n, "neighbour %lld is not another rank of 0..%d, or is named twice", v, nranks - 1);
+		break;
+	case REFUSE_DEGREE:
+		snprintf(s, n, "%lld neighbours (0..%d, and the ranks given)", v, nranks - 1);
+		break;
+	case REFUSE_WEIGHT:
+		snprintf(s, n, "the weight for rank %lld is not finite", v);
 		break;
 	case REFUSE_OVERLAP:
 		snprintf(s, n, "send and recv overlap; in place is %s",

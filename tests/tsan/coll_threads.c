@@ -4,7 +4,8 @@
  * sockets, run allreduces of 2 ... 1 Mi f32 elements (latency algorithm,
  * direct ring, sliced ring) over one and two sockets per peer, check every
  * result, then make one rank call another count and check that every rank
- * fails; last, async calls of the public API are waited for after their
+ * fails; then neighbour allreduces and pair averages (net/coll/neighbor.c);
+ * last, async calls of the public API are waited for after their
  * communicator was destroyed. Exit status 0 only when all of that holds; TSan makes any data
  * race a failure of its own (exit 66). */
 #include "net/coll/coll.h"
@@ -76,6 +77,42 @@ static void *job(void *p)
 	return NULL;
 }
 
+/* Decentralized averaging after the allreduce: a neighbour allreduce over
+ * the ring (r-1, r+1; several chunks at the larger counts), then a pair
+ * average with r^1; each checked against its closed form. */
+static void *gossip_job(void *p)
+{
+	struct rank *a = p;
+	const size_t n = a->count;
+	const int left = (a->rank + N - 1) % N, right = (a->rank + 1) % N, nb[2] = {left, right};
+	float *b = malloc((n + 1) * sizeof(float));
+	for (size_t i = 0; i < n; i++)
+		b[i] = value(i, a->rank);
+	const struct hora_net_neighbors ring = {.self_weight = 0.5, .src = nb, .nsrc = 2, .dst = nb, .ndst = 2,
+						.src_weights = (const double[]){0.25, 0.25}};
+	a->rc = hora_net_neighbor_allreduce(a->comm, b, b, n, HORA_NET_F32, &ring);
+	for (size_t i = 0; !a->rc && i < n; i++) {
+		const float want = (float)(0.5 * value(i, a->rank) + 0.25 * value(i, left) + 0.25 * value(i, right));
+		if (b[i] != want)
+			a->rc = -1;
+	}
+	float mine = 0, theirs = 0;
+	if (!a->rc)
+		a->rc = hora_net_pair_average(a->comm, b, n, HORA_NET_F32, a->rank ^ 1);
+	for (size_t i = 0; !a->rc && i < n; i++) {
+		const int o = a->rank ^ 1, lo = o < a->rank ? o : a->rank, hi = lo ^ 1;
+		mine = (float)(0.5 * value(i, lo) + 0.25 * value(i, (lo + N - 1) % N) + 0.25 * value(i, lo + 1));
+		theirs = (float)(0.5 * value(i, hi) + 0.25 * value(i, hi - 1) + 0.25 * value(i, (hi + 1) % N));
+		if (b[i] != (float)(0.5 * mine + 0.5 * (double)theirs))
+			a->rc = -2;
+	}
+	if (a->rc)
+		snprintf(a->err, sizeof(a->err), "%s", a->rc == -1 ? "wrong neighbour average" : a->rc == -2 ? "wrong pair average"
+							      : hora_net_comm_error(a->comm));
+	free(b);
+	return NULL;
+}
+
 static int run(int sockets, int mismatch)
 {
 	th_rank_addrs(addr, addrs, N);
@@ -103,6 +140,19 @@ static int run(int sockets, int mismatch)
 			if (a[i].mismatch ? !a[i].rc : a[i].rc != 0) {
 				fprintf(stderr, "sockets %d, count %zu, rank %d: %s\n", sockets, counts[k], i,
 					a[i].mismatch ? "a mismatched call succeeded" : a[i].err);
+				bad = 1;
+			}
+		}
+	}
+	for (int k = 0; !bad && !mismatch && k < 5; k++) {
+		for (int i = 0; i < N; i++) {
+			a[i].count = counts[k];
+			pthread_create(&t[i], NULL, gossip_job, &a[i]);
+		}
+		for (int i = 0; i < N; i++) {
+			pthread_join(t[i], NULL);
+			if (a[i].rc) {
+				fprintf(stderr, "gossip, count %zu, rank %d: %s\n", counts[k], i, a[i].err);
 				bad = 1;
 			}
 		}
