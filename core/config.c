@@ -56,6 +56,8 @@ void hora_train_config_defaults(struct hora_train_config *c)
 	c->communication = 1;
 	c->elastic = (struct hora_elastic_config){.min_workers = 1, .commit_steps = 20, .wait_s = 600,
 						  .restart_limit = 3};
+	c->gossip = (struct hora_gossip_config){.topology = HORA_GOSSIP_EXPONENTIAL, .period = 1,
+						.self_weight = -1};
 }
 
 /* "128,64", "[128, 64]", "[]" or "" */
@@ -109,17 +111,82 @@ static int set_seed(void *base, const char *key, const char *v, int line, int co
 	return 0;
 }
 
-/* allreduce is what runs; any other way of synchronising is refused */
+/* gossip and elastic training do not go together in this build (a re-form
+ * would hand every rank one rank's model, not the average) */
+static int gossip_elastic(const struct hora_train_config *c, const char *key, char *err, size_t errlen)
+{
+	if (c->gossip.on && c->elastic.on)
+		return hora_cfg_bad(err, errlen, "%s: train.sync: gossip with train.elastic is not available "
+						 "in this build (use one of them)", key);
+	return 0;
+}
+
+/* allreduce (the default) or gossip; a train.gossip key turns gossip on
+ * unless train.sync says allreduce, which is then a contradiction, in
+ * either order */
 static int set_sync(void *base, const char *key, const char *v, int line, int col, char *err,
 		    size_t errlen)
 {
-	(void)base;
 	(void)line;
 	(void)col;
-	if (!strcasecmp(v, "allreduce"))
+	struct hora_train_config *c = base;
+	if (!strcasecmp(v, "allreduce")) {
+		if (c->gossip.on)
+			return hora_cfg_bad(err, errlen, "%s: allreduce, but a train.gossip key came before it "
+							 "(write gossip, or remove the train.gossip section)", key);
+		c->gossip.sync_given = 1;
 		return 0;
-	return hora_cfg_bad(err, errlen, "%s: %s is not available in this build (allreduce is what "
-					 "runs; leave the key out or write allreduce)", key, v);
+	}
+	if (!strcasecmp(v, "gossip")) {
+		c->gossip.on = 1;
+		c->gossip.sync_given = 2;
+		return gossip_elastic(c, key, err, errlen);
+	}
+	return hora_cfg_bad(err, errlen, "%s must be allreduce or gossip (got '%s')", key, v);
+}
+
+static const struct hora_cfg_name gossip_topologies[] = {
+	{"ring", HORA_GOSSIP_RING},
+	{"exponential", HORA_GOSSIP_EXPONENTIAL},
+	{"one_peer_exponential", HORA_GOSSIP_ONE_PEER_EXPONENTIAL},
+	{"random", HORA_GOSSIP_RANDOM},
+	{NULL, 0}};
+static const struct hora_cfg_name gossip_modes[] = {
+	{"sync", HORA_GOSSIP_SYNC}, {"async", HORA_GOSSIP_ASYNC}, {NULL, 0}};
+
+static const struct hora_cfg_key gossip_keys[] = {
+	{"train.gossip.topology", HORA_CFG_NAME, HORA_CFG_FIELD(struct hora_train_config, gossip.topology),
+	 .names = gossip_topologies},
+	{"train.gossip.mode", HORA_CFG_NAME, HORA_CFG_FIELD(struct hora_train_config, gossip.mode),
+	 .names = gossip_modes},
+	{"train.gossip.period", HORA_CFG_INT, HORA_CFG_FIELD(struct hora_train_config, gossip.period),
+	 .lo = 1, .hi = 1000000, .what = "an integer in 1..1000000"},
+	{"train.gossip.self_weight", HORA_CFG_REAL, HORA_CFG_FIELD(struct hora_train_config, gossip.self_weight),
+	 .lo = 0, .hi = 1, .what = "a number in [0, 1]"},
+	{"train.gossip.consensus_every", HORA_CFG_INT,
+	 HORA_CFG_FIELD(struct hora_train_config, gossip.consensus_every), .lo = 0, .hi = 1000000000,
+	 .what = "a non-negative integer (steps; 0 = each epoch's end)"},
+};
+
+static int set_gossip(void *base, const char *key, const char *v, int line, int col, char *err,
+		      size_t errlen)
+{
+	struct hora_train_config *c = base;
+	const size_t n = sizeof(gossip_keys) / sizeof(gossip_keys[0]);
+	const struct hora_cfg_key *k = hora_cfg_key_find(gossip_keys, n, key);
+	if (!k)
+		return hora_cfg_bad(err, errlen, "unknown key '%s'", key);
+	if (c->gossip.sync_given == 1)
+		return hora_cfg_bad(err, errlen, "%s applies to train.sync: gossip, and train.sync is "
+						 "allreduce", key);
+	int rc = hora_cfg_key_set(k, base, key, v, line, col, err, errlen);
+	if (rc)
+		return rc;
+	if (c->gossip.mode == HORA_GOSSIP_ASYNC)
+		return hora_cfg_bad(err, errlen, "%s: async (AD-PSGD) is not available in this build (sync "
+						 "is)", key);
+	c->gossip.on = 1;
+	return gossip_elastic(c, key, err, errlen);
 }
 
 static const struct hora_cfg_name elastic_batches[] = {
@@ -159,7 +226,7 @@ static int set_elastic(void *base, const char *key, const char *v, int line, int
 		c->elastic.enabled_given = 1;
 	else if (!rc && !c->elastic.enabled_given)
 		c->elastic.on = 1;
-	return rc;
+	return rc ? rc : gossip_elastic(c, key, err, errlen);
 }
 
 static const struct hora_cfg_name optimizers[] = {
@@ -214,9 +281,11 @@ static const struct hora_cfg_key train_keys[] = {
 	FN("train.elastic.batch", set_elastic),
 	FN("train.elastic.restart", set_elastic),
 	FN("train.elastic.restart_limit", set_elastic),
-	{"train.gossip", HORA_CFG_REFUSED,
-	 .what = "gossip averaging is not available in this build (train.sync: allreduce is what runs); "
-		 "remove the section"},
+	FN("train.gossip.topology", set_gossip),
+	FN("train.gossip.mode", set_gossip),
+	FN("train.gossip.period", set_gossip),
+	FN("train.gossip.self_weight", set_gossip),
+	FN("train.gossip.consensus_every", set_gossip),
 	/* read by distributed jobs only (hora_config_single_worker_note) */
 	{"train.fusion.threshold_bytes", HORA_CFG_SIZE, F(fusion.threshold_bytes), .lo = 0,
 	 .hi = 1099511627776.0, .flags = DIST},

@@ -140,6 +140,25 @@ struct hora_elastic_config {
 	int enabled_given; /* enabled: was written (it wins over the section's presence) */
 };
 
+/* train.sync: gossip (train.gossip.*): decentralized averaging instead of
+ * the gradient allreduce (core/gossip.c, core/README.md "Gossip") */
+enum hora_gossip_topology {
+	HORA_GOSSIP_RING,
+	HORA_GOSSIP_EXPONENTIAL, /* the default, as BlueFog's */
+	HORA_GOSSIP_ONE_PEER_EXPONENTIAL,
+	HORA_GOSSIP_RANDOM,
+};
+enum hora_gossip_mode { HORA_GOSSIP_SYNC, HORA_GOSSIP_ASYNC };
+struct hora_gossip_config {
+	int on;                /* train.sync: gossip, or any train.gossip key */
+	enum hora_gossip_topology topology;
+	enum hora_gossip_mode mode;
+	int period;            /* local steps between averaging rounds (default 1) */
+	double self_weight;    /* < 0: the topology's (uniform) */
+	int consensus_every;   /* steps between consensus measurements (0: each epoch's end) */
+	int sync_given;        /* train.sync was written: 1 allreduce, 2 gossip */
+};
+
 #define HORA_PATH_MAX 1024
 #define HORA_MAX_HIDDEN 8
 
@@ -166,6 +185,7 @@ struct hora_train_config {
 	double stall_abort_s;               /* stop the job after this long (0 = never) */
 	int communication;                  /* 0: no gradient averaging (scaling bench only) */
 	struct hora_elastic_config elastic;
+	struct hora_gossip_config gossip;
 	/* test hook (HORA_TEST_SAMPLE_LOG, read by `hora worker`): each worker
 	 * appends "epoch step view sample" for every sample it trains on to
 	 * <this>.<worker index> ("" = off) */
@@ -201,6 +221,9 @@ struct hora_epoch_metrics {
 	int workers;
 	double seconds;       /* wall time of the epoch, evaluation included */
 	uint64_t view;        /* the membership view the epoch ended in (0: none) */
+	/* train.sync: gossip: ||x_i - x̄|| / ||x̄|| over the ranks before the
+	 * epoch's average (NaN otherwise); the metrics are those of x̄ */
+	double consensus_mean, consensus_max;
 };
 
 struct hora_train_result {

@@ -33,6 +33,7 @@ struct run {
 	int classes;
 	struct hora_trainer tr;
 	struct hora_dist_optim *dopt; /* gradients averaged across ranks (NULL: not) */
+	struct hora_gossip *gossip;   /* train.sync: gossip: parameters averaged with neighbours */
 	struct hora_timeline *tl;
 	int64_t *order; /* this epoch's shuffle of the training set */
 	FILE *mf;       /* rank 0's metrics file */

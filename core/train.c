@@ -15,6 +15,7 @@
 #include "checkpoint.h"
 #include "comm.h"
 #include "distopt.h"
+#include "gossip.h"
 #include "hora.h"
 #include "log.h"
 #include "trainer.h"
@@ -96,9 +97,12 @@ static int write_metrics(FILE *f, const struct hora_epoch_metrics *m)
 {
 	fprintf(f,
 		"{\"epoch\":%d,\"loss\":%.6f,\"acc\":%.6f,\"val_loss\":%.6f,\"val_acc\":%.6f,"
-		"\"samples_per_s\":%.1f,\"seconds\":%.4f,\"workers\":%d,\"view\":%llu}\n",
+		"\"samples_per_s\":%.1f,\"seconds\":%.4f,\"workers\":%d,\"view\":%llu",
 		m->epoch, m->loss, m->acc, m->val_loss, m->val_acc, m->samples_per_s, m->seconds,
 		m->workers, (unsigned long long)m->view);
+	if (!isnan(m->consensus_mean))
+		fprintf(f, ",\"consensus\":{\"mean\":%.6g,\"max\":%.6g}", m->consensus_mean, m->consensus_max);
+	fprintf(f, "}\n");
 	errno = 0;
 	return fflush(f) == 0 && !ferror(f) ? 0 : -(errno ? errno : EIO);
 }
@@ -205,14 +209,17 @@ static int resume(struct hora_comm *c, const struct hora_train_config *cfg, stru
  * collectives too). */
 enum { JOB_SEED, JOB_EPOCHS, JOB_BATCH, JOB_TRAIN_N, JOB_TEST_N, JOB_INPUTS, JOB_CLASSES, JOB_PARAMS,
        JOB_COMM, JOB_FUSION, JOB_CYCLE_US, JOB_COMPRESSION, JOB_TIMELINE, JOB_CKPT_EVERY, JOB_RESUME,
-       JOB_ELASTIC, JOB_BAR, JOB_N };
+       JOB_ELASTIC, JOB_GOSSIP, JOB_GOSSIP_TOPOLOGY, JOB_GOSSIP_PERIOD, JOB_GOSSIP_SELF_WEIGHT,
+       JOB_GOSSIP_CONSENSUS, JOB_BAR, JOB_N };
 static const char *const job_name[JOB_BAR] = {
 	"train.seed", "train.epochs", "train.batch_size", "training samples", "test samples",
 	"inputs per sample", "classes", "model parameters", "train.communication",
 	"fusion threshold (train.fusion.threshold_bytes / HORA_FUSION_THRESHOLD)",
 	"fusion cycle time in µs (train.fusion.cycle_time_ms / HORA_CYCLE_TIME_MS)",
 	"train.fusion.compression", "timeline on (train.timeline / HORA_TIMELINE)",
-	"train.checkpoint.every_epochs", "train.resume", "train.elastic on"};
+	"train.checkpoint.every_epochs", "train.resume", "train.elastic on", "train.sync gossip",
+	"train.gossip.topology", "train.gossip.period", "train.gossip.self_weight (x 1e9)",
+	"train.gossip.consensus_every"};
 
 static int agree_on_job(struct hora_comm *c, int64_t *v, char *err, size_t errlen)
 {
@@ -306,7 +313,11 @@ int hora_run_agree_job(struct run *r, int *bar)
 		[JOB_CYCLE_US] = fc ? (int64_t)(fc->cycle_time_ms * 1e3) : 0,
 		[JOB_COMPRESSION] = fc ? fc->compression : 0, [JOB_TIMELINE] = cfg->timeline[0] != 0,
 		[JOB_CKPT_EVERY] = cfg->checkpoint_dir[0] ? cfg->checkpoint_every : 0,
-		[JOB_RESUME] = cfg->resume != 0, [JOB_ELASTIC] = r->elastic, [JOB_BAR] = *bar};
+		[JOB_RESUME] = cfg->resume != 0, [JOB_ELASTIC] = r->elastic,
+		[JOB_GOSSIP] = cfg->gossip.on, [JOB_GOSSIP_TOPOLOGY] = cfg->gossip.topology,
+		[JOB_GOSSIP_PERIOD] = cfg->gossip.period,
+		[JOB_GOSSIP_SELF_WEIGHT] = (int64_t)llround(cfg->gossip.self_weight * 1e9),
+		[JOB_GOSSIP_CONSENSUS] = cfg->gossip.consensus_every, [JOB_BAR] = *bar};
 	int rc = agree_on_job(r->c, job, r->err, r->errlen);
 	if (!rc)
 		*bar = (int)job[JOB_BAR];
@@ -350,6 +361,12 @@ static void print_header(const struct run *r)
 	if (r->size > 1)
 		printf(", %d workers (global batch %lld, lr x %d%s)", r->size, (long long)r->global_bs,
 		       cfg->optim.scale_lr_by_size ? r->size : 1, cfg->communication ? "" : ", NO gradient averaging");
+	if (r->gossip) {
+		static const char *const topo[] = {"ring", "exponential", "one_peer_exponential", "random"};
+		printf("; gossip: parameters averaged with the %s graph's neighbours every %d step%s, no "
+		       "gradient allreduce", topo[cfg->gossip.topology], cfg->gossip.period,
+		       cfg->gossip.period > 1 ? "s" : "");
+	}
 	printf("\n");
 }
 
@@ -474,8 +491,11 @@ static void print_epoch(struct run *r, const struct hora_model_stats *st)
 		       m->samples_per_s);
 	} else {
 		printf("epoch %d/%d loss %.4f acc %.4f val_loss %.4f val_acc %.4f samples/s %.0f seconds "
-		       "%.2f\n", m->epoch, r->cfg->epochs, m->loss, m->acc, m->val_loss, m->val_acc,
+		       "%.2f", m->epoch, r->cfg->epochs, m->loss, m->acc, m->val_loss, m->val_acc,
 		       m->samples_per_s, m->seconds);
+		if (!isnan(m->consensus_mean))
+			printf(" consensus %.3g/%.3g", m->consensus_mean, m->consensus_max);
+		printf("\n");
 	}
 	fflush(stdout);
 }
@@ -529,6 +549,22 @@ void hora_run_make_order(struct run *r)
 	r->order_of = r->epoch;
 }
 
+/* gossip: a round of averaging when due; every consensus_every steps the
+ * consensus distance, logged by rank 0 */
+static int gossip_step(struct run *r)
+{
+	int rc = hora_gossip_step(r->gossip, r->tr.params, r->step, r->err, r->errlen);
+	const int every = r->cfg->gossip.consensus_every;
+	if (rc || every <= 0 || r->step % every)
+		return rc;
+	double mean, max;
+	if ((rc = hora_gossip_consensus(r->gossip, r->tr.params, &mean, &max, r->err, r->errlen)))
+		return rc;
+	if (r->talk && !r->pg.bar)
+		printf("step %lld consensus %.4g/%.4g\n", (long long)r->step, mean, max);
+	return 0;
+}
+
 /* The steps of epoch r->epoch from sample r->pos on (0, or where a
  * rollback left it); elastic: a commit every commit_steps steps. */
 static int train_steps(struct run *r, struct hora_model_stats *st)
@@ -542,6 +578,8 @@ static int train_steps(struct run *r, struct hora_model_stats *st)
 		r->pos += gn;
 		r->step++;
 		r->t_step = r->elastic ? hora_clock_s() : 0;
+		if (r->gossip && (rc = gossip_step(r)))
+			return rc;
 		if ((rc = bar_stats(r, s, st, &shown)) || (r->elastic && (rc = hora_elastic_step_done(r, st))))
 			return rc;
 		if (r->pg.bar && r->talk)
@@ -575,6 +613,10 @@ static int run_epoch(struct run *r)
 		st.n += r->sums.n;
 	}
 	const double t_train = hora_clock_s() - t0;
+	double cmean = NAN, cmax = NAN; /* gossip: x̄ is evaluated, checkpointed and, at the end, kept */
+	if (r->gossip && (rc = hora_gossip_average_begin(r->gossip, r->tr.params, &cmean, &cmax, r->err,
+							  r->errlen)))
+		return rc;
 	if ((rc = evaluate(r, &st, &vs)))
 		return rc;
 	r->m = (struct hora_epoch_metrics){
@@ -587,11 +629,15 @@ static int run_epoch(struct run *r)
 		.seconds = hora_clock_s() - t0,
 		.workers = r->size,
 		.view = r->c ? hora_comm_view(r->c) : 0,
+		.consensus_mean = cmean,
+		.consensus_max = cmax,
 	};
 	if (r->talk)
 		print_epoch(r, &st);
 	if ((rc = end_epoch(r, e)))
 		return rc;
+	if (r->gossip && e < r->cfg->epochs)
+		hora_gossip_average_end(r->gossip, r->tr.params);
 	r->epoch++;
 	r->pos = 0;
 	r->rng_epoch = r->rng;
@@ -667,7 +713,12 @@ int hora_run_dist_optim(struct run *r)
 {
 	hora_dist_optim_destroy(r->dopt);
 	r->dopt = NULL;
+	hora_gossip_destroy(r->gossip);
+	r->gossip = NULL;
 	int rc = 0;
+	if (r->several && r->cfg->communication && r->cfg->gossip.on)
+		return hora_gossip_create(r->c, &r->cfg->gossip, r->cfg->seed, r->tr.nparams, &r->gossip, r->err,
+					  r->errlen);
 	if (r->several && r->cfg->communication &&
 	    (rc = hora_dist_optim_create(r->c, r->tr.optim, r->tr.nparams, &r->cfg->fusion, &r->dopt)))
 		snprintf(r->err, r->errlen, "distributed optimizer: %s", hora_strerror(rc));
@@ -718,6 +769,7 @@ int hora_train_run_comm(struct hora_comm *c, const struct hora_train_config *cfg
 	hora_elastic_free(r);
 	free(r->order);
 	hora_dist_optim_destroy(r->dopt);
+	hora_gossip_destroy(r->gossip);
 	hora_timeline_destroy(r->tl);
 	hora_trainer_deinit(&r->tr);
 	hora_dataset_deinit(&r->train);

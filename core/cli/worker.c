@@ -629,7 +629,7 @@ static int run_training(const struct node_opts *o, const struct hora_cluster_con
 	if (!rc && tc->elastic.on && hora_rank(c) == 0 && !tc->quiet && res.train_s > 0)
 		printf("elastic: %lld commits took %.3f s, %.2f %% of %.2f s of training\n",
 		       (long long)res.commits, res.commit_s, 100.0 * res.commit_s / res.train_s, res.train_s);
-	if (!rc && tc->elastic.on) /* every survivor's: they must be bitwise identical */
+	if (!rc && (tc->elastic.on || tc->gossip.on)) /* every one's: they must be bitwise identical */
 		printf("worker %d: final parameters crc32 %08lx (rank %d of %d, %lld steps)\n", o->proc,
 		       crc32(0L, (const Bytef *)res.params, (uInt)(res.nparams * sizeof(float))), hora_rank(c),
 		       hora_size(c), (long long)res.steps);

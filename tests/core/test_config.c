@@ -311,15 +311,17 @@ Test(core_config, a_directory_or_a_huge_file_is_refused)
 
 /* ---- nothing accepted and ignored ------------------------------------ */
 
-Test(core_config, train_sync_other_than_allreduce_is_refused)
+Test(core_config, train_sync_is_allreduce_or_gossip)
 {
 	cr_assert_eq(load("train:\n  sync: allreduce\n"), 0, "%s", err);
-	cr_assert_eq(load("train:\n  epochs: 2\n  sync: gossip\n"), HORA_ERR_CONFIG);
-	cr_assert(strstr(err, "c.yaml:3:9: train.sync: gossip is not available in this build"),
-		  "err: %s", err);
-	cr_assert_eq(cfg.epochs, 20);
+	cr_assert_eq(cfg.gossip.on, 0);
+	cr_assert_eq(load("train:\n  epochs: 2\n  sync: gossip\n"), 0, "%s", err);
+	cr_assert_eq(cfg.gossip.on, 1);
+	cr_assert_eq(cfg.gossip.topology, HORA_GOSSIP_EXPONENTIAL); /* BlueFog's default */
+	cr_assert_eq(cfg.gossip.period, 1);
+	cr_assert_lt(cfg.gossip.self_weight, 0);
 	cr_assert_eq(hora_config_set(&cfg, "train.sync", "elastic", err, sizeof(err)), HORA_ERR_CONFIG);
-	cr_assert(strstr(err, "train.sync: elastic is not available in this build"), "%s", err);
+	cr_assert(strstr(err, "train.sync must be allreduce or gossip (got 'elastic')"), "%s", err);
 	cr_assert_eq(load("train:\n  sync: {mode: gossip}\n"), HORA_ERR_CONFIG);
 	cr_assert(strstr(err, "c.yaml:2:3: train.sync must be a scalar, not a mapping") ||
 		  strstr(err, "unknown key 'train.sync.mode'"), "err: %s", err);
@@ -357,176 +359,43 @@ Test(core_config, the_elastic_section_turns_it_on_and_every_key_is_checked)
 	}
 }
 
-Test(core_config, train_gossip_is_refused_at_its_key)
+/* train.gossip: any key turns gossip on; every key checked with file:line:col;
+ * what this build cannot do (async, with elastic) and what contradicts
+ * train.sync: allreduce is refused, in either order */
+Test(core_config, the_gossip_section_turns_it_on_and_every_key_is_checked)
 {
-	cr_assert_eq(load("train:\n  epochs: 2\n  gossip:\n    fanout: 3\n    period_ms: 10\n"),
-		     HORA_ERR_CONFIG);
-	cr_assert(strstr(err, "c.yaml:3:3: train.gossip: gossip averaging is not available in this "
-			      "build"), "err: %s", err);
-	cr_assert_eq(load("train:\n  gossip: true\n"), HORA_ERR_CONFIG);
-	cr_assert(strstr(err, "c.yaml:2:3: train.gossip: gossip averaging"), "err: %s", err);
-	cr_assert_eq(hora_config_set(&cfg, "train.gossip.fanout", "3", err, sizeof(err)),
-		     HORA_ERR_CONFIG);
-	cr_assert(strstr(err, "train.gossip.fanout: gossip averaging is not available"), "%s", err);
-}
-
-Test(core_config, node_gpus_are_refused_at_the_key)
-{
-	cr_assert_eq(load("cluster:\n  nodes:\n    - host: 127.0.0.1\n      gpus: [0, 1]\n"
-			  "      workers: 2\n"), 0, "%s", err); /* the train loader skips cluster */
-	char *p = th_path(dir, "c.yaml");
-	struct hora_cluster_config cc;
-	hora_cluster_defaults(&cc);
-	cr_assert_eq(hora_cluster_load(&cc, p, err, sizeof(err)), HORA_ERR_CONFIG);
-	cr_assert(strstr(err, "c.yaml:4:7: cluster.nodes[0].gpus: placing workers on GPUs is not "
-			      "available in this build"), "err: %s", err);
-	cr_assert_eq(hora_cluster_set(&cc, "cluster.nodes[1].gpus", "0", err, sizeof(err)),
-		     HORA_ERR_CONFIG);
-	cr_assert(strstr(err, "cluster.nodes[1].gpus: placing workers on GPUs"), "%s", err);
-	cr_assert_eq(cc.nnodes, 0, "a refused key adds no node");
-	free(p);
-}
-
-/* ---- one size parser -------------------------------------------------- */
-
-Test(core_config, one_size_parser_for_every_size_key)
-{
-	struct hora_cluster_config cc;
-	hora_cluster_defaults(&cc);
-	/* 1GiB was accepted for collectives.slice_size and refused here */
-	cr_assert_eq(hora_config_set(&cfg, "train.fusion.threshold_bytes", "1GiB", err, sizeof(err)), 0,
-		     "%s", err);
-	cr_assert_eq(cfg.fusion.threshold_bytes, (size_t)1 << 30);
-	cr_assert_eq(hora_cluster_set(&cc, "collectives.slice_size", "1GiB", err, sizeof(err)), 0, "%s",
-		     err);
-	cr_assert_eq(cc.coll.slice_bytes, (size_t)1 << 30);
-	static const struct {
-		const char *v;
-		size_t want;
-	} ok[] = {{"65536", 65536}, {"64k", 65536}, {"64KiB", 65536}, {"64kib", 65536},
-		  {"1.5MiB", 1572864}, {"2m", 2 << 20}, {"0", 0}, {"1g", 1 << 30}, {"4096B", 4096}};
-	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
-		cr_assert_eq(hora_config_set(&cfg, "train.fusion.threshold_bytes", ok[i].v, err,
-					     sizeof(err)), 0, "%s: %s", ok[i].v, err);
-		cr_assert_eq(cfg.fusion.threshold_bytes, ok[i].want, "%s", ok[i].v);
-		cr_assert_eq(hora_cluster_set(&cc, "collectives.small_bytes", ok[i].v, err, sizeof(err)),
-			     0, "%s: %s", ok[i].v, err);
-		cr_assert_eq(cc.coll.small_bytes, ok[i].want, "%s", ok[i].v);
-	}
-	/* sizes that are ints in the config take the same spellings */
-	cr_assert_eq(hora_cluster_set(&cc, "transport.sndbuf_bytes", "4MiB", err, sizeof(err)), 0, "%s",
-		     err);
-	cr_assert_eq(cc.transport.sndbuf_bytes, 4 << 20);
-	static const char *const bad[] = {"", "x", "-1", "1.5", "0.1KiB", "1KB", "1 MiB", "nan", "inf",
-					  "1e3", "0x10", "18446744073709551616", "17179869184GiB",
-					  "16777216TiB", "2TiB"};
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		cr_assert_eq(hora_config_set(&cfg, "train.fusion.threshold_bytes", bad[i], err,
-					     sizeof(err)), HORA_ERR_CONFIG, "'%s' accepted", bad[i]);
-		cr_assert(strstr(err, "train.fusion.threshold_bytes must be a size in 0..1TiB"), "%s",
-			  err);
-		cr_assert_eq(hora_cluster_set(&cc, "transport.chunk_size", bad[i], err, sizeof(err)),
-			     HORA_ERR_CONFIG, "'%s' accepted", bad[i]);
-		cr_assert(strstr(err, "transport.chunk_size must be a size in 4KiB..1GiB"), "%s", err);
-	}
-	cr_assert_eq(hora_cluster_set(&cc, "transport.sndbuf_bytes", "2GiB", err, sizeof(err)),
-		     HORA_ERR_CONFIG);
-	cr_assert(strstr(err, "transport.sndbuf_bytes must be a size in 0..1GiB"), "%s", err);
-}
-
-Test(core_config, names_are_one_spelling_in_any_case)
-{
-	struct hora_cluster_config cc;
-	hora_cluster_defaults(&cc);
-	cr_assert_eq(hora_config_set(&cfg, "train.fusion.compression", "BF16", err, sizeof(err)), 0);
-	cr_assert_eq(cfg.fusion.compression, 2);
-	cr_assert_eq(hora_cluster_set(&cc, "collectives.algorithm", "Direct", err, sizeof(err)), 0);
-	cr_assert_eq(cc.coll.algorithm, 3);
-	cr_assert_eq(hora_config_set(&cfg, "train.fusion.compression", "fp8", err, sizeof(err)),
-		     HORA_ERR_CONFIG);
-	cr_assert(strstr(err, "train.fusion.compression must be none, fp16 or bf16 (got 'fp8')"), "%s",
-		  err);
-	cr_assert_eq(hora_cluster_set(&cc, "cluster.bind", "socket", err, sizeof(err)), HORA_ERR_CONFIG);
-	cr_assert(strstr(err, "cluster.bind must be none or core (got 'socket')"), "%s", err);
-}
-
-/* ---- keys only a distributed job reads --------------------------------- */
-
-Test(core_config, single_worker_note_names_distributed_only_keys)
-{
-	char msg[512];
-	cr_assert_eq(hora_config_single_worker_note(&cfg, msg, sizeof(msg)), 0);
-	cr_assert_str_eq(msg, "");
-	cr_assert_eq(hora_config_set(&cfg, "train.epochs", "3", err, sizeof(err)), 0);
-	cr_assert_eq(hora_config_single_worker_note(&cfg, msg, sizeof(msg)), 0);
-	cr_assert_eq(hora_config_set(&cfg, "train.timeline", "t.json", err, sizeof(err)), 0);
-	cr_assert_eq(hora_config_single_worker_note(&cfg, msg, sizeof(msg)), 1);
-	cr_assert_str_eq(msg, "train.timeline applies only to distributed jobs (hora launch); this "
-			      "single-worker run ignores it");
-	static const char *const kv[][2] = {
-		{"train.fusion.threshold_bytes", "2MiB"}, {"train.fusion.cycle_time_ms", "5"},
-		{"train.fusion.compression", "fp16"},     {"train.stall_warning_s", "10"},
-		{"train.stall_abort_s", "30"},            {"train.communication", "false"}};
-	for (size_t i = 0; i < sizeof(kv) / sizeof(kv[0]); i++)
-		cr_assert_eq(hora_config_set(&cfg, kv[i][0], kv[i][1], err, sizeof(err)), 0, "%s", err);
-	cr_assert_eq(hora_config_single_worker_note(&cfg, msg, sizeof(msg)), 7);
-	for (size_t i = 0; i < sizeof(kv) / sizeof(kv[0]); i++)
-		cr_assert(strstr(msg, kv[i][0]), "%s not in: %s", kv[i][0], msg);
-	cr_assert(strstr(msg, " apply only to distributed jobs (hora launch); this single-worker run "
-			      "ignores them"), "%s", msg);
-	/* back to the defaults: nothing to say */
-	cr_assert_eq(hora_config_set(&cfg, "train.timeline", "", err, sizeof(err)), 0);
+	cr_assert_eq(load("train:\n  gossip:\n    topology: ring\n    period: 4\n    self_weight: 0.5\n"
+			  "    consensus_every: 100\n    mode: sync\n"), 0, "%s", err);
+	cr_assert_eq(cfg.gossip.on, 1);
+	cr_assert_eq(cfg.gossip.topology, HORA_GOSSIP_RING);
+	cr_assert_eq(cfg.gossip.period, 4);
+	cr_assert_float_eq(cfg.gossip.self_weight, 0.5, 1e-12);
+	cr_assert_eq(cfg.gossip.consensus_every, 100);
 	hora_train_config_defaults(&cfg);
-	cr_assert_eq(hora_config_single_worker_note(&cfg, msg, sizeof(msg)), 0);
-}
-
-/* ---- the documented schema is what the tables accept ------------------ */
-
-/* The n-th ```yaml block of deploy/README.md, written to dir/c.yaml with
- * "deploy/secret" replaced by a secret file of our own. */
-static char *schema_block(int n)
-{
-	FILE *f = fopen(HORA_SOURCE_DIR "/deploy/README.md", "r");
-	cr_assert_not_null(f);
-	char *p = th_path(dir, "c.yaml"), *secret = th_path(dir, "secret");
-	th_write(secret, "0123456789abcdef0123456789abcdef", 32, 0);
-	cr_assert_eq(chmod(secret, 0600), 0);
-	FILE *out = fopen(p, "w");
-	cr_assert_not_null(out);
-	char line[512];
-	int block = 0, in = 0;
-	while (fgets(line, sizeof(line), f)) {
-		if (!strncmp(line, "```yaml", 7)) {
-			in = ++block == n;
-			continue;
-		}
-		if (!strncmp(line, "```", 3))
-			in = 0;
-		if (!in)
-			continue;
-		char *s = strstr(line, "deploy/secret");
-		if (s)
-			fprintf(out, "%.*s%s%s", (int)(s - line), line, secret, s + strlen("deploy/secret"));
-		else
-			fputs(line, out);
+	cr_assert_eq(load("train:\n  sync: gossip\n  gossip: {topology: one_peer_exponential}\n"), 0, "%s", err);
+	cr_assert_eq(cfg.gossip.topology, HORA_GOSSIP_ONE_PEER_EXPONENTIAL);
+	static const char *const bad[][2] = {
+		{"  gossip:\n    topology: star\n",
+		 "c.yaml:3:15: train.gossip.topology must be ring, exponential, one_peer_exponential or random"},
+		{"  gossip:\n    period: 0\n", "c.yaml:3:13: train.gossip.period must be an integer in 1..1000000"},
+		{"  gossip:\n    self_weight: 1.5\n", "c.yaml:3:18: train.gossip.self_weight must be a number in [0, 1]"},
+		{"  gossip:\n    consensus_every: -1\n", "c.yaml:3:22: train.gossip.consensus_every must be a non-negative"},
+		{"  gossip:\n    fanout: 3\n", "unknown key 'train.gossip.fanout'"},
+		{"  gossip:\n    mode: async\n", "c.yaml:3:11: train.gossip.mode: async (AD-PSGD) is not available in this build"},
+		{"  sync: allreduce\n  gossip:\n    topology: ring\n",
+		 "c.yaml:4:15: train.gossip.topology applies to train.sync: gossip, and train.sync is allreduce"},
+		{"  gossip:\n    topology: ring\n  sync: allreduce\n",
+		 "c.yaml:4:9: train.sync: allreduce, but a train.gossip key came before it"},
+		{"  sync: gossip\n  elastic: {min_workers: 2}\n",
+		 "c.yaml:3:26: train.elastic.min_workers: train.sync: gossip with train.elastic is not available"},
+		{"  elastic: {min_workers: 2}\n  gossip: {period: 2}\n",
+		 "c.yaml:3:20: train.gossip.period: train.sync: gossip with train.elastic is not available"},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char y[256];
+		hora_train_config_defaults(&cfg);
+		snprintf(y, sizeof(y), "train:\n%s", bad[i][0]);
+		cr_assert_eq(load(y), HORA_ERR_CONFIG, "%s", bad[i][0]);
+		cr_assert(strstr(err, bad[i][1]), "%s: err: %s", bad[i][0], err);
 	}
-	fclose(out);
-	fclose(f);
-	cr_assert_geq(block, n, "deploy/README.md has no yaml block %d", n);
-	free(secret);
-	return p;
-}
-
-Test(core_config, every_documented_key_is_accepted)
-{
-	char *p = schema_block(1); /* the train section */
-	cr_assert_eq(hora_config_load_yaml(&cfg, p, err, sizeof(err)), 0, "%s", err);
-	free(p);
-	p = schema_block(2); /* the cluster file */
-	struct hora_cluster_config cc;
-	hora_cluster_defaults(&cc);
-	cr_assert_eq(hora_cluster_load(&cc, p, err, sizeof(err)), 0, "%s", err);
-	cr_assert_eq(cc.nnodes, 1);
-	cr_assert_eq(cc.coll.slice_bytes, (size_t)1 << 20);
-	free(p);
 }

@@ -1,0 +1,39 @@
+/* gossip.h - decentralized training in the training loop (train.sync:
+ * gossip, D-PSGD): no gradient allreduce; after every train.gossip.period
+ * local steps each rank averages its parameters with the round's
+ * neighbours of the topology (hora_neighbor_allreduce); at an epoch's end
+ * the exact average x̄ (one allreduce) is what is evaluated, checkpointed
+ * and, after the last epoch, the final model on every rank, and the
+ * consensus distance ||x_i - x̄|| / ||x̄|| (mean and max over the ranks) is
+ * measured. core/README.md "Gossip". */
+#ifndef HORA_CORE_GOSSIP_H
+#define HORA_CORE_GOSSIP_H
+
+#include "hora.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct hora_gossip;
+
+/* For nparams parameters on c (every rank: the same cfg and seed). 0,
+ * -ENOMEM or -EINVAL (err says why). */
+int hora_gossip_create(struct hora_comm *c, const struct hora_gossip_config *cfg, uint64_t seed,
+		       size_t nparams, struct hora_gossip **out, char *err, size_t errlen);
+void hora_gossip_destroy(struct hora_gossip *g);
+/* After local step `step` (counted from 1): a round of averaging when step
+ * is a multiple of the period, else nothing. 0 or the comm's code (err). */
+int hora_gossip_step(struct hora_gossip *g, float *params, int64_t step, char *err, size_t errlen);
+/* params become x̄ (x_i kept aside) and *mean / *max the consensus
+ * distance before it. 0 or the comm's code (err). */
+int hora_gossip_average_begin(struct hora_gossip *g, float *params, double *mean, double *max, char *err,
+			      size_t errlen);
+/* x_i back into params (after evaluation and the checkpoint). */
+void hora_gossip_average_end(struct hora_gossip *g, float *params);
+/* The consensus distance of params, left as they are (mid-epoch). */
+int hora_gossip_consensus(struct hora_gossip *g, const float *params, double *mean, double *max, char *err,
+			  size_t errlen);
+/* Averaging rounds done and the seconds they took. */
+void hora_gossip_stats(const struct hora_gossip *g, int64_t *rounds, double *seconds);
+
+#endif
