@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# test_gossip.sh HORA DATA_DIR - gossip training (train.sync: gossip, D-PSGD)
+# with real processes: 4 workers of one `hora launch` train the MNIST MLP on
+# a 4000/1000 subset of DATA_DIR (written here), once with allreduce and once
+# with each gossip topology (ring, exponential, one_peer_exponential,
+# random). Each gossip run: the job completes (exit 0), the four final
+# models are bitwise identical (x̄, the crc32 each worker prints), every
+# metrics line carries the consensus distance and it is small at the end
+# (< 1e-3: the lr schedule ends at 0) but not after the first epoch (each
+# trains its own model between averagings), val_acc is within 3 points of the
+# allreduce run's and at least 0.85, and the header says gossip; a worker
+# started with another topology than rank 0's is refused at the start,
+# naming the setting. Kills only PIDs it started. Exit 77 (skip) without
+# MNIST or a python3.
+set -uo pipefail
+HORA="$1"
+DATA="${2:-}"
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+PY=/usr/bin/python3
+[[ -x $PY ]] || PY="$(command -v python3 || true)"
+if [[ ! -f $DATA/train-images-idx3-ubyte || -z $PY ]]; then
+  echo "skip: no MNIST in '$DATA' (deploy/get-data.sh) or no python3"
+  exit 77
+fi
+T="$(mktemp -d)"
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+  wait 2>/dev/null
+  if [[ -n ${KEEP:-} ]]; then echo "kept $T"; else rm -rf "$T"; fi
+}
+trap cleanup EXIT
+export HORA_SECRET="gossip-test-secret-$RANDOM$RANDOM-0123456789"
+fail=0
+check() { if [[ $2 == 0 ]]; then echo "ok   $1"; else echo "FAIL $1"; fail=1; fi; }
+"$PY" "$HERE/idx_subset.py" "$DATA" "$T/data" 4000 1000 || { echo "FAIL writing the MNIST subset"; exit 1; }
+
+# cluster FILE PORT_BASE [train lines]
+cluster() {
+  cat >"$1" <<YAML
+cluster:
+  name: gossip
+  launcher: local
+  port_base: $2
+  seeds: ["127.0.0.1:$(($2 + 1))"]
+  nodes:
+    - {host: 127.0.0.1, workers: 4}
+train:
+  model: mnist_mlp
+  data: $T/data
+  epochs: 6
+  batch_size: 32
+  seed: 7
+  optimizer: {name: sgd, lr: 0.05}
+${3:-}
+YAML
+}
+
+# run NAME [train lines] -> $T/NAME.out, $T/NAME.jsonl, launcher status in $T/NAME.rc
+run() {
+  local P=$((12000 + RANDOM % 15000))
+  cluster "$T/$1.yaml" $P "${2:-}"
+  timeout 300 "$HORA" launch "$T/$1.yaml" --set "train.metrics=$T/$1.jsonl" >"$T/$1.out" 2>&1 &
+  local L=$!
+  PIDS+=($L)
+  wait $L
+  echo $? >"$T/$1.rc"
+}
+acc() { "$PY" -c "import json,sys; print(json.loads(open(sys.argv[1]).read().split('\n')[-2])['val_acc'])" "$1"; }
+
+run allreduce
+check "allreduce: the job completes" "$(cat "$T/allreduce.rc")"
+base="$(acc "$T/allreduce.jsonl")"
+for topo in ring exponential one_peer_exponential random; do
+  run "$topo" "  sync: gossip
+  gossip: {topology: $topo}"
+  out="$T/$topo.out"
+  check "$topo: the job completes (exit $(cat "$T/$topo.rc"))" "$(cat "$T/$topo.rc")"
+  crcs="$(grep -o 'final parameters crc32 [0-9a-f]*' "$out" | sort | uniq -c)"
+  check "$topo: 4 workers end with the same model, x̄ ($(echo $crcs))" \
+    "$([[ $(echo "$crcs" | wc -l) == 1 && $(echo "$crcs" | awk '{print $1}') == 4 ]]; echo $?)"
+  check "$topo: the header says gossip" "$(grep -q "gossip: parameters averaged with the $topo graph" "$out"; echo $?)"
+  r=0
+  "$PY" - "$T/$topo.jsonl" "$base" >"$T/verdict" 2>&1 <<'PY' || r=$?
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+base = float(sys.argv[2])
+assert len(rows) == 6, f"{len(rows)} metrics lines"
+assert all("consensus" in r and r["consensus"]["max"] >= r["consensus"]["mean"] >= 0 for r in rows), rows
+last = rows[-1]
+print(f"val_acc {last['val_acc']} (allreduce {base}), consensus at the end {last['consensus']}")
+assert rows[0]["consensus"]["max"] > 1e-5, "the models were equal after epoch 1: no local training?"
+assert last["consensus"]["max"] < 1e-3, "the models did not agree at the end"
+assert last["val_acc"] >= 0.85 and abs(last["val_acc"] - base) <= 0.03, "val_acc too far from allreduce's"
+PY
+  check "$topo: consensus in every metrics line, val_acc close to allreduce's ($(tail -1 "$T/verdict"))" $r
+done
+
+# a worker with another topology than rank 0's: refused at the start, named
+P=$((12000 + RANDOM % 15000))
+cluster "$T/mix.yaml" $P "  sync: gossip
+  gossip: {topology: ring}"
+sed 's/topology: ring/topology: exponential/' "$T/mix.yaml" >"$T/mix2.yaml"
+for g in 0 1 2 3; do
+  f="$T/mix.yaml"; [[ $g == 2 ]] && f="$T/mix2.yaml"
+  timeout 120 "$HORA" worker --config "$f" --proc $g >"$T/mix.$g" 2>&1 &
+  PIDS+=($!)
+done
+rc=0
+for p in "${PIDS[@]: -4}"; do wait "$p" || rc=$?; done
+check "mixed topology: the job fails (exit $rc)" "$([[ $rc != 0 ]]; echo $?)"
+check "mixed topology: worker 2 names train.gossip.topology" \
+  "$(grep -q 'different job than rank 0: train.gossip.topology' "$T/mix.2"; echo $?)"
+[[ $fail == 0 ]] || { for f in "$T"/*.out; do echo "--- $f"; tail -15 "$f"; done; }
+exit $fail
