@@ -442,8 +442,12 @@ static bool lost_decide(struct hora_comm *c, int r)
 			snprintf(how, sizeof(how), "view %llu without it", (unsigned long long)v.id);
 		} else if (paused) {
 			snprintf(how, sizeof(how), "no view without it: %s", why);
-		} else if ((st != HORA_SWIM_DEAD && in_view) || atomic_load(&c->monitor_stop)) {
-			pthread_mutex_lock(&c->mu); /* it is back (no loss), or c is being destroyed */
+		} else if ((st != HORA_SWIM_DEAD && in_view) || st == HORA_SWIM_LEFT ||
+			   atomic_load(&c->monitor_stop)) {
+			/* it is back (no loss), it left gracefully after all (its LEAVE
+			 * read after the refusal of a later probe), or c is being
+			 * destroyed */
+			pthread_mutex_lock(&c->mu);
 			atomic_store_explicit(&c->stop_pending, false, memory_order_release);
 			pthread_cond_broadcast(&c->cv);
 			pthread_mutex_unlock(&c->mu);

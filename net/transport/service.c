@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -191,11 +192,17 @@ static void arm_recv(struct hora_net_dgram *d)
 }
 
 /* Read the socket's error queue (non-blocking) and report each ICMP port
- * unreachable with the destination of the datagram that caused it. Every
- * completion drains it, so errors neither pile up nor keep the socket
- * readable for poll (EPOLLERR) with nothing to receive. */
+ * unreachable with the destination of the datagram that caused it. A
+ * completion that leaves no datagram queued drains it, so errors neither
+ * pile up nor keep the socket readable for poll (EPOLLERR) with nothing to
+ * receive; while datagrams are queued they go first: a member's LEAVE
+ * sent before its socket closed is read before the refusal of a probe
+ * sent after. */
 static void read_errors(struct hora_net_dgram *d)
 {
+	int queued = 0;
+	if (ioctl(d->fd, FIONREAD, &queued) == 0 && queued > 0)
+		return; /* the next completion comes at once */
 	for (int k = 0; k < 64 && d->fn; k++) {
 		struct sockaddr_in to;
 		uint8_t data[64];
