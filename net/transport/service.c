@@ -294,10 +294,17 @@ int hora_net_dgram_open(struct hora_net_loop *loop, const struct sockaddr_in *ad
 int hora_net_dgram_send(struct hora_net_dgram *d, const struct sockaddr_in *to, const void *buf,
 			size_t len)
 {
-	if (sendto(d->fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL, (const struct sockaddr *)to,
-		   sizeof(*to)) < 0)
-		return -errno;
-	return 0;
+	for (int k = 0; k < 2; k++) {
+		if (sendto(d->fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL, (const struct sockaddr *)to,
+			   sizeof(*to)) >= 0)
+			return 0;
+		/* with IP_RECVERR, an ICMP error that came back for an earlier
+		 * datagram fails the next send once (and stays on the error
+		 * queue, for read_errors): not this datagram's, so send it again */
+		if (!d->refused || (errno != ECONNREFUSED && errno != EHOSTUNREACH && errno != ENETUNREACH))
+			break;
+	}
+	return -errno;
 }
 
 int hora_net_dgram_on_refused(struct hora_net_dgram *d, hora_net_dgram_refused_fn fn)

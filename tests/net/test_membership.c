@@ -212,6 +212,82 @@ Test(net_service, a_datagram_to_a_closed_port_is_reported_refused, .timeout = 30
 	hora_net_loop_destroy(r.s.loop);
 }
 
+/* Datagrams already queued are read before the error queue: a member's
+ * LEAVE sent before its socket closed must not come after the refusal of a
+ * probe sent later. One loop call queues "a", a datagram to a closed port
+ * and "b" while the comm thread is busy in it; the callbacks then see a, b,
+ * and only then the refusal. */
+struct order {
+	struct refusal r;
+	char seen[8];
+	atomic_int n;
+};
+
+static void on_dgram_order(void *arg, const struct sockaddr_in *from, const uint8_t *buf, size_t len)
+{
+	struct order *o = arg;
+	(void)from;
+	int i = atomic_fetch_add(&o->n, 1);
+	if (i < 7 && len)
+		o->seen[i] = (char)buf[0];
+}
+
+static void on_refused_order(void *arg, const struct sockaddr_in *to)
+{
+	struct order *o = arg;
+	(void)to;
+	int i = atomic_fetch_add(&o->n, 1);
+	if (i < 7)
+		o->seen[i] = 'R';
+	atomic_fetch_add(&o->r.refused, 1);
+}
+
+static void open_order(void *arg)
+{
+	struct order *o = arg;
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	o->r.s.rc = hora_net_dgram_open(o->r.s.loop, &a, 256, on_dgram_order, o, &o->r.s.bound, &o->r.s.d,
+					o->r.s.err, sizeof(o->r.s.err));
+	if (!o->r.s.rc)
+		o->r.s.rc = hora_net_dgram_on_refused(o->r.s.d, on_refused_order);
+}
+
+static void queue_three(void *arg)
+{
+	struct order *o = arg;
+	hora_net_dgram_send(o->r.s.d, &o->r.s.bound, "a", 1);
+	hora_net_dgram_send(o->r.s.d, &o->r.closed, "?", 1);
+	sleep_ms(20); /* the ICMP is on the error queue before "b" is sent */
+	hora_net_dgram_send(o->r.s.d, &o->r.s.bound, "b", 1);
+	sleep_ms(20);
+}
+
+static void close_order(void *arg)
+{
+	struct order *o = arg;
+	hora_net_dgram_close(o->r.s.d);
+}
+
+Test(net_service, queued_datagrams_are_read_before_a_refusal, .timeout = 30)
+{
+	struct order o = {.r.s.loop = tn_loop(1, 1, NULL)};
+	int fd = socket(AF_INET, SOCK_DGRAM, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t al = sizeof(a);
+	cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	cr_assert_eq(getsockname(fd, (struct sockaddr *)&o.r.closed, &al), 0);
+	close(fd);
+	cr_assert_eq(hora_net_loop_call(o.r.s.loop, open_order, &o), 0);
+	cr_assert_eq(o.r.s.rc, 0, "%s", o.r.s.err);
+	cr_assert_eq(hora_net_loop_call(o.r.s.loop, queue_three, &o), 0);
+	for (int i = 0; i < 200 && atomic_load(&o.n) < 3; i++)
+		sleep_ms(10);
+	cr_assert_eq(atomic_load(&o.n), 3, "seen '%s'", o.seen);
+	cr_assert_str_eq(o.seen, "abR", "the refusal came before a queued datagram");
+	cr_assert_eq(hora_net_loop_call(o.r.s.loop, close_order, &o), 0);
+	hora_net_loop_destroy(o.r.s.loop);
+}
+
 /* ---- membership over loops -------------------------------------------------------- */
 
 #define N 3
