@@ -761,3 +761,101 @@ Test(gossip_pair, a_count_that_differs_fails_both_sides_naming_both, .timeout = 
 				  strstr(P.err[r], "count 8"),
 			  "rank %d: %d %s", r, P.rc[r], P.err[r]);
 }
+
+/* ---- interrupted while a neighbour never comes ------------------------------------ */
+
+/* Rank 2 of 3 never calls: ranks 0 and 1 wait for it in the pattern check
+ * (mode 0), in the data with the check off (1), or rank 0 in a pair average
+ * with it (2). hora_net_comm_interrupt (the stall abort's and the elastic
+ * loss watcher's way in, core/comm.c, which then returns its own code) on
+ * rank 0 ends its wait at once, and rank 1 fails too instead of waiting for
+ * the I/O timeout: told by rank 0 in the check, which every rank is in,
+ * and in the barrier of mode 2. With the check off rank 1 waits only for
+ * rank 2's data, which rank 0's failure does not change: there its own
+ * interrupt ends its wait (each rank's loss watcher sees rank 2 die). */
+struct intr {
+	int mode;
+	struct hora_net_comm *comm[3];
+	int rc[3];
+	char err[3][512];
+	_Atomic int entered;
+};
+
+struct intr_arg {
+	struct intr *I;
+	int r;
+};
+
+static void *intr_create(void *p)
+{
+	struct intr_arg *a = p;
+	struct hora_net_comm_cfg cfg = {.rank = a->r, .nranks = 3, .addrs = g_addrs, .connect_timeout_ms = 10000};
+	hora_net_opts_default(&cfg.opts);
+	cfg.opts.secret = (const uint8_t *)TC_SECRET;
+	cfg.opts.secret_len = strlen(TC_SECRET);
+	cfg.opts.io_timeout_ms = 20000;
+	a->I->rc[a->r] = hora_net_comm_create(&cfg, &a->I->comm[a->r], a->I->err[a->r], sizeof(a->I->err[a->r]));
+	return NULL;
+}
+
+static void *intr_call(void *p)
+{
+	struct intr_arg *a = p;
+	struct intr *I = a->I;
+	const int r = a->r, other = 1 - r;
+	float x[64] = {0};
+	if (I->mode == 1)
+		hora_net_comm_set_neighbor_check(I->comm[r], false);
+	atomic_fetch_add(&I->entered, 1);
+	if (I->mode == 2 && r == 0) {
+		I->rc[r] = hora_net_pair_average(I->comm[r], x, 64, HORA_NET_F32, 2);
+	} else if (I->mode == 2) {
+		I->rc[r] = hora_net_barrier(I->comm[r]);
+	} else {
+		const int nb[2] = {other, 2};
+		const struct hora_net_neighbors l = {.self_weight = 1.0 / 3, .src = nb, .nsrc = 2, .dst = nb, .ndst = 2};
+		I->rc[r] = hora_net_neighbor_allreduce(I->comm[r], x, x, 64, HORA_NET_F32, &l);
+	}
+	snprintf(I->err[r], sizeof(I->err[r]), "%s", hora_net_comm_error(I->comm[r]));
+	return NULL;
+}
+
+static void interrupted(int mode)
+{
+	struct intr I;
+	memset(&I, 0, sizeof(I));
+	I.mode = mode;
+	struct intr_arg a[3] = {{&I, 0}, {&I, 1}, {&I, 2}};
+	pthread_t th[3];
+	th_rank_addrs(g_addr, g_addrs, 3);
+	for (int i = 0; i < 3; i++)
+		pthread_create(&th[i], NULL, intr_create, &a[i]);
+	for (int i = 0; i < 3; i++)
+		pthread_join(th[i], NULL);
+	for (int i = 0; i < 3; i++)
+		cr_assert_eq(I.rc[i], 0, "rank %d: %s", i, I.err[i]);
+	for (int i = 0; i < 2; i++)
+		pthread_create(&th[i], NULL, intr_call, &a[i]);
+	while (atomic_load(&I.entered) < 2)
+		usleep(1000);
+	usleep(200000); /* both are waiting for rank 2 now */
+	const double t0 = hora_clock_s();
+	hora_net_comm_interrupt(I.comm[0], "stopped by the test");
+	if (mode == 1)
+		hora_net_comm_interrupt(I.comm[1], "stopped by the test");
+	for (int i = 0; i < 2; i++)
+		pthread_join(th[i], NULL);
+	note("interrupt mode %d: returned after %.3f s: %d %s | %d %s", mode, hora_clock_s() - t0, I.rc[0], I.err[0],
+	     I.rc[1], I.err[1]);
+	for (int r = 0; r < 2; r++) {
+		cr_assert_lt(I.rc[r], 0, "mode %d: rank %d fails", mode, r);
+		cr_assert(!strstr(I.err[r], "no progress") && !strstr(I.err[r], "timed out"), "mode %d rank %d waited: %s",
+			  mode, r, I.err[r]);
+	}
+	for (int i = 0; i < 3; i++)
+		hora_net_comm_destroy(I.comm[i]);
+}
+
+Test(gossip_interrupt, a_neighbour_allreduce_waiting_in_the_check_returns, .timeout = 60) { interrupted(0); }
+Test(gossip_interrupt, a_neighbour_allreduce_waiting_for_data_returns, .timeout = 60) { interrupted(1); }
+Test(gossip_interrupt, a_pair_average_waiting_for_its_peer_returns, .timeout = 60) { interrupted(2); }
