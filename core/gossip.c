@@ -17,6 +17,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,6 +92,7 @@ int hora_gossip_step(struct hora_gossip *g, float *params, int64_t step, char *e
 {
 	if (g->size < 2 || step % g->cfg.period)
 		return 0;
+	g->round = (uint64_t)(step / g->cfg.period) - 1; /* from the step: the same after a resume */
 	struct hora_topology_round tr;
 	int rc = hora_topology_neighbors(g->topo, g->rank, g->size, g->round, g->seed, g->cfg.self_weight, &tr);
 	if (rc) {
@@ -98,8 +100,16 @@ int hora_gossip_step(struct hora_gossip *g, float *params, int64_t step, char *e
 			 strerror(-rc));
 		return rc;
 	}
+	/* the same entry point on every rank of a round: a pair average is
+	 * numbered per pair, a neighbour allreduce in the collectives' order.
+	 * Pairs: the random graph's rounds (a rank left out with n odd sits
+	 * the round out, calling nothing) and a one-peer round whose shift
+	 * is n/2 (a pair for every rank alike) */
+	const bool pairs = g->cfg.self_weight < 0 && (g->topo == HORA_TOPOLOGY_RANDOM || tr.pair);
 	const double t0 = hora_clock_s();
-	if (tr.pair && g->cfg.self_weight < 0)
+	if (pairs && !tr.pair)
+		rc = 0;
+	else if (pairs)
 		rc = hora_pair_average(g->c, params, g->n, HORA_F32, tr.src[0]);
 	else
 		rc = hora_neighbor_allreduce(g->c, params, params, g->n, HORA_F32, tr.self_weight, tr.src,
@@ -111,7 +121,6 @@ int hora_gossip_step(struct hora_gossip *g, float *params, int64_t step, char *e
 	}
 	g->seconds += hora_clock_s() - t0;
 	g->rounds++;
-	g->round++;
 	return 0;
 }
 

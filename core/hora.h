@@ -224,6 +224,7 @@ struct hora_epoch_metrics {
 	/* train.sync: gossip: ||x_i - x̄|| / ||x̄|| over the ranks before the
 	 * epoch's average (NaN otherwise); the metrics are those of x̄ */
 	double consensus_mean, consensus_max;
+	int has_consensus;
 };
 
 struct hora_train_result {

@@ -100,8 +100,10 @@ static int write_metrics(FILE *f, const struct hora_epoch_metrics *m)
 		"\"samples_per_s\":%.1f,\"seconds\":%.4f,\"workers\":%d,\"view\":%llu",
 		m->epoch, m->loss, m->acc, m->val_loss, m->val_acc, m->samples_per_s, m->seconds,
 		m->workers, (unsigned long long)m->view);
-	if (!isnan(m->consensus_mean))
+	if (m->has_consensus && isfinite(m->consensus_mean) && isfinite(m->consensus_max))
 		fprintf(f, ",\"consensus\":{\"mean\":%.6g,\"max\":%.6g}", m->consensus_mean, m->consensus_max);
+	else if (m->has_consensus)
+		fprintf(f, ",\"consensus\":null"); /* not finite: JSON has no NaN */
 	fprintf(f, "}\n");
 	errno = 0;
 	return fflush(f) == 0 && !ferror(f) ? 0 : -(errno ? errno : EIO);
@@ -493,7 +495,7 @@ static void print_epoch(struct run *r, const struct hora_model_stats *st)
 		printf("epoch %d/%d loss %.4f acc %.4f val_loss %.4f val_acc %.4f samples/s %.0f seconds "
 		       "%.2f", m->epoch, r->cfg->epochs, m->loss, m->acc, m->val_loss, m->val_acc,
 		       m->samples_per_s, m->seconds);
-		if (!isnan(m->consensus_mean))
+		if (m->has_consensus)
 			printf(" consensus %.3g/%.3g", m->consensus_mean, m->consensus_max);
 		printf("\n");
 	}
@@ -631,6 +633,7 @@ static int run_epoch(struct run *r)
 		.view = r->c ? hora_comm_view(r->c) : 0,
 		.consensus_mean = cmean,
 		.consensus_max = cmax,
+		.has_consensus = r->gossip != NULL,
 	};
 	if (r->talk)
 		print_epoch(r, &st);

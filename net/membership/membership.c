@@ -31,6 +31,7 @@ struct hora_net_membership {
 	struct hora_net_dgram *udp;
 	struct hora_net_timer *timer;
 	uint64_t bad_mac_seen;
+	int reading_errors; /* flush is reading the error queue (its refusals flush again) */
 	/* [lock] snapshot for other threads */
 	pthread_mutex_t lock;
 	pthread_cond_t cond; /* CLOCK_MONOTONIC */
@@ -87,6 +88,9 @@ static void flush(struct hora_net_membership *m)
 					 .sin_addr.s_addr = o.to.ip};
 		hora_net_dgram_send(m->udp, &to, o.buf, o.len); /* UDP: a drop is a loss */
 	}
+	if (m->reading_errors++ == 0) /* (its refusals flush again: once deep) */
+		hora_net_dgram_read_errors(m->udp);
+	m->reading_errors--;
 	struct hora_swim_view v, first;
 	int rank, first_rank;
 	bool paused;

@@ -220,9 +220,14 @@ static void read_errors(struct hora_net_dgram *d)
 			if (c->cmsg_level != IPPROTO_IP || c->cmsg_type != IP_RECVERR)
 				continue;
 			struct sock_extended_err ee;
+			struct sockaddr_in off;
 			memcpy(&ee, CMSG_DATA(c), sizeof(ee));
+			memcpy(&off, SO_EE_OFFENDER((struct sock_extended_err *)CMSG_DATA(c)), sizeof(off));
+			/* from the destination host itself: a router's or a middlebox's
+			 * REJECT (another address) proves nothing about the process */
 			if (ee.ee_origin == SO_EE_ORIGIN_ICMP && ee.ee_type == ICMP_DEST_UNREACH &&
-			    ee.ee_code == ICMP_PORT_UNREACH && to.sin_family == AF_INET) {
+			    ee.ee_code == ICMP_PORT_UNREACH && to.sin_family == AF_INET &&
+			    off.sin_family == AF_INET && off.sin_addr.s_addr == to.sin_addr.s_addr) {
 				d->in_cb = true;
 				d->refused(d->arg, &to);
 				d->in_cb = false;
@@ -305,6 +310,12 @@ int hora_net_dgram_send(struct hora_net_dgram *d, const struct sockaddr_in *to, 
 			break;
 	}
 	return -errno;
+}
+
+void hora_net_dgram_read_errors(struct hora_net_dgram *d)
+{
+	if (d && d->fn && d->refused && !d->in_cb)
+		read_errors(d);
 }
 
 int hora_net_dgram_on_refused(struct hora_net_dgram *d, hora_net_dgram_refused_fn fn)

@@ -156,6 +156,10 @@ typedef void (*hora_net_dgram_refused_fn)(void *arg, const struct sockaddr_in *t
  * datagram callback; IP_RECVERR on the socket). A host that does not answer
  * (down, a firewall that drops) reports nothing. 0 or -errno. Comm thread. */
 int hora_net_dgram_on_refused(struct hora_net_dgram *d, hora_net_dgram_refused_fn fn);
+/* Report the refusals waiting on d's error queue now (a send that met an
+ * earlier one consumed the socket's error, so no receive completes for
+ * it). Not from inside d's callbacks. Comm thread. */
+void hora_net_dgram_read_errors(struct hora_net_dgram *d);
 /* Close: fn is not called again; the loop frees d once the kernel let go
  * of it. NULL: no-op. Comm thread. */
 void hora_net_dgram_close(struct hora_net_dgram *d);

@@ -5,13 +5,15 @@ import sys,glob,collections
 # re-form over the same view id does, e.g. a 2|2 partition healed with no view change)
 pre,ntrain,epochs=sys.argv[1],int(sys.argv[2]),int(sys.argv[3])
 ents=[];rb={}
-# a worker killed with kill -9 in the middle of a write leaves its last line cut: that
-# line (only the last of a file) is not counted; a malformed line elsewhere is an error
+# a worker killed with kill -9 in the middle of a write leaves its last line cut: a
+# last line without its newline is not counted (it may parse: a number cut short);
+# a malformed line elsewhere is an error
 cut=0
 for f in glob.glob(pre+'.*'):
     mine=[]
     lines=open(f).read().split('\n')
     if lines and lines[-1]=='': lines.pop()
+    elif lines: lines.pop(); cut+=1
     for i,line in enumerate(lines):
         p=line.split()
         ok=(len(p)==5 and p[0]=='t') or (len(p)==3 and p[0]=='v')

@@ -120,7 +120,8 @@ verdict() {
 launched() {
   local name=$1 sig=$2 g=$3 n=$4 nl=$5 P=$((12000 + RANDOM % 15000))
   cluster "$T/$name.yaml" 4 $P "${6:-}"
-  HORA_TEST_SAMPLE_LOG="$T/samples-$name" "$HORA" launch "$T/$name.yaml" >"$T/$name.out" 2>&1 &
+  # a bound on the job: a broken recovery (workers paused for ever) fails the case instead of hanging
+  HORA_TEST_SAMPLE_LOG="$T/samples-$name" timeout 150 "$HORA" launch "$T/$name.yaml" >"$T/$name.out" 2>&1 &
   local L=$!
   PIDS+=($L)
   wait_training "$T/$name.out"

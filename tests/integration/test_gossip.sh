@@ -35,7 +35,7 @@ fail=0
 check() { if [[ $2 == 0 ]]; then echo "ok   $1"; else echo "FAIL $1"; fail=1; fi; }
 "$PY" "$HERE/idx_subset.py" "$DATA" "$T/data" 4000 1000 || { echo "FAIL writing the MNIST subset"; exit 1; }
 
-# cluster FILE PORT_BASE [train lines]
+# cluster FILE PORT_BASE [train lines] [workers]
 cluster() {
   cat >"$1" <<YAML
 cluster:
@@ -44,7 +44,7 @@ cluster:
   port_base: $2
   seeds: ["127.0.0.1:$(($2 + 1))"]
   nodes:
-    - {host: 127.0.0.1, workers: 4}
+    - {host: 127.0.0.1, workers: ${4:-4}}
 train:
   model: mnist_mlp
   data: $T/data
@@ -56,10 +56,10 @@ ${3:-}
 YAML
 }
 
-# run NAME [train lines] -> $T/NAME.out, $T/NAME.jsonl, launcher status in $T/NAME.rc
+# run NAME [train lines] [workers] -> $T/NAME.out, $T/NAME.jsonl, launcher status in $T/NAME.rc
 run() {
   local P=$((12000 + RANDOM % 15000))
-  cluster "$T/$1.yaml" $P "${2:-}"
+  cluster "$T/$1.yaml" $P "${2:-}" "${3:-4}"
   timeout 300 "$HORA" launch "$T/$1.yaml" --set "train.metrics=$T/$1.jsonl" >"$T/$1.out" 2>&1 &
   local L=$!
   PIDS+=($L)
@@ -95,6 +95,15 @@ assert last["val_acc"] >= 0.85 and abs(last["val_acc"] - base) <= 0.03, "val_acc
 PY
   check "$topo: consensus in every metrics line, val_acc close to allreduce's ($(tail -1 "$T/verdict"))" $r
 done
+
+# an odd number of workers with random pairs: one sits each round out (no
+# call at all, like the pairs' own numbering), the others pair
+run random3 "  sync: gossip
+  gossip: {topology: random}" 3
+check "random, 3 workers: the job completes (exit $(cat "$T/random3.rc"))" "$(cat "$T/random3.rc")"
+crcs="$(grep -o 'final parameters crc32 [0-9a-f]*' "$T/random3.out" | sort | uniq -c)"
+check "random, 3 workers: the same model everywhere ($(echo $crcs))" \
+  "$([[ $(echo "$crcs" | wc -l) == 1 && $(echo "$crcs" | awk '{print $1}') == 3 ]]; echo $?)"
 
 # a worker with another topology than rank 0's: refused at the start, named
 P=$((12000 + RANDOM % 15000))
