@@ -30,8 +30,11 @@ struct hora_gossip {
 	int rank, size;
 	size_t n;
 	float *keep; /* x_i while params hold x̄; scratch for a mid-epoch x̄ */
+	float *send, *recv; /* this step's averaging: x_t sent, W x_t received */
+	struct hora_request *req; /* in flight between begin and end (NULL: none) */
+	bool pairs;              /* ... as a pair average (recv averaged in place) */
 	int64_t rounds;
-	double seconds;
+	double seconds, t0;
 };
 
 static enum hora_topology topology_of(enum hora_gossip_topology t)
@@ -58,7 +61,12 @@ int hora_gossip_create(struct hora_comm *c, const struct hora_gossip_config *cfg
 		return -EINVAL;
 	}
 	struct hora_gossip *g = calloc(1, sizeof(*g));
-	if (!g || !(g->keep = malloc(nparams * sizeof(float)))) {
+	if (!g || !(g->keep = malloc(nparams * sizeof(float))) || !(g->send = malloc(nparams * sizeof(float))) ||
+	    !(g->recv = malloc(nparams * sizeof(float)))) {
+		if (g) {
+			free(g->keep);
+			free(g->send);
+		}
 		free(g);
 		snprintf(err, errlen, "gossip: out of memory");
 		return -ENOMEM;
@@ -84,11 +92,15 @@ void hora_gossip_destroy(struct hora_gossip *g)
 {
 	if (!g)
 		return;
+	if (g->req)
+		hora_wait(g->req);
 	free(g->keep);
+	free(g->send);
+	free(g->recv);
 	free(g);
 }
 
-int hora_gossip_step(struct hora_gossip *g, float *params, int64_t step, char *err, size_t errlen)
+int hora_gossip_begin(struct hora_gossip *g, const float *params, int64_t step, char *err, size_t errlen)
 {
 	if (g->size < 2 || step % g->cfg.period)
 		return 0;
@@ -106,20 +118,39 @@ int hora_gossip_step(struct hora_gossip *g, float *params, int64_t step, char *e
 	 * the round out, calling nothing) and a one-peer round whose shift
 	 * is n/2 (a pair for every rank alike) */
 	const bool pairs = g->cfg.self_weight < 0 && (g->topo == HORA_TOPOLOGY_RANDOM || tr.pair);
-	const double t0 = hora_clock_s();
+	g->t0 = hora_clock_s();
+	g->pairs = pairs;
 	if (pairs && !tr.pair)
-		rc = 0;
-	else if (pairs)
-		rc = hora_pair_average(g->c, params, g->n, HORA_F32, tr.src[0]);
-	else
-		rc = hora_neighbor_allreduce(g->c, params, params, g->n, HORA_F32, tr.self_weight, tr.src,
-					     tr.src_weight, tr.nsrc, tr.dst, NULL, tr.ndst);
+		return 0;
+	if (pairs) {
+		memcpy(g->recv, params, g->n * sizeof(float));
+		rc = hora_pair_average_async(g->c, g->recv, g->n, HORA_F32, tr.src[0], &g->req);
+	} else {
+		memcpy(g->send, params, g->n * sizeof(float));
+		rc = hora_neighbor_allreduce_async(g->c, g->send, g->recv, g->n, HORA_F32, tr.self_weight, tr.src,
+						   tr.src_weight, tr.nsrc, tr.dst, NULL, tr.ndst, &g->req);
+	}
+	if (rc) {
+		g->req = NULL;
+		snprintf(err, errlen, "gossip round %llu (%s): %s", (unsigned long long)g->round,
+			 hora_topology_name(g->topo), hora_comm_last_error(g->c));
+	}
+	return rc;
+}
+
+int hora_gossip_end(struct hora_gossip *g, float *params, char *err, size_t errlen)
+{
+	if (!g->req)
+		return 0; /* no round this step, or this rank sits it out */
+	int rc = hora_wait(g->req);
+	g->req = NULL;
 	if (rc) {
 		snprintf(err, errlen, "gossip round %llu (%s): %s", (unsigned long long)g->round,
 			 hora_topology_name(g->topo), hora_comm_last_error(g->c));
 		return rc;
 	}
-	g->seconds += hora_clock_s() - t0;
+	memcpy(params, g->recv, g->n * sizeof(float));
+	g->seconds += hora_clock_s() - g->t0;
 	g->rounds++;
 	return 0;
 }

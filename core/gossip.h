@@ -21,9 +21,16 @@ struct hora_gossip;
 int hora_gossip_create(struct hora_comm *c, const struct hora_gossip_config *cfg, uint64_t seed,
 		       size_t nparams, struct hora_gossip **out, char *err, size_t errlen);
 void hora_gossip_destroy(struct hora_gossip *g);
-/* After local step `step` (counted from 1): a round of averaging when step
- * is a multiple of the period, else nothing. 0 or the comm's code (err). */
-int hora_gossip_step(struct hora_gossip *g, float *params, int64_t step, char *err, size_t errlen);
+/* Before local step `step` (counted from 1): when it ends a period, start
+ * averaging a copy of params, x_t, with the round's neighbours in the
+ * background (the forward/backward of the step runs meanwhile on x_t). 0
+ * or the comm's code (err). */
+int hora_gossip_begin(struct hora_gossip *g, const float *params, int64_t step, char *err, size_t errlen);
+/* After the step's forward/backward: wait for the averaging and put W x_t
+ * into params (the caller then applies the optimizer with the gradients
+ * of x_t: x_{t+1} = W x_t - lr g(x_t), D-PSGD). Nothing started: nothing.
+ * 0 or the comm's code (err). */
+int hora_gossip_end(struct hora_gossip *g, float *params, char *err, size_t errlen);
 /* params become x̄ (x_i kept aside) and *mean / *max the consensus
  * distance before it. 0 or the comm's code (err). */
 int hora_gossip_average_begin(struct hora_gossip *g, float *params, double *mean, double *max, char *err,

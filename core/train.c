@@ -396,7 +396,18 @@ static int train_step(struct run *r, int64_t lo, int64_t gn, struct hora_model_s
 	if (r->samples)
 		hora_elastic_log_samples(r, r->order + mine, n);
 	int rc;
-	if (!r->dopt) {
+	if (r->gossip) {
+		/* D-PSGD: x_t's averaging runs while its gradient is computed */
+		rc = hora_gossip_begin(r->gossip, r->tr.params, r->step + 1, r->err, r->errlen);
+		const int brc = rc;
+		if (!rc && n)
+			rc = hora_trainer_forward_backward(&r->tr, &r->train, r->order + mine, n, st, NULL, NULL);
+		const int erc = brc ? 0 : hora_gossip_end(r->gossip, r->tr.params, r->err, r->errlen);
+		if (brc || erc)
+			return brc ? brc : erc; /* err says why */
+		if (!rc && n)
+			hora_optim_step(r->tr.optim, r->tr.params, r->tr.grads, lr);
+	} else if (!r->dopt) {
 		rc = n ? hora_trainer_step(&r->tr, &r->train, r->order + mine, n, lr, st) : 0;
 	} else {
 		/* this rank's share of the global mean; an empty share still takes
@@ -551,14 +562,14 @@ void hora_run_make_order(struct run *r)
 	r->order_of = r->epoch;
 }
 
-/* gossip: a round of averaging when due; every consensus_every steps the
- * consensus distance, logged by rank 0 */
+/* gossip: every consensus_every steps the consensus distance, logged by
+ * rank 0 (the averaging itself is part of the step: train_step) */
 static int gossip_step(struct run *r)
 {
-	int rc = hora_gossip_step(r->gossip, r->tr.params, r->step, r->err, r->errlen);
+	int rc = 0;
 	const int every = r->cfg->gossip.consensus_every;
-	if (rc || every <= 0 || r->step % every)
-		return rc;
+	if (every <= 0 || r->step % every)
+		return 0;
 	double mean, max;
 	if ((rc = hora_gossip_consensus(r->gossip, r->tr.params, &mean, &max, r->err, r->errlen)))
 		return rc;
