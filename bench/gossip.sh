@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# gossip.sh [--reps 3] [--epochs 10] [--out DIR] - the straggler bench of
+# gossip training (issue 14, acceptance point 3, for the modes this build
+# has): 4 workers on 127.0.0.1 (hora launch), the MNIST MLP on
+# data/fashion-mnist, batch 32, seed 7, SGD lr 0.1 x 4 with one warm-up
+# epoch, E epochs; train.sync allreduce vs gossip sync (exponential, ring),
+# each unthrottled and with worker 2 throttled to a quarter of a core by a
+# real CPU quota (cgroup v1 cpu controller at /sys/fs/cgroup/cpu: a child
+# group with cpu.cfs_quota_us 25000 of cpu.cfs_period_us 100000, the
+# worker's process written to cgroup.procs as soon as it runs; cgroup v2:
+# cpu.max "25000 100000"). Per run: seconds to val_acc 0.87 (evaluated on
+# x̄ for gossip; the epochs' wall times summed up to the first epoch at or
+# above it), the final val_acc, samples/s (median over epochs 2..E, all
+# workers). Runs interleaved (mode x condition per rep); median of the reps.
+# Removes the groups it made. Needs root.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+REPS=3 EPOCHS=10 OUT="$ROOT/bench/results/issue14/straggler"
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --reps) REPS="$2"; shift 2 ;;
+    --epochs) EPOCHS="$2"; shift 2 ;;
+    --out) OUT="$2"; shift 2 ;;
+    *) echo "unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+HORA="$ROOT/build/hora"
+[[ -x $HORA ]] || { echo "build hora first" >&2; exit 1; }
+[[ -d $ROOT/data/fashion-mnist ]] || { echo "no data/fashion-mnist (deploy/get-data.sh)" >&2; exit 1; }
+[[ $(id -u) == 0 ]] || { echo "needs root (a cgroup for the throttled worker)" >&2; exit 1; }
+CG=""
+if [[ -w /sys/fs/cgroup/cpu ]]; then
+  CG="/sys/fs/cgroup/cpu/hora-straggler-$$"
+  mkdir "$CG"; echo 100000 >"$CG/cpu.cfs_period_us"; echo 25000 >"$CG/cpu.cfs_quota_us"
+elif grep -qw cpu /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
+  CG="/sys/fs/cgroup/hora-straggler-$$"
+  mkdir "$CG"; echo "25000 100000" >"$CG/cpu.max"
+else
+  echo "no cgroup cpu controller (v1 /sys/fs/cgroup/cpu or v2 cpu.max)" >&2; exit 1
+fi
+PY=/usr/bin/python3
+TMP="$(mktemp -d "${TMPDIR:-/tmp}/hora-gossip.XXXXXX")"
+cleanup() {
+  if [[ -n $CG && -d $CG ]]; then
+    for p in $(cat "$CG/cgroup.procs" 2>/dev/null); do echo "$p" >"$(dirname "$CG")/cgroup.procs" 2>/dev/null || :; done
+    rmdir "$CG" 2>/dev/null || echo "could not remove $CG" >&2
+  fi
+  rm -rf "$TMP"
+}
+trap cleanup EXIT INT TERM
+export HORA_SECRET="gossip-$(od -An -tx8 -N8 /dev/urandom | tr -d ' ')"
+mkdir -p "$OUT"
+cd "$ROOT"
+run() { # mode throttled(0/1) rep
+  local port=$((20000 + 10 * (RANDOM % 1200))) extra="" name="$1-$([[ $2 == 1 ]] && echo slow || echo even)-$3"
+  [[ $1 == allreduce ]] || extra="  sync: gossip
+  gossip: {topology: $1}"
+  cat >"$TMP/c.yaml" <<YAML
+cluster:
+  name: gossip-straggler
+  launcher: local
+  port_base: $port
+  seeds: ["127.0.0.1:$((port + 1))"]
+  nodes:
+    - {host: 127.0.0.1, workers: 4}
+train:
+  model: mnist_mlp
+  data: data/fashion-mnist
+  epochs: $EPOCHS
+  batch_size: 32
+  seed: 7
+  optimizer: {name: sgd, lr: 0.1, warmup_epochs: 1}
+$extra
+YAML
+  "$HORA" launch "$TMP/c.yaml" --set "train.metrics=$OUT/$name.jsonl" >"$TMP/out" 2>&1 &
+  local L=$! w=""
+  if [[ $2 == 1 ]]; then # worker 2 into the group as soon as it runs
+    for _ in $(seq 2000); do
+      for p in $(ps -o pid= --ppid $L 2>/dev/null); do
+        tr '\0' ' ' </proc/"$p"/cmdline 2>/dev/null | grep -qE -- "--proc 2( |$)" && w=$p
+      done
+      [[ -n $w ]] && break
+      sleep 0.005
+    done
+    [[ -n $w ]] && echo "$w" >"$CG/cgroup.procs"
+  fi
+  wait $L || { cat "$TMP/out" >&2; return 1; }
+  [[ $2 == 0 || -n $w ]] || { echo "worker 2 not found to throttle" >&2; return 1; }
+}
+for r in $(seq "$REPS"); do
+  for m in allreduce exponential ring; do
+    for t in 0 1; do run "$m" "$t" "$r"; done
+  done
+done
+"$PY" - "$OUT" "$REPS" "$EPOCHS" <<'PY' | tee "$OUT/summary.txt"
+import json, os, statistics as st, sys
+out, reps, epochs = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+print(f"# bench/gossip.sh: 4 workers, fashion-mnist, batch 32, seed 7, {epochs} epochs, {reps} reps interleaved; "
+      f"slow = worker 2 at cpu.cfs_quota_us 25000 / 100000; load average {os.getloadavg()[0]:.2f}")
+def one(path):
+    rows = [json.loads(l) for l in open(path)]
+    t, to = 0.0, None
+    for r in rows:
+        t += r["seconds"]
+        if to is None and r["val_acc"] >= 0.87:
+            to = t
+    return to, rows[-1]["val_acc"], st.median(r["samples_per_s"] for r in rows[1:])
+res = {}
+for m in ("allreduce", "exponential", "ring"):
+    for c in ("even", "slow"):
+        v = [one(f"{out}/{m}-{c}-{r}.jsonl") for r in range(1, reps + 1)]
+        tt = [x[0] for x in v if x[0] is not None]
+        res[m, c] = st.median(tt) if len(tt) == len(v) else None
+        print(f"{m} {c}: time to 0.87 median {res[m, c] if res[m, c] is None else round(res[m, c], 2)} s "
+              f"(runs {[None if x[0] is None else round(x[0], 2) for x in v]}), final val_acc "
+              f"{[x[1] for x in v]}, samples/s median {st.median(x[2] for x in v):.0f}")
+for m in ("exponential", "ring"):
+    if res[m, "slow"] and res["allreduce", "slow"]:
+        print(f"{m} slow / allreduce slow: {res[m, 'slow'] / res['allreduce', 'slow']:.2f} (target <= 0.5)")
+if res["allreduce", "slow"] and res["allreduce", "even"]:
+    print(f"allreduce slow / even: {res['allreduce', 'slow'] / res['allreduce', 'even']:.2f}")
+PY
