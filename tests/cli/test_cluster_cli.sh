@@ -84,10 +84,10 @@ expect_train() { # name, file content, expected text
     else check "$1 ($cmd)" 1; echo "  rc=$rc want 2 and: $3"; sed 's/^/  | /' "$T/out" | head -3; fi
   done
 }
-expect_train "train.gossip is refused, not skipped" $'cluster:\n  nodes:\n    - {host: 127.0.0.1, workers: 1}\ntrain:\n  epochs: 1\n  gossip: {fanout: 3}\n' \
-  "c.yaml:6:3: train.gossip: gossip averaging is not available in this build"
-expect_train "train.sync: gossip is refused" $'cluster:\n  nodes:\n    - {host: 127.0.0.1, workers: 1}\ntrain:\n  sync: gossip\n' \
-  "c.yaml:5:9: train.sync: gossip is not available in this build"
+expect_train "train.gossip: an unknown key is refused, not skipped" $'cluster:\n  nodes:\n    - {host: 127.0.0.1, workers: 1}\ntrain:\n  epochs: 1\n  gossip: {fanout: 3}\n' \
+  "unknown key 'train.gossip.fanout'"
+expect_train "train.gossip.mode: async is refused (not in this build)" $'cluster:\n  nodes:\n    - {host: 127.0.0.1, workers: 1}\ntrain:\n  sync: gossip\n  gossip:\n    mode: async\n' \
+  "c.yaml:7:11: train.gossip.mode: async (AD-PSGD) is not available in this build"
 ( unset HORA_SECRET; printf 'cluster:\n  nodes:\n    - {host: 127.0.0.1, workers: 1}\n' >"$T/c.yaml"
   "$HORA" launch "$T/c.yaml" >"$T/out" 2>&1; rc=$?
   [[ $rc == 2 ]] && grep -q "no cluster secret: set cluster.secret_file or HORA_SECRET" "$T/out" ); check "no secret at all" $?
