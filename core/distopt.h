@@ -23,6 +23,9 @@ void hora_timeline_span(struct hora_timeline *tl, int tid, const char *name, dou
 /* Elastic training: the track is named for worker (it keeps its name when
  * the ranks are renumbered); a joiner's times are aligned to a survivor's
  * (age: seconds since that one's creation). */
+/* A counter (Chrome "C" event) name = value at time t (hora_clock_s()),
+ * e.g. gossip's consensus distance. */
+void hora_timeline_counter(struct hora_timeline *tl, const char *name, double t, double value);
 void hora_timeline_relabel(struct hora_timeline *tl, int worker);
 double hora_timeline_age(const struct hora_timeline *tl);
 void hora_timeline_align(struct hora_timeline *tl, double age);

@@ -19,12 +19,12 @@
 
 struct span {
 	double t0, t1; /* seconds since start */
-	uint64_t bytes;
-	int32_t tid, name; /* index into names[] */
+	double val;    /* a span's bytes, a counter's value */
+	int32_t tid, name; /* index into names[]; tid -1: a counter (Chrome "C" event) at t0 */
 };
 
 static const char *const names[] = {"forward_backward", "allreduce", "wait", "optimizer_step",
-				    "evaluate", "epoch", "checkpoint", "view_change", "?"};
+				    "evaluate", "epoch", "checkpoint", "view_change", "consensus", "?"};
 #define NNAMES ((int)(sizeof(names) / sizeof(names[0])))
 
 struct hora_timeline {
@@ -55,8 +55,7 @@ void hora_timeline_destroy(struct hora_timeline *tl)
 	}
 }
 
-void hora_timeline_span(struct hora_timeline *tl, int tid, const char *name, double t0, double t1,
-			size_t bytes)
+static void add(struct hora_timeline *tl, int tid, const char *name, double t0, double t1, double val)
 {
 	if (!tl || tl->full)
 		return;
@@ -74,7 +73,18 @@ void hora_timeline_span(struct hora_timeline *tl, int tid, const char *name, dou
 	for (int i = 0; i < NNAMES - 1; i++)
 		if (!strcmp(names[i], name))
 			k = i;
-	tl->s[tl->n++] = (struct span){t0 - tl->start, t1 - tl->start, bytes, tid, k};
+	tl->s[tl->n++] = (struct span){t0 - tl->start, t1 - tl->start, val, tid, k};
+}
+
+void hora_timeline_span(struct hora_timeline *tl, int tid, const char *name, double t0, double t1,
+			size_t bytes)
+{
+	add(tl, tid, name, t0, t1, (double)bytes);
+}
+
+void hora_timeline_counter(struct hora_timeline *tl, const char *name, double t, double value)
+{
+	add(tl, -1, name, t, t, value);
 }
 
 void hora_timeline_relabel(struct hora_timeline *tl, int worker)
@@ -116,7 +126,7 @@ int hora_timeline_write(struct hora_timeline *tl, struct hora_comm *c, const cha
 		double *d = buf + i * per;
 		d[0] = tl->s[i].t0;
 		d[1] = tl->s[i].t1;
-		d[2] = (double)tl->s[i].bytes;
+		d[2] = tl->s[i].val;
 		d[3] = tl->s[i].tid;
 		d[4] = tl->s[i].name;
 	}
@@ -143,6 +153,12 @@ int hora_timeline_write(struct hora_timeline *tl, struct hora_comm *c, const cha
 				for (int64_t i = 0; i < counts[2 * r]; i++) {
 					const double *d = all + (size_t)r * row + (size_t)i * per;
 					int k = (int)d[4];
+					if ((int)d[3] < 0) { /* a counter */
+						fprintf(f, ",\n{\"ph\":\"C\",\"name\":\"%s\",\"pid\":%d,\"ts\":%.1f,"
+							   "\"args\":{\"value\":%.6g}}",
+							names[k >= 0 && k < NNAMES ? k : NNAMES - 1], r, d[0] * 1e6, d[2]);
+						continue;
+					}
 					fprintf(f, ",\n{\"ph\":\"X\",\"name\":\"%s\",\"pid\":%d,\"tid\":%d,\"ts\":%.1f,\"dur\":%.1f",
 						names[k >= 0 && k < NNAMES ? k : NNAMES - 1], r, (int)d[3], d[0] * 1e6,
 						(d[1] - d[0]) * 1e6);

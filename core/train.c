@@ -575,6 +575,8 @@ static int gossip_step(struct run *r)
 		return rc;
 	if (r->talk && !r->pg.bar)
 		printf("step %lld consensus %.4g/%.4g\n", (long long)r->step, mean, max);
+	if (r->tl && r->rank == 0)
+		hora_timeline_counter(r->tl, "consensus", hora_clock_s(), mean);
 	return 0;
 }
 
@@ -630,6 +632,8 @@ static int run_epoch(struct run *r)
 	if (r->gossip && (rc = hora_gossip_average_begin(r->gossip, r->tr.params, &cmean, &cmax, r->err,
 							  r->errlen)))
 		return rc;
+	if (r->gossip && r->tl && r->rank == 0)
+		hora_timeline_counter(r->tl, "consensus", hora_clock_s(), cmean);
 	if ((rc = evaluate(r, &st, &vs)))
 		return rc;
 	r->m = (struct hora_epoch_metrics){

@@ -8,7 +8,8 @@
 # metrics line carries the consensus distance and it is small at the end
 # (< 1e-3: the lr schedule ends at 0) but not after the first epoch (each
 # trains its own model between averagings), val_acc is within 3 points of the
-# allreduce run's and at least 0.85, and the header says gossip; a worker
+# allreduce run's and at least 0.85, the header says gossip and the timeline
+# carries the consensus distance as a counter each epoch; a worker
 # started with another topology than rank 0's is refused at the start,
 # naming the setting. Kills only PIDs it started. Exit 77 (skip) without
 # MNIST or a python3.
@@ -73,7 +74,8 @@ check "allreduce: the job completes" "$(cat "$T/allreduce.rc")"
 base="$(acc "$T/allreduce.jsonl")"
 for topo in ring exponential one_peer_exponential random; do
   run "$topo" "  sync: gossip
-  gossip: {topology: $topo}"
+  gossip: {topology: $topo}
+  timeline: $T/$topo-timeline.json"
   out="$T/$topo.out"
   check "$topo: the job completes (exit $(cat "$T/$topo.rc"))" "$(cat "$T/$topo.rc")"
   crcs="$(grep -o 'final parameters crc32 [0-9a-f]*' "$out" | sort | uniq -c)"
@@ -94,6 +96,14 @@ assert last["consensus"]["max"] < 1e-3, "the models did not agree at the end"
 assert last["val_acc"] >= 0.85 and abs(last["val_acc"] - base) <= 0.03, "val_acc too far from allreduce's"
 PY
   check "$topo: consensus in every metrics line, val_acc close to allreduce's ($(tail -1 "$T/verdict"))" $r
+  r=0
+  "$PY" -c "
+import json, sys
+ev = json.load(open(sys.argv[1]))['traceEvents']
+c = [e for e in ev if e.get('ph') == 'C' and e['name'] == 'consensus']
+assert len(c) == 6 and all(e['args']['value'] >= 0 for e in c), c
+print(len(c), 'counters')" "$T/$topo-timeline.json" >"$T/tlv" 2>&1 || r=$?
+  check "$topo: the timeline has the consensus counter each epoch ($(tail -1 "$T/tlv"))" $r
 done
 
 # an odd number of workers with random pairs: one sits each round out (no
