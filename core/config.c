@@ -326,6 +326,11 @@ int hora_config_single_worker_note(const struct hora_train_config *c, char *msg,
 		at += w > 0 ? (size_t)w : 0;
 		n++;
 	}
+	if (c->gossip.on) { /* FN keys: no field to compare */
+		int w = snprintf(msg + at, at < len ? len - at : 0, "%strain.sync: gossip (train.gossip)", n ? ", " : "");
+		at += w > 0 ? (size_t)w : 0;
+		n++;
+	}
 	if (n)
 		snprintf(msg + at, at < len ? len - at : 0,
 			 " appl%s only to distributed jobs (hora launch); this single-worker run "

@@ -399,3 +399,14 @@ Test(core_config, the_gossip_section_turns_it_on_and_every_key_is_checked)
 		cr_assert(strstr(err, bad[i][1]), "%s: err: %s", bad[i][0], err);
 	}
 }
+
+/* hora train (one worker) names what only a distributed job does, gossip too */
+Test(core_config, a_single_worker_run_names_the_distributed_keys_it_ignores)
+{
+	char msg[512];
+	cr_assert_eq(hora_config_single_worker_note(&cfg, msg, sizeof(msg)), 0);
+	cr_assert_eq(load("train:\n  sync: gossip\n  stall_abort_s: 5\n"), 0, "%s", err);
+	cr_assert_eq(hora_config_single_worker_note(&cfg, msg, sizeof(msg)), 2, "%s", msg);
+	cr_assert(strstr(msg, "train.stall_abort_s, train.sync: gossip (train.gossip) apply only to distributed jobs"),
+		  "%s", msg);
+}
