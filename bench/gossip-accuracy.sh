@@ -70,10 +70,11 @@ for d in ("mnist", "fashion-mnist"):
         last = rows[-1]
         base = last["val_acc"] if m == "allreduce" else base
         c = last.get("consensus")
-        sps = statistics.median(r["samples_per_s"] for r in rows[1:])
+        sps = statistics.median(r["samples_per_s"] for r in rows[1:] or rows)
+        c0 = rows[0].get("consensus")
         print(f"{d} {m}: final val_acc {last['val_acc']:.4f} (best {max(r['val_acc'] for r in rows):.4f})"
               + (f", {100 * (last['val_acc'] - base):+.2f} points vs allreduce" if m != "allreduce" else "")
-              + (f", consensus at the end {c['mean']:.3g}/{c['max']:.3g}, after epoch 1 "
-                 f"{rows[0]['consensus']['mean']:.3g}" if c else "")
+              + (f", consensus at the end {c['mean']:.3g}/{c['max']:.3g}" if c else "")
+              + (f", after epoch 1 {c0['mean']:.3g}" if c0 else "")
               + f", samples/s median {sps:.0f}")
 PY

@@ -70,9 +70,9 @@ def one(path):
     t, to = 0.0, None
     for r in rows:
         t += r["seconds"]
-        if to is None and r["val_acc"] >= 0.95:
+        if to is None and r["val_acc"] is not None and r["val_acc"] >= 0.95:
             to = t
-    return to, rows[-1]["val_acc"], st.median(r["samples_per_s"] for r in rows[1:])
+    return to, rows[-1]["val_acc"], st.median(r["samples_per_s"] for r in rows[1:] or rows)
 for rate in rates:
     base = None
     for label, stem in (("allreduce", "allreduce"), ("one_peer_exponential", "one_peer_exponential-p1"),

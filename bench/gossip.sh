@@ -28,26 +28,33 @@ HORA="$ROOT/build/hora"
 [[ -x $HORA ]] || { echo "build hora first" >&2; exit 1; }
 [[ -d $ROOT/data/fashion-mnist ]] || { echo "no data/fashion-mnist (deploy/get-data.sh)" >&2; exit 1; }
 [[ $(id -u) == 0 ]] || { echo "needs root (a cgroup for the throttled worker)" >&2; exit 1; }
-CG=""
-if [[ -w /sys/fs/cgroup/cpu ]]; then
-  CG="/sys/fs/cgroup/cpu/hora-straggler-$$"
-  mkdir "$CG"; echo 100000 >"$CG/cpu.cfs_period_us"; echo 25000 >"$CG/cpu.cfs_quota_us"
-elif grep -qw cpu /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
-  CG="/sys/fs/cgroup/hora-straggler-$$"
-  mkdir "$CG"; echo "25000 100000" >"$CG/cpu.max"
-else
-  echo "no cgroup cpu controller (v1 /sys/fs/cgroup/cpu or v2 cpu.max)" >&2; exit 1
-fi
+CG="" L=""
 PY=/usr/bin/python3
 TMP="$(mktemp -d "${TMPDIR:-/tmp}/hora-gossip.XXXXXX")"
 cleanup() {
+  if [[ -n $L ]] && kill -0 "$L" 2>/dev/null; then # the launcher ends its workers
+    kill -TERM "$L"; wait "$L" 2>/dev/null || :
+  fi
   if [[ -n $CG && -d $CG ]]; then
     for p in $(cat "$CG/cgroup.procs" 2>/dev/null); do echo "$p" >"$(dirname "$CG")/cgroup.procs" 2>/dev/null || :; done
     rmdir "$CG" 2>/dev/null || echo "could not remove $CG" >&2
   fi
   rm -rf "$TMP"
 }
-trap cleanup EXIT INT TERM
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+if [[ -w /sys/fs/cgroup/cpu ]]; then
+  CG="/sys/fs/cgroup/cpu/hora-straggler-$$"
+  mkdir "$CG"; echo 100000 >"$CG/cpu.cfs_period_us"; echo 25000 >"$CG/cpu.cfs_quota_us"
+elif grep -qw cpu /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
+  grep -qw cpu /sys/fs/cgroup/cgroup.subtree_control || echo +cpu >/sys/fs/cgroup/cgroup.subtree_control
+  CG="/sys/fs/cgroup/hora-straggler-$$"
+  mkdir "$CG"
+  [[ -e $CG/cpu.max ]] || { echo "cgroup v2: no cpu.max in $CG (cpu controller not delegated)" >&2; exit 1; }
+  echo "25000 100000" >"$CG/cpu.max"
+else
+  echo "no cgroup cpu controller (v1 /sys/fs/cgroup/cpu or v2 cpu.max)" >&2; exit 1
+fi
 export HORA_SECRET="gossip-$(od -An -tx8 -N8 /dev/urandom | tr -d ' ')"
 mkdir -p "$OUT"
 cd "$ROOT"
@@ -73,7 +80,8 @@ train:
 $extra
 YAML
   "$HORA" launch "$TMP/c.yaml" --set "train.metrics=$OUT/$name.jsonl" >"$TMP/out" 2>&1 &
-  local L=$! w=""
+  L=$!
+  local w=""
   if [[ $2 == 1 ]]; then # worker 2 into the group as soon as it runs
     for _ in $(seq 2000); do
       for p in $(ps -o pid= --ppid $L 2>/dev/null); do
@@ -82,9 +90,10 @@ YAML
       [[ -n $w ]] && break
       sleep 0.005
     done
-    [[ -n $w ]] && echo "$w" >"$CG/cgroup.procs"
+    if [[ -n $w ]]; then echo "$w" >"$CG/cgroup.procs" || w=""; fi
   fi
   wait $L || { cat "$TMP/out" >&2; return 1; }
+  L=""
   [[ $2 == 0 || -n $w ]] || { echo "worker 2 not found to throttle" >&2; return 1; }
 }
 for r in $(seq "$REPS"); do
@@ -102,9 +111,9 @@ def one(path):
     t, to = 0.0, None
     for r in rows:
         t += r["seconds"]
-        if to is None and r["val_acc"] >= 0.87:
+        if to is None and r["val_acc"] is not None and r["val_acc"] >= 0.87:
             to = t
-    return to, rows[-1]["val_acc"], st.median(r["samples_per_s"] for r in rows[1:])
+    return to, rows[-1]["val_acc"], st.median(r["samples_per_s"] for r in rows[1:] or rows)
 res = {}
 for m in ("allreduce", "exponential", "ring"):
     for c in ("even", "slow"):

@@ -429,6 +429,7 @@ static bool lost_decide(struct hora_comm *c, int r)
 	}
 	atomic_store_explicit(&c->stop_pending, true, memory_order_release);
 	const double deadline = hora_clock_s() + 1.0;
+	double without_at = 0; /* when the view without it was first seen */
 	char how[256] = "";
 	for (;;) {
 		struct hora_swim_view v;
@@ -438,20 +439,27 @@ static bool lost_decide(struct hora_comm *c, int r)
 		hora_net_membership_view(c->owned_m, &v, &myrank, &paused, why, sizeof(why));
 		const int st = hora_net_membership_state(c->owned_m, mb->uid);
 		const bool in_view = view_has(&v, mb->uid);
-		if (v.id > c->view_id && !in_view) {
-			snprintf(how, sizeof(how), "view %llu without it", (unsigned long long)v.id);
-		} else if (paused) {
-			snprintf(how, sizeof(how), "no view without it: %s", why);
-		} else if ((st != HORA_SWIM_DEAD && in_view) || st == HORA_SWIM_LEFT ||
-			   atomic_load(&c->monitor_stop)) {
+		if ((st != HORA_SWIM_DEAD && in_view) || st == HORA_SWIM_LEFT || atomic_load(&c->monitor_stop)) {
 			/* it is back (no loss), it left gracefully after all (its LEAVE
-			 * read after the refusal of a later probe), or c is being
-			 * destroyed */
+			 * read after the refusal of a later probe, which may already
+			 * have brought the view without it), or c is being destroyed */
 			pthread_mutex_lock(&c->mu);
 			atomic_store_explicit(&c->stop_pending, false, memory_order_release);
 			pthread_cond_broadcast(&c->cv);
 			pthread_mutex_unlock(&c->mu);
 			return atomic_load(&c->monitor_stop);
+		} else if (v.id > c->view_id && !in_view) {
+			/* a LEAVE that comes just after the view without it still counts
+			 * as one: 200 ms of grace, well inside the detection time */
+			if (!without_at)
+				without_at = hora_clock_s();
+			if (hora_clock_s() - without_at < 0.2) {
+				hora_net_membership_wait(c->owned_m, v.id, paused, 20);
+				continue;
+			}
+			snprintf(how, sizeof(how), "view %llu without it", (unsigned long long)v.id);
+		} else if (paused) {
+			snprintf(how, sizeof(how), "no view without it: %s", why);
 		} else if (hora_clock_s() > deadline) {
 			snprintf(how, sizeof(how), "no view without it yet");
 		} else {

@@ -32,9 +32,8 @@ struct hora_gossip {
 	float *keep; /* x_i while params hold x̄; scratch for a mid-epoch x̄ */
 	float *send, *recv; /* this step's averaging: x_t sent, W x_t received */
 	struct hora_request *req; /* in flight between begin and end (NULL: none) */
-	bool pairs;              /* ... as a pair average (recv averaged in place) */
 	int64_t rounds;
-	double seconds, t0;
+	double seconds, t0; /* seconds: begin to end, the overlapped forward/backward included */
 };
 
 static enum hora_topology topology_of(enum hora_gossip_topology t)
@@ -119,7 +118,6 @@ int hora_gossip_begin(struct hora_gossip *g, const float *params, int64_t step, 
 	 * is n/2 (a pair for every rank alike) */
 	const bool pairs = g->cfg.self_weight < 0 && (g->topo == HORA_TOPOLOGY_RANDOM || tr.pair);
 	g->t0 = hora_clock_s();
-	g->pairs = pairs;
 	if (pairs && !tr.pair)
 		return 0;
 	if (pairs) {
@@ -130,10 +128,11 @@ int hora_gossip_begin(struct hora_gossip *g, const float *params, int64_t step, 
 		rc = hora_neighbor_allreduce_async(g->c, g->send, g->recv, g->n, HORA_F32, tr.self_weight, tr.src,
 						   tr.src_weight, tr.nsrc, tr.dst, NULL, tr.ndst, &g->req);
 	}
-	if (rc) {
+	if (rc) { /* not started: the comm's last error is not this one's */
 		g->req = NULL;
-		snprintf(err, errlen, "gossip round %llu (%s): %s", (unsigned long long)g->round,
-			 hora_topology_name(g->topo), hora_comm_last_error(g->c));
+		snprintf(err, errlen, "gossip round %llu (%s): cannot start the averaging: %s",
+			 (unsigned long long)g->round, hora_topology_name(g->topo),
+			 rc < 0 ? strerror(-rc) : hora_strerror(rc));
 	}
 	return rc;
 }

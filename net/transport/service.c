@@ -314,8 +314,11 @@ int hora_net_dgram_send(struct hora_net_dgram *d, const struct sockaddr_in *to, 
 
 void hora_net_dgram_read_errors(struct hora_net_dgram *d)
 {
-	if (d && d->fn && d->refused && !d->in_cb)
-		read_errors(d);
+	if (!d || !d->fn || !d->refused || d->in_cb)
+		return;
+	read_errors(d);
+	if (!d->fn) /* closed by its refusal callback: only marked there */
+		hora_net_dgram_close(d);
 }
 
 int hora_net_dgram_on_refused(struct hora_net_dgram *d, hora_net_dgram_refused_fn fn)
