@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# gossip-link.sh [--reps 2] [--epochs 20] [--rates "1gbit 100mbit"] [--out DIR]
+# gossip-link.sh [--reps 2] [--epochs 20] [--rates "1gbit 100mbit 1gbit+slow3"] [--out DIR]
 # - gossip vs allreduce where the link limits (issue 14, acceptance point 4,
 # for the sync mode this build has): 4 network-namespace hosts
 # (deploy/netns-cluster.sh, every host's egress shaped by tbf to RATE), one
-# worker each (launcher: netns), the MNIST MLP on data/mnist (8,000 / 2,000),
+# worker each (launcher: netns; RATE+slowH: host H's link at a tenth of
+# RATE, the slow-link straggler of acceptance point 3), the MNIST MLP on data/mnist (8,000 / 2,000),
 # batch 32, seed 7, SGD lr 0.1 x 4, one warm-up epoch. Modes: allreduce
 # (ring: 1.5 models sent per rank and step at 4 ranks), gossip sync
 # one_peer_exponential (1 model a step), exponential (2 models a step), and
@@ -14,7 +15,7 @@
 # removed here (their own tag). Needs root.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-REPS=2 EPOCHS=20 RATES="1gbit 100mbit" OUT="$ROOT/bench/results/issue14/link"
+REPS=2 EPOCHS=20 RATES="1gbit 100mbit 1gbit+slow3" OUT="$ROOT/bench/results/issue14/link"
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --reps) REPS="$2"; shift 2 ;;
@@ -53,9 +54,19 @@ run() { # rate mode rep
   timeout 900 "$HORA" launch "$TMP/c.yaml" --set "train.metrics=$OUT/$name.jsonl" >"$TMP/out" 2>&1 ||
     { cat "$TMP/out" >&2; return 1; }
 }
+kbit() { # 1gbit / 100mbit / 500kbit -> kbit
+  local n=${1%%[a-z]*} u=${1##*[0-9]}
+  case $u in gbit) echo $((n * 1000000)) ;; mbit) echo $((n * 1000)) ;; kbit) echo "$n" ;;
+    *) echo "unknown rate $1" >&2; return 1 ;; esac
+}
 for rate in $RATES; do
   bash "$NET" down --tag "$TAG" >/dev/null 2>&1 || :
-  bash "$NET" up 4 --rate "$rate" --tag "$TAG" >/dev/null
+  bash "$NET" up 4 --rate "${rate%%+*}" --tag "$TAG" >/dev/null
+  if [[ $rate == *+slow* ]]; then # host H's egress at a tenth (tbf as netns-cluster.sh sets it)
+    h=${rate##*+slow} k=$(( $(kbit "${rate%%+*}") / 10 ))
+    b=$(( k * 1000 / 8 / 500 )); (( b < 65536 )) && b=65536
+    ip netns exec "$TAG-$h" tc qdisc change dev "h$h" root tbf rate "${k}kbit" burst "$b" latency 100ms
+  fi
   for r in $(seq "$REPS"); do
     for m in $MODES; do run "$rate" "$m" "$r"; done
   done
