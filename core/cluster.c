@@ -127,6 +127,7 @@ static const struct hora_cfg_key cluster_keys[] = {
 	INT("membership.retransmit_mult", membership.retransmit_mult, 1, 16),
 	INT("membership.min_members", membership.min_members, 1, 4096),
 	INT("membership.join_timeout_ms", join_timeout_ms, 100, 3600000),
+	BOOL("membership.refusal_proves_death", membership.refusal_proves_death),
 	NAME("collectives.algorithm", coll.algorithm, algorithms),
 	SIZE("collectives.small_bytes", coll.small_bytes, 0, GiB),
 	SIZE("collectives.medium_bytes", coll.medium_bytes, 0, GiB),

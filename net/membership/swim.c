@@ -116,6 +116,7 @@ void hora_swim_cfg_default(struct hora_swim_cfg *c)
 	c->retransmit_mult = 3;
 	c->min_members = 1;
 	c->join_retry_ms = 500;
+	c->refusal_proves_death = 1;
 }
 
 static struct mem *find(struct hora_swim *s, uint64_t uid)
@@ -1205,7 +1206,7 @@ void hora_swim_input(struct hora_swim *s, int64_t now, struct hora_swim_addr fro
 
 void hora_swim_refused(struct hora_swim *s, int64_t now, struct hora_swim_addr to)
 {
-	if (s->left)
+	if (s->left || !s->cfg.refusal_proves_death)
 		return;
 	bool any = false;
 	for (int i = 1; i < s->n; i++) {

@@ -59,6 +59,11 @@ struct hora_swim_cfg {
 	 * first_view_workers: an elastic job starts short; 0: all of them) */
 	int first_view_min;
 	int join_retry_ms;         /* JOIN resend period (default 500) */
+	/* a member's host answering port unreachable proves it gone (dead at
+	 * once, in no majority; net/MEMBERSHIP.md "Proof of death"); 0: such
+	 * answers are ignored, for networks where a firewall on the members'
+	 * own hosts REJECTs (default 1) */
+	int refusal_proves_death;
 	const uint8_t *secret;
 	size_t secret_len;
 };
@@ -124,6 +129,7 @@ void hora_swim_input(struct hora_swim *s, int64_t now_ms, struct hora_swim_addr 
  * or it refutes: two of four workers killed at once leave a view the other
  * two can change, which two silent ones (a 2|2 partition) do not. */
 void hora_swim_refused(struct hora_swim *s, int64_t now_ms, struct hora_swim_addr to);
+/* (nothing when cfg.refusal_proves_death is 0) */
 /* Advance timers (probes, suspicion, proposals, joins). */
 void hora_swim_tick(struct hora_swim *s, int64_t now_ms);
 /* Milliseconds from now_ms until tick wants to run again (>= 1). */

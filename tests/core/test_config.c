@@ -410,3 +410,25 @@ Test(core_config, a_single_worker_run_names_the_distributed_keys_it_ignores)
 	cr_assert(strstr(msg, "train.stall_abort_s, train.sync: gossip (train.gossip) apply only to distributed jobs"),
 		  "%s", msg);
 }
+
+/* membership.refusal_proves_death: on by default, a boolean, checked */
+Test(core_config, the_cluster_file_turns_the_proof_of_death_off)
+{
+	char *p = th_path(dir, "c.yaml");
+	struct hora_cluster_config cc;
+	hora_cluster_defaults(&cc);
+	cc.secret_env = "config-test-secret-0123456789";
+	cr_assert_eq(cc.membership.refusal_proves_death, 1);
+	const char *y = "cluster:\n  nodes:\n    - {host: 127.0.0.1, workers: 2}\nmembership:\n"
+			"  refusal_proves_death: false\n";
+	th_write(p, y, strlen(y), 0);
+	cr_assert_eq(hora_cluster_load(&cc, p, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(cc.membership.refusal_proves_death, 0);
+	y = "cluster:\n  nodes:\n    - {host: 127.0.0.1, workers: 2}\nmembership:\n  refusal_proves_death: maybe\n";
+	th_write(p, y, strlen(y), 0);
+	hora_cluster_defaults(&cc);
+	cc.secret_env = "config-test-secret-0123456789";
+	cr_assert_eq(hora_cluster_load(&cc, p, err, sizeof(err)), HORA_ERR_CONFIG);
+	cr_assert(strstr(err, "c.yaml:5:25: membership.refusal_proves_death"), "err: %s", err);
+	free(p);
+}

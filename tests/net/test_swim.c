@@ -279,6 +279,48 @@ Test(net_swim, two_of_four_killed_at_once_with_their_hosts_up_are_replaced)
 	stop();
 }
 
+/* With refusal_proves_death off (a network whose hosts' firewalls REJECT),
+ * port unreachable is ignored: two of four killed at once is no majority,
+ * as two silent ones are, and the two left pause. */
+Test(net_swim, refusals_ignored_when_they_prove_nothing)
+{
+	n = 4;
+	now = 1000;
+	memset(down, 0, sizeof(down));
+	memset(closed, 0, sizeof(closed));
+	memset(side, 0, sizeof(side));
+	memset(late, 0, sizeof(late));
+	struct hora_swim_addr seed = addr_of(0);
+	for (int i = 0; i < n; i++) {
+		struct hora_swim_cfg c;
+		hora_swim_cfg_default(&c);
+		c.uid = 1000 + (uint64_t)i;
+		c.self = addr_of(i);
+		c.min_members = 4;
+		c.secret = (const uint8_t *)KEY;
+		c.secret_len = strlen(KEY);
+		c.refusal_proves_death = 0;
+		sw[i] = hora_swim_create(&c);
+		cr_assert_not_null(sw[i]);
+		hora_swim_join(sw[i], now, i ? &seed : NULL, i ? 1 : 0);
+	}
+	cr_assert_geq(until_agreed(4, 10000), 0);
+	closed[0] = closed[2] = true;
+	run_ms(4000);
+	for (int i = 1; i < 4; i += 2) {
+		struct hora_swim_view v;
+		int rank;
+		bool paused;
+		view_of(i, &v, &rank, &paused);
+		cr_assert(v.n != 2, "member %d formed a view of 2 from refusals it was told to ignore", i);
+		cr_assert(paused, "member %d is not paused", i);
+		struct hora_swim_stats st;
+		hora_swim_stats_get(sw[i], &st);
+		cr_assert_eq(st.refusals, 0);
+	}
+	stop();
+}
+
 /* Three of four killed: the last one goes on alone. */
 Test(net_swim, the_last_of_four_after_three_killed_goes_on_alone)
 {
