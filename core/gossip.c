@@ -13,7 +13,6 @@
 
 #include "topology.h"
 
-#include "net/util/clock.h"
 
 #include <errno.h>
 #include <math.h>
@@ -30,10 +29,8 @@ struct hora_gossip {
 	int rank, size;
 	size_t n;
 	float *keep; /* x_i while params hold x̄; scratch for a mid-epoch x̄ */
-	float *send, *recv; /* this step's averaging: x_t sent, W x_t received */
+	float *recv; /* this step's averaging: W x_t (a pair average: x_t's copy, averaged in place) */
 	struct hora_request *req; /* in flight between begin and end (NULL: none) */
-	int64_t rounds;
-	double seconds, t0; /* seconds: begin to end, the overlapped forward/backward included */
 };
 
 static enum hora_topology topology_of(enum hora_gossip_topology t)
@@ -60,12 +57,9 @@ int hora_gossip_create(struct hora_comm *c, const struct hora_gossip_config *cfg
 		return -EINVAL;
 	}
 	struct hora_gossip *g = calloc(1, sizeof(*g));
-	if (!g || !(g->keep = malloc(nparams * sizeof(float))) || !(g->send = malloc(nparams * sizeof(float))) ||
-	    !(g->recv = malloc(nparams * sizeof(float)))) {
-		if (g) {
+	if (!g || !(g->keep = malloc(nparams * sizeof(float))) || !(g->recv = malloc(nparams * sizeof(float)))) {
+		if (g)
 			free(g->keep);
-			free(g->send);
-		}
 		free(g);
 		snprintf(err, errlen, "gossip: out of memory");
 		return -ENOMEM;
@@ -94,7 +88,6 @@ void hora_gossip_destroy(struct hora_gossip *g)
 	if (g->req)
 		hora_wait(g->req);
 	free(g->keep);
-	free(g->send);
 	free(g->recv);
 	free(g);
 }
@@ -117,15 +110,14 @@ int hora_gossip_begin(struct hora_gossip *g, const float *params, int64_t step, 
 	 * the round out, calling nothing) and a one-peer round whose shift
 	 * is n/2 (a pair for every rank alike) */
 	const bool pairs = g->cfg.self_weight < 0 && (g->topo == HORA_TOPOLOGY_RANDOM || tr.pair);
-	g->t0 = hora_clock_s();
 	if (pairs && !tr.pair)
 		return 0;
 	if (pairs) {
 		memcpy(g->recv, params, g->n * sizeof(float));
 		rc = hora_pair_average_async(g->c, g->recv, g->n, HORA_F32, tr.src[0], &g->req);
 	} else {
-		memcpy(g->send, params, g->n * sizeof(float));
-		rc = hora_neighbor_allreduce_async(g->c, g->send, g->recv, g->n, HORA_F32, tr.self_weight, tr.src,
+		/* sent from params: nothing writes them before hora_gossip_end */
+		rc = hora_neighbor_allreduce_async(g->c, params, g->recv, g->n, HORA_F32, tr.self_weight, tr.src,
 						   tr.src_weight, tr.nsrc, tr.dst, NULL, tr.ndst, &g->req);
 	}
 	if (rc) { /* not started: the comm's last error is not this one's */
@@ -149,8 +141,6 @@ int hora_gossip_end(struct hora_gossip *g, float *params, char *err, size_t errl
 		return rc;
 	}
 	memcpy(params, g->recv, g->n * sizeof(float));
-	g->seconds += hora_clock_s() - g->t0;
-	g->rounds++;
 	return 0;
 }
 
@@ -200,10 +190,4 @@ int hora_gossip_consensus(struct hora_gossip *g, const float *params, double *me
 			  size_t errlen)
 {
 	return distance(g, params, g->keep, mean, max, err, errlen);
-}
-
-void hora_gossip_stats(const struct hora_gossip *g, int64_t *rounds, double *seconds)
-{
-	*rounds = g->rounds;
-	*seconds = g->seconds;
 }

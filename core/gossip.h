@@ -22,9 +22,9 @@ int hora_gossip_create(struct hora_comm *c, const struct hora_gossip_config *cfg
 		       size_t nparams, struct hora_gossip **out, char *err, size_t errlen);
 void hora_gossip_destroy(struct hora_gossip *g);
 /* Before local step `step` (counted from 1): when it ends a period, start
- * averaging a copy of params, x_t, with the round's neighbours in the
- * background (the forward/backward of the step runs meanwhile on x_t). 0
- * or the comm's code (err). */
+ * averaging params, x_t, with the round's neighbours in the background (the
+ * forward/backward of the step runs meanwhile on x_t, which the caller
+ * leaves unchanged until hora_gossip_end). 0 or the comm's code (err). */
 int hora_gossip_begin(struct hora_gossip *g, const float *params, int64_t step, char *err, size_t errlen);
 /* After the step's forward/backward: wait for the averaging and put W x_t
  * into params (the caller then applies the optimizer with the gradients
@@ -40,7 +40,5 @@ void hora_gossip_average_end(struct hora_gossip *g, float *params);
 /* The consensus distance of params, left as they are (mid-epoch). */
 int hora_gossip_consensus(struct hora_gossip *g, const float *params, double *mean, double *max, char *err,
 			  size_t errlen);
-/* Averaging rounds done and the seconds they took. */
-void hora_gossip_stats(const struct hora_gossip *g, int64_t *rounds, double *seconds);
 
 #endif

@@ -19,6 +19,7 @@ static bool down[MAXN];      /* crashed: neither sends nor receives */
 static bool closed[MAXN];    /* crashed on a host that is up: its port answers unreachable */
 static int side[MAXN];       /* partition side; messages cross only if equal */
 static int late[MAXN];       /* timers run only this late after each 200 ms boundary */
+static int refusal_proves = 1; /* cfg.refusal_proves_death of the members mk makes (stop: back to 1) */
 
 static struct hora_swim_addr addr_of(int i)
 {
@@ -35,6 +36,7 @@ static struct hora_swim *mk(int i, const char *key, int min_members, int role)
 	c.min_members = min_members;
 	c.secret = (const uint8_t *)key;
 	c.secret_len = strlen(key);
+	c.refusal_proves_death = refusal_proves;
 	return hora_swim_create(&c);
 }
 
@@ -95,6 +97,7 @@ static void stop(void)
 	for (int i = 0; i < n; i++)
 		hora_swim_destroy(sw[i]);
 	n = 0;
+	refusal_proves = 1;
 }
 
 /* every live member has installed the same view with `members` members */
@@ -284,26 +287,8 @@ Test(net_swim, two_of_four_killed_at_once_with_their_hosts_up_are_replaced)
  * as two silent ones are, and the two left pause. */
 Test(net_swim, refusals_ignored_when_they_prove_nothing)
 {
-	n = 4;
-	now = 1000;
-	memset(down, 0, sizeof(down));
-	memset(closed, 0, sizeof(closed));
-	memset(side, 0, sizeof(side));
-	memset(late, 0, sizeof(late));
-	struct hora_swim_addr seed = addr_of(0);
-	for (int i = 0; i < n; i++) {
-		struct hora_swim_cfg c;
-		hora_swim_cfg_default(&c);
-		c.uid = 1000 + (uint64_t)i;
-		c.self = addr_of(i);
-		c.min_members = 4;
-		c.secret = (const uint8_t *)KEY;
-		c.secret_len = strlen(KEY);
-		c.refusal_proves_death = 0;
-		sw[i] = hora_swim_create(&c);
-		cr_assert_not_null(sw[i]);
-		hora_swim_join(sw[i], now, i ? &seed : NULL, i ? 1 : 0);
-	}
+	refusal_proves = 0;
+	start(4, 4);
 	cr_assert_geq(until_agreed(4, 10000), 0);
 	closed[0] = closed[2] = true;
 	run_ms(4000);
