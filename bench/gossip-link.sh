@@ -71,19 +71,14 @@ for rate in $RATES; do
     for m in $MODES; do run "$rate" "$m" "$r"; done
   done
 done
-"$PY" - "$OUT" "$REPS" "$EPOCHS" "$RATES" <<'PY' | tee "$OUT/summary.txt"
-import json, os, statistics as st, sys
+HORA_BENCH_DIR="$ROOT/bench" "$PY" - "$OUT" "$REPS" "$EPOCHS" "$RATES" <<'PY' | tee "$OUT/summary.txt"
+import os, statistics as st, sys
 out, reps, epochs, rates = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4].split()
 print(f"# bench/gossip-link.sh: 4 netns hosts, 1 worker each, data/mnist, batch 32, seed 7, {epochs} epochs, "
       f"{reps} reps interleaved; load average {os.getloadavg()[0]:.2f}")
-def one(path):
-    rows = [json.loads(l) for l in open(path)]
-    t, to = 0.0, None
-    for r in rows:
-        t += r["seconds"]
-        if to is None and r["val_acc"] is not None and r["val_acc"] >= 0.95:
-            to = t
-    return to, rows[-1]["val_acc"], st.median(r["samples_per_s"] for r in rows[1:] or rows)
+sys.path.insert(0, os.environ["HORA_BENCH_DIR"])  # bench/metrics_run.py
+from metrics_run import run
+one = lambda path: run(path, 0.95)
 for rate in rates:
     base = None
     for label, stem in (("allreduce", "allreduce"), ("one_peer_exponential", "one_peer_exponential-p1"),

@@ -101,19 +101,14 @@ for r in $(seq "$REPS"); do
     for t in 0 1; do run "$m" "$t" "$r"; done
   done
 done
-"$PY" - "$OUT" "$REPS" "$EPOCHS" <<'PY' | tee "$OUT/summary.txt"
-import json, os, statistics as st, sys
+HORA_BENCH_DIR="$ROOT/bench" "$PY" - "$OUT" "$REPS" "$EPOCHS" <<'PY' | tee "$OUT/summary.txt"
+import os, statistics as st, sys
 out, reps, epochs = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 print(f"# bench/gossip.sh: 4 workers, fashion-mnist, batch 32, seed 7, {epochs} epochs, {reps} reps interleaved; "
       f"slow = worker 2 at cpu.cfs_quota_us 25000 / 100000; load average {os.getloadavg()[0]:.2f}")
-def one(path):
-    rows = [json.loads(l) for l in open(path)]
-    t, to = 0.0, None
-    for r in rows:
-        t += r["seconds"]
-        if to is None and r["val_acc"] is not None and r["val_acc"] >= 0.87:
-            to = t
-    return to, rows[-1]["val_acc"], st.median(r["samples_per_s"] for r in rows[1:] or rows)
+sys.path.insert(0, os.environ["HORA_BENCH_DIR"])  # bench/metrics_run.py
+from metrics_run import run
+one = lambda path: run(path, 0.87)
 res = {}
 for m in ("allreduce", "exponential", "ring"):
     for c in ("even", "slow"):

@@ -17,24 +17,10 @@ set -uo pipefail
 HORA="$1"
 DATA="${2:-}"
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-PY=/usr/bin/python3
-[[ -x $PY ]] || PY="$(command -v python3 || true)"
-if [[ ! -f $DATA/train-images-idx3-ubyte || -z $PY ]]; then
-  echo "skip: no MNIST in '$DATA' (deploy/get-data.sh) or no python3"
-  exit 77
-fi
-T="$(mktemp -d)"
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
-  wait 2>/dev/null
-  if [[ -n ${KEEP:-} ]]; then echo "kept $T"; else rm -rf "$T"; fi
-}
-trap cleanup EXIT
+# shellcheck source=mnist_job.sh
+. "$HERE/mnist_job.sh"
 export HORA_SECRET="gossip-test-secret-$RANDOM$RANDOM-0123456789"
-fail=0
-check() { if [[ $2 == 0 ]]; then echo "ok   $1"; else echo "FAIL $1"; fail=1; fi; }
-"$PY" "$HERE/idx_subset.py" "$DATA" "$T/data" 4000 1000 || { echo "FAIL writing the MNIST subset"; exit 1; }
+mnist_subset 4000 1000
 
 # cluster FILE PORT_BASE [train lines] [workers]
 cluster() {
