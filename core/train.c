@@ -564,14 +564,14 @@ void hora_run_make_order(struct run *r)
 
 /* gossip: every consensus_every steps the consensus distance, logged by
  * rank 0 (the averaging itself is part of the step: train_step) */
-static int gossip_step(struct run *r)
+static int consensus_step(struct run *r)
 {
-	int rc = 0;
 	const int every = r->cfg->gossip.consensus_every;
 	if (every <= 0 || r->step % every)
 		return 0;
 	double mean, max;
-	if ((rc = hora_gossip_consensus(r->gossip, r->tr.params, &mean, &max, r->err, r->errlen)))
+	int rc = hora_gossip_consensus(r->gossip, r->tr.params, &mean, &max, r->err, r->errlen);
+	if (rc)
 		return rc;
 	if (r->talk && !r->pg.bar)
 		printf("step %lld consensus %.4g/%.4g\n", (long long)r->step, mean, max);
@@ -593,7 +593,7 @@ static int train_steps(struct run *r, struct hora_model_stats *st)
 		r->pos += gn;
 		r->step++;
 		r->t_step = r->elastic ? hora_clock_s() : 0;
-		if (r->gossip && (rc = gossip_step(r)))
+		if (r->gossip && (rc = consensus_step(r)))
 			return rc;
 		if ((rc = bar_stats(r, s, st, &shown)) || (r->elastic && (rc = hora_elastic_step_done(r, st))))
 			return rc;
