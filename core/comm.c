@@ -99,6 +99,16 @@ struct hora_comm {
 	pthread_mutex_t net_mu; /* c->net against the status callback during a re-form */
 	int last_rank;          /* the rank before a re-form that failed (net NULL) */
 	enum hora_algo algo;    /* for the next net comm */
+	/* what hora_comm_open_channel needs to form another net comm over the
+	 * same ranks (hora_comm_create_net; NULL for other communicators) */
+	struct chan_cfg *chan;
+};
+
+struct chan_cfg {
+	struct hora_net_comm_cfg nc; /* addrs and opts.secret point below */
+	char (*addr)[80];
+	const char **addrs;
+	uint8_t key[HORA_NET_SECRET_MAX];
 };
 
 _Static_assert((int)HORA_F32 == (int)HORA_NET_F32 && (int)HORA_I64 == (int)HORA_NET_I64 &&
@@ -170,6 +180,39 @@ int hora_comm_create(const struct hora_comm_config *cfg, struct hora_comm **out,
 	return rc;
 }
 
+/* a copy of nc (addresses and secret too) for hora_comm_open_channel;
+ * NULL when out of memory (then there is no channel) */
+static struct chan_cfg *chan_keep(const struct hora_net_comm_cfg *nc)
+{
+	struct chan_cfg *k = calloc(1, sizeof(*k));
+	if (!k || nc->opts.secret_len > sizeof(k->key) || !(k->addr = calloc((size_t)nc->nranks, 80)) ||
+	    !(k->addrs = calloc((size_t)nc->nranks, sizeof(*k->addrs)))) {
+		if (k)
+			free(k->addr);
+		free(k);
+		return NULL;
+	}
+	k->nc = *nc;
+	for (int i = 0; i < nc->nranks; i++) {
+		snprintf(k->addr[i], 80, "%s", nc->addrs[i]);
+		k->addrs[i] = k->addr[i];
+	}
+	k->nc.addrs = k->addrs;
+	memcpy(k->key, nc->opts.secret, nc->opts.secret_len);
+	k->nc.opts.secret = k->key;
+	return k;
+}
+
+static void chan_free(struct chan_cfg *k)
+{
+	if (!k)
+		return;
+	memset(k->key, 0, sizeof(k->key));
+	free(k->addr);
+	free(k->addrs);
+	free(k);
+}
+
 /* local rank and size: the ranks that listen on this rank's host */
 static void count_local(struct hora_comm *c, const struct hora_net_comm_cfg *nc)
 {
@@ -217,7 +260,47 @@ int hora_comm_create_net(const struct hora_net_comm_cfg *nc, enum hora_algo algo
 	}
 	(*out)->local_size = 0;
 	count_local(*out, nc);
+	(*out)->chan = chan_keep(nc);
 	return 0;
+}
+
+/* Another net comm over c's ranks, each listening on its port +
+ * port_offset, with the I/O timeout off (apair.h). */
+int hora_comm_open_channel(struct hora_comm *c, int port_offset, struct hora_net_comm **out, char *err,
+			   size_t errlen)
+{
+	*out = NULL;
+	const struct chan_cfg *k = c->chan;
+	if (!k)
+		return snprintf(err, errlen, "this communicator cannot open a channel (not formed from addresses)"),
+		       -EINVAL;
+	const int n = k->nc.nranks;
+	char(*addr)[80] = calloc((size_t)n, sizeof(*addr));
+	const char **addrs = calloc((size_t)n, sizeof(*addrs));
+	int rc = addr && addrs ? 0 : -ENOMEM;
+	for (int i = 0; !rc && i < n; i++) {
+		char h[64];
+		uint16_t port;
+		if (hora_hostport_split(k->addr[i], h, sizeof(h), &port) || port + port_offset > 65535 ||
+		    port + port_offset < 1) {
+			snprintf(err, errlen, "channel: rank %d's address %s + %d is no host:port", i, k->addr[i],
+				 port_offset);
+			rc = -EINVAL;
+			break;
+		}
+		snprintf(addr[i], sizeof(addr[i]), "%s:%d", h, port + port_offset);
+		addrs[i] = addr[i];
+	}
+	struct hora_net_comm_cfg nc = k->nc;
+	nc.addrs = addrs;
+	nc.opts.io_timeout_ms = 0;
+	if (rc == -ENOMEM)
+		snprintf(err, errlen, "channel: out of memory");
+	else if (!rc)
+		rc = hora_net_comm_create(&nc, out, err, errlen);
+	free(addr);
+	free(addrs);
+	return rc;
 }
 
 
@@ -821,6 +904,7 @@ void hora_comm_destroy(struct hora_comm *c)
 	if (c->el.free_arg)
 		c->el.free_arg(c->el.arg);
 	free(c->members);
+	chan_free(c->chan);
 	free(c);
 }
 
@@ -858,6 +942,14 @@ const char *hora_comm_last_error(const struct hora_comm *c)
 bool hora_comm_stalled(const struct hora_comm *c)
 {
 	return atomic_load_explicit(&c->stopped, memory_order_acquire) != 0;
+}
+int hora_comm_stop_code(const struct hora_comm *c)
+{
+	return atomic_load_explicit(&c->stopped, memory_order_acquire);
+}
+const char *hora_comm_stop_message(const struct hora_comm *c)
+{
+	return hora_comm_stop_code(c) ? c->stop_msg : "";
 }
 void hora_comm_set_fusion_override(struct hora_comm *c, const struct hora_fusion_override *o)
 {

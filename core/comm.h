@@ -45,6 +45,17 @@ int hora_wait_timed(struct hora_request *req, double *start, double *end);
 /* Whether the monitor thread stopped the job: the stall inspector (every
  * call fails with HORA_ERR_STALL) or the loss watcher (HORA_ERR_LOST). */
 bool hora_comm_stalled(const struct hora_comm *c);
+/* Its code (0: not stopped) and report ("" while not stopped). */
+int hora_comm_stop_code(const struct hora_comm *c);
+const char *hora_comm_stop_message(const struct hora_comm *c);
+
+/* Form another net communicator over c's ranks, each listening on its
+ * port + port_offset, with c's secret and options but no I/O timeout (for
+ * hora_apair_create: a link of its own). Every rank calls it. 0 or -errno
+ * (err). -EINVAL when c was not formed from addresses. */
+struct hora_net_comm;
+int hora_comm_open_channel(struct hora_comm *c, int port_offset, struct hora_net_comm **out, char *err,
+			   size_t errlen);
 
 /* The fusion settings of the environment (hora_init), which distributed
  * optimizers over c apply over their own. Set before any call. */

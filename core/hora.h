@@ -425,6 +425,60 @@ HORA_API int hora_pair_average_async(struct hora_comm *c, void *buf, size_t coun
  * calls, as hora_comm_set_algorithm. */
 HORA_API int hora_comm_set_neighbor_check(struct hora_comm *c, int on);
 
+/* Asynchronous pair averaging (AD-PSGD; net/coll/README.md "Asynchronous
+ * pairs"): a rank asks one peer at a time to average with it and goes on
+ * at once; no rank ever waits for another but at hora_apair_quiesce. The
+ * engine opens connections of its own: every rank of c calls
+ * hora_apair_create (it returns once all have), each listening on its
+ * address's port + port_offset (c must come from hora_comm_create or
+ * hora_init). x, the model (count elements of f32 or f64), stays the
+ * caller's: the engine reads or writes it only inside start, poll and
+ * quiesce, on the calling thread. One exchange at a time per rank:
+ * - hora_apair_start(a, peer, x): x copied; peer's engine answers at once,
+ *   GO (it takes the exchange) or BUSY (it is in one, or closed).
+ *   -EBUSY: this rank is in an exchange (or closed); -ENOTCONN: peer gone.
+ * - hora_apair_poll(a, x, &ev), between the caller's steps: applies our
+ *   reply (x += avg - the copy: exactly the average when x did not change
+ *   meanwhile), or serves a peer's request (x = avg, sent back: both end
+ *   with the same bits; lower rank's value first, in double). Never waits.
+ * - hora_apair_quiesce(a, x, timeout_ms): later requests get BUSY; waits
+ *   for the exchange in flight (its partner answers without waiting for
+ *   anyone, so the wait is one exchange long), or until c's job stops
+ *   (its code) or timeout_ms (> 0; -ETIMEDOUT); *ev (may be NULL) says
+ *   what it finished, as poll would. hora_apair_reopen undoes
+ *   the close. Quiesce every rank before a collective over x, e.g. x̄.
+ * Every exchange preserves the pair's sum (to rounding). Each rank also
+ * carries n counters (its own set by hora_apair_progress, the others'
+ * merged by max from every message it gets): how far the job is, without
+ * a collective. */
+struct hora_apair;
+enum hora_apair_what {
+	HORA_APAIR_NONE,    /* nothing finished */
+	HORA_APAIR_APPLIED, /* our request: the average is in x */
+	HORA_APAIR_BUSY,    /* our request: the peer was busy; x unchanged */
+	HORA_APAIR_FAILED,  /* our request: the peer is gone; x unchanged */
+	HORA_APAIR_SERVED,  /* a peer's request: the average is in x */
+};
+struct hora_apair_event {
+	enum hora_apair_what what;
+	int peer;       /* -1 for NONE */
+	double seconds; /* our request: from start to the reply */
+};
+HORA_API int hora_apair_create(struct hora_comm *c, int port_offset, size_t count, enum hora_dtype t,
+			       struct hora_apair **out, char *err, size_t errlen);
+HORA_API void hora_apair_destroy(struct hora_apair *a);
+HORA_API int hora_apair_start(struct hora_apair *a, int peer, const void *x);
+HORA_API int hora_apair_poll(struct hora_apair *a, void *x, struct hora_apair_event *ev);
+HORA_API int hora_apair_quiesce(struct hora_apair *a, void *x, int timeout_ms, struct hora_apair_event *ev);
+HORA_API void hora_apair_reopen(struct hora_apair *a);
+HORA_API void hora_apair_progress(struct hora_apair *a, uint64_t mine);
+/* the n counters as this rank knows them (its own exact) */
+HORA_API void hora_apair_progress_view(struct hora_apair *a, uint64_t *v);
+HORA_API void hora_apair_progress_set(struct hora_apair *a, const uint64_t *v);
+/* the first failure seen (a peer gone, a malformed message; "" if none);
+ * valid until the next call on a */
+HORA_API const char *hora_apair_error(struct hora_apair *a);
+
 /* The reason of the communicator's last failure ("" if none). Valid until
  * the next call on c. */
 HORA_API const char *hora_comm_last_error(const struct hora_comm *c);
