@@ -57,7 +57,7 @@ void hora_train_config_defaults(struct hora_train_config *c)
 	c->elastic = (struct hora_elastic_config){.min_workers = 1, .commit_steps = 20, .wait_s = 600,
 						  .restart_limit = 3};
 	c->gossip = (struct hora_gossip_config){.topology = HORA_GOSSIP_EXPONENTIAL, .period = 1,
-						.self_weight = -1};
+						.self_weight = -1, .adaptive = 1};
 }
 
 /* "128,64", "[128, 64]", "[]" or "" */
@@ -166,7 +166,30 @@ static const struct hora_cfg_key gossip_keys[] = {
 	{"train.gossip.consensus_every", HORA_CFG_INT,
 	 HORA_CFG_FIELD(struct hora_train_config, gossip.consensus_every), .lo = 0, .hi = 1000000000,
 	 .what = "a non-negative integer (steps; 0 = each epoch's end)"},
+	{"train.gossip.adaptive", HORA_CFG_BOOL, HORA_CFG_FIELD(struct hora_train_config, gossip.adaptive)},
 };
+
+/* async pairs average 1/2 1/2 and have no barrier to measure consensus
+ * mid-epoch at; adaptive peer choice is async's (sync's peers are the
+ * graph's). Checked at whichever key comes second. */
+static int gossip_mode_keys(const struct hora_train_config *c, const char *key, char *err, size_t errlen)
+{
+	const struct hora_gossip_config *g = &c->gossip;
+	const char *other = g->mode != HORA_GOSSIP_ASYNC ? NULL
+			    : g->self_weight >= 0	   ? "train.gossip.self_weight"
+			    : g->consensus_every > 0	   ? "train.gossip.consensus_every"
+							   : NULL;
+	const char *why = other && other[13] == 's' ? "its pairs average 1/2 and 1/2"
+						    : "no barrier to measure at: it measures at each epoch's end";
+	if (other && !strcmp(key, "train.gossip.mode"))
+		return hora_cfg_bad(err, errlen, "%s: async does not take %s (%s)", key, other, why);
+	if (other)
+		return hora_cfg_bad(err, errlen, "%s does not apply to train.gossip.mode: async (%s)", other, why);
+	if (!strcmp(key, "train.gossip.adaptive") && g->mode != HORA_GOSSIP_ASYNC)
+		return hora_cfg_bad(err, errlen, "%s applies to train.gossip.mode: async (write the mode before "
+						 "it)", key);
+	return 0;
+}
 
 static int set_gossip(void *base, const char *key, const char *v, int line, int col, char *err,
 		      size_t errlen)
@@ -182,9 +205,8 @@ static int set_gossip(void *base, const char *key, const char *v, int line, int 
 	int rc = hora_cfg_key_set(k, base, key, v, line, col, err, errlen);
 	if (rc)
 		return rc;
-	if (c->gossip.mode == HORA_GOSSIP_ASYNC)
-		return hora_cfg_bad(err, errlen, "%s: async (AD-PSGD) is not available in this build (sync "
-						 "is)", key);
+	if ((rc = gossip_mode_keys(c, key, err, errlen)))
+		return rc;
 	c->gossip.on = 1;
 	return gossip_elastic(c, key, err, errlen);
 }
@@ -286,6 +308,7 @@ static const struct hora_cfg_key train_keys[] = {
 	FN("train.gossip.period", set_gossip),
 	FN("train.gossip.self_weight", set_gossip),
 	FN("train.gossip.consensus_every", set_gossip),
+	FN("train.gossip.adaptive", set_gossip),
 	/* read by distributed jobs only (hora_config_single_worker_note) */
 	{"train.fusion.threshold_bytes", HORA_CFG_SIZE, F(fusion.threshold_bytes), .lo = 0,
 	 .hi = 1099511627776.0, .flags = DIST},

@@ -156,6 +156,7 @@ struct hora_gossip_config {
 	int period;            /* local steps between averaging rounds (default 1) */
 	double self_weight;    /* < 0: the topology's (uniform) */
 	int consensus_every;   /* steps between consensus measurements (0: each epoch's end) */
+	int adaptive;          /* async: peers that answer slowly are asked less often (default 1) */
 	int sync_given;        /* train.sync was written: 1 allreduce, 2 gossip */
 };
 

@@ -360,7 +360,7 @@ Test(core_config, the_elastic_section_turns_it_on_and_every_key_is_checked)
 }
 
 /* train.gossip: any key turns gossip on; every key checked with file:line:col;
- * what this build cannot do (async, with elastic) and what contradicts
+ * what this build cannot do (gossip with elastic), what async does not take, and what contradicts
  * train.sync: allreduce is refused, in either order */
 Test(core_config, the_gossip_section_turns_it_on_and_every_key_is_checked)
 {
@@ -374,6 +374,10 @@ Test(core_config, the_gossip_section_turns_it_on_and_every_key_is_checked)
 	hora_train_config_defaults(&cfg);
 	cr_assert_eq(load("train:\n  sync: gossip\n  gossip: {topology: one_peer_exponential}\n"), 0, "%s", err);
 	cr_assert_eq(cfg.gossip.topology, HORA_GOSSIP_ONE_PEER_EXPONENTIAL);
+	hora_train_config_defaults(&cfg);
+	cr_assert_eq(cfg.gossip.adaptive, 1);
+	cr_assert_eq(load("train:\n  gossip: {mode: async, adaptive: false, topology: ring}\n"), 0, "%s", err);
+	cr_assert(cfg.gossip.mode == HORA_GOSSIP_ASYNC && cfg.gossip.adaptive == 0);
 	static const char *const bad[][2] = {
 		{"  gossip:\n    topology: star\n",
 		 "c.yaml:3:15: train.gossip.topology must be ring, exponential, one_peer_exponential or random"},
@@ -381,7 +385,16 @@ Test(core_config, the_gossip_section_turns_it_on_and_every_key_is_checked)
 		{"  gossip:\n    self_weight: 1.5\n", "c.yaml:3:18: train.gossip.self_weight must be a number in [0, 1]"},
 		{"  gossip:\n    consensus_every: -1\n", "c.yaml:3:22: train.gossip.consensus_every must be a non-negative"},
 		{"  gossip:\n    fanout: 3\n", "unknown key 'train.gossip.fanout'"},
-		{"  gossip:\n    mode: async\n", "c.yaml:3:11: train.gossip.mode: async (AD-PSGD) is not available in this build"},
+		{"  gossip:\n    adaptive: false\n", "c.yaml:3:15: train.gossip.adaptive applies to train.gossip.mode: async"},
+		{"  gossip:\n    mode: async\n    adaptive: maybe\n", "c.yaml:4:15: train.gossip.adaptive must be"},
+		{"  gossip:\n    self_weight: 0.5\n    mode: async\n",
+		 "c.yaml:4:11: train.gossip.mode: async does not take train.gossip.self_weight (its pairs average"},
+		{"  gossip:\n    consensus_every: 9\n    mode: async\n",
+		 "c.yaml:4:11: train.gossip.mode: async does not take train.gossip.consensus_every (no barrier"},
+		{"  gossip:\n    mode: async\n    consensus_every: 10\n",
+		 "c.yaml:4:22: train.gossip.consensus_every does not apply to train.gossip.mode: async (no barrier"},
+		{"  gossip:\n    mode: async\n    self_weight: 0.2\n",
+		 "c.yaml:4:18: train.gossip.self_weight does not apply to train.gossip.mode: async (its pairs"},
 		{"  sync: allreduce\n  gossip:\n    topology: ring\n",
 		 "c.yaml:4:15: train.gossip.topology applies to train.sync: gossip, and train.sync is allreduce"},
 		{"  gossip:\n    topology: ring\n  sync: allreduce\n",
