@@ -52,10 +52,6 @@ int hora_gossip_create(struct hora_comm *c, const struct hora_gossip_config *cfg
 		       size_t nparams, struct hora_gossip **out, char *err, size_t errlen)
 {
 	*out = NULL;
-	if (cfg->mode != HORA_GOSSIP_SYNC) {
-		snprintf(err, errlen, "train.gossip.mode: only sync is available in this build");
-		return -EINVAL;
-	}
 	struct hora_gossip *g = calloc(1, sizeof(*g));
 	if (!g || !(g->keep = malloc(nparams * sizeof(float))) || !(g->recv = malloc(nparams * sizeof(float)))) {
 		if (g)

@@ -13,6 +13,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 struct hora_gossip;
 
@@ -40,5 +41,22 @@ void hora_gossip_average_end(struct hora_gossip *g, float *params);
 /* The consensus distance of params, left as they are (mid-epoch). */
 int hora_gossip_consensus(struct hora_gossip *g, const float *params, double *mean, double *max, char *err,
 			  size_t errlen);
+
+/* ---- train.gossip.mode: async (gossip_async.c) ------------------------------------ */
+
+struct run;
+struct hora_gasync;
+struct hora_model_stats;
+/* The async state of r's rank (its engine opens at the first epoch). 0 or
+ * -ENOMEM (r->err). */
+int hora_gasync_create(struct run *r, struct hora_gasync **out);
+void hora_gasync_destroy(struct hora_gasync *g);
+/* Epoch r->epoch: local steps and exchanges until the job has trained
+ * epoch x the training set's samples, then the exchange in flight finished
+ * and the counters made exact (one allreduce). 0 or a code (r->err). */
+int hora_gasync_steps(struct run *r, struct hora_gasync *g, struct hora_model_stats *st);
+/* One line: steps, samples and their rate over train_s seconds,
+ * exchanges, the peers asked and their reply times. */
+void hora_gasync_report(const struct hora_gasync *g, double train_s, FILE *f);
 
 #endif

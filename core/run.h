@@ -34,6 +34,7 @@ struct run {
 	struct hora_trainer tr;
 	struct hora_dist_optim *dopt; /* gradients averaged across ranks (NULL: not) */
 	struct hora_gossip *gossip;   /* train.sync: gossip: parameters averaged with neighbours */
+	struct hora_gasync *gasync;   /* and train.gossip.mode: async (gossip_async.c) */
 	struct hora_timeline *tl;
 	int64_t *order; /* this epoch's shuffle of the training set */
 	FILE *mf;       /* rank 0's metrics file */
@@ -73,6 +74,8 @@ void hora_run_schedule(struct run *r);
 double hora_run_lr(const struct run *r);
 /* this epoch's sample order from rng_epoch (r->rng: the next epoch's) */
 void hora_run_make_order(struct run *r);
+/* a seeded Fisher-Yates shuffle of a[0..n) (s: the RNG state, advanced) */
+void hora_run_shuffle(int64_t *a, int64_t n, uint64_t *s);
 /* the distributed optimizer over the current communicator (again) */
 int hora_run_dist_optim(struct run *r);
 

@@ -40,7 +40,7 @@ static uint64_t splitmix(uint64_t *s)
 }
 
 /* Fisher-Yates with an unbiased bounded draw (Lemire). */
-static void shuffle(int64_t *a, int64_t n, uint64_t *s)
+void hora_run_shuffle(int64_t *a, int64_t n, uint64_t *s)
 {
 	for (int64_t i = n - 1; i > 0; i--) {
 		uint64_t bound = (uint64_t)i + 1, x;
@@ -212,7 +212,7 @@ static int resume(struct hora_comm *c, const struct hora_train_config *cfg, stru
 enum { JOB_SEED, JOB_EPOCHS, JOB_BATCH, JOB_TRAIN_N, JOB_TEST_N, JOB_INPUTS, JOB_CLASSES, JOB_PARAMS,
        JOB_COMM, JOB_FUSION, JOB_CYCLE_US, JOB_COMPRESSION, JOB_TIMELINE, JOB_CKPT_EVERY, JOB_RESUME,
        JOB_ELASTIC, JOB_GOSSIP, JOB_GOSSIP_TOPOLOGY, JOB_GOSSIP_PERIOD, JOB_GOSSIP_SELF_WEIGHT,
-       JOB_GOSSIP_CONSENSUS, JOB_BAR, JOB_N };
+       JOB_GOSSIP_CONSENSUS, JOB_GOSSIP_MODE, JOB_GOSSIP_ADAPTIVE, JOB_BAR, JOB_N };
 static const char *const job_name[JOB_BAR] = {
 	"train.seed", "train.epochs", "train.batch_size", "training samples", "test samples",
 	"inputs per sample", "classes", "model parameters", "train.communication",
@@ -221,7 +221,7 @@ static const char *const job_name[JOB_BAR] = {
 	"train.fusion.compression", "timeline on (train.timeline / HORA_TIMELINE)",
 	"train.checkpoint.every_epochs", "train.resume", "train.elastic on", "train.sync gossip",
 	"train.gossip.topology", "train.gossip.period", "train.gossip.self_weight (x 1e9)",
-	"train.gossip.consensus_every"};
+	"train.gossip.consensus_every", "train.gossip.mode (0 sync, 1 async)", "train.gossip.adaptive"};
 
 static int agree_on_job(struct hora_comm *c, int64_t *v, char *err, size_t errlen)
 {
@@ -319,7 +319,9 @@ int hora_run_agree_job(struct run *r, int *bar)
 		[JOB_GOSSIP] = cfg->gossip.on, [JOB_GOSSIP_TOPOLOGY] = cfg->gossip.topology,
 		[JOB_GOSSIP_PERIOD] = cfg->gossip.period,
 		[JOB_GOSSIP_SELF_WEIGHT] = (int64_t)llround(cfg->gossip.self_weight * 1e9),
-		[JOB_GOSSIP_CONSENSUS] = cfg->gossip.consensus_every, [JOB_BAR] = *bar};
+		[JOB_GOSSIP_CONSENSUS] = cfg->gossip.consensus_every, [JOB_GOSSIP_MODE] = cfg->gossip.mode,
+		[JOB_GOSSIP_ADAPTIVE] = cfg->gossip.mode == HORA_GOSSIP_ASYNC && cfg->gossip.adaptive,
+		[JOB_BAR] = *bar};
 	int rc = agree_on_job(r->c, job, r->err, r->errlen);
 	if (!rc)
 		*bar = (int)job[JOB_BAR];
@@ -363,7 +365,12 @@ static void print_header(const struct run *r)
 	if (r->size > 1)
 		printf(", %d workers (global batch %lld, lr x %d%s)", r->size, (long long)r->global_bs,
 		       cfg->optim.scale_lr_by_size ? r->size : 1, cfg->communication ? "" : ", NO gradient averaging");
-	if (r->gossip) {
+	if (r->gasync) {
+		static const char *const topo[] = {"ring", "exponential", "one_peer_exponential", "random"};
+		printf("; gossip async: the even ranks ask one odd %s neighbour%s to average every %d step%s, "
+		       "no barrier", topo[cfg->gossip.topology], cfg->gossip.adaptive ? " (the quicker ones more often)" : "",
+		       cfg->gossip.period, cfg->gossip.period > 1 ? "s" : "");
+	} else if (r->gossip) {
 		static const char *const topo[] = {"ring", "exponential", "one_peer_exponential", "random"};
 		printf("; gossip: parameters averaged with the %s graph's neighbours every %d step%s, no "
 		       "gradient allreduce", topo[cfg->gossip.topology], cfg->gossip.period,
@@ -558,7 +565,7 @@ void hora_run_make_order(struct run *r)
 	for (int64_t i = 0; i < r->train.n; i++)
 		r->order[i] = i;
 	r->rng = r->rng_epoch;
-	shuffle(r->order, r->train.n, &r->rng);
+	hora_run_shuffle(r->order, r->train.n, &r->rng);
 	r->order_of = r->epoch;
 }
 
@@ -617,7 +624,7 @@ static int run_epoch(struct run *r)
 	if (r->pg.bar && r->talk)
 		printf("Epoch %d/%d\n", e, r->cfg->epochs);
 	const double t0 = hora_clock_s();
-	int rc = train_steps(r, &st);
+	int rc = r->gasync ? hora_gasync_steps(r, r->gasync, &st) : train_steps(r, &st);
 	if (rc)
 		return rc;
 	if (r->samples) /* before the epoch's sums: a commit after them counts these */
@@ -733,10 +740,16 @@ int hora_run_dist_optim(struct run *r)
 	r->dopt = NULL;
 	hora_gossip_destroy(r->gossip);
 	r->gossip = NULL;
+	hora_gasync_destroy(r->gasync);
+	r->gasync = NULL;
 	int rc = 0;
-	if (r->several && r->cfg->communication && r->cfg->gossip.on)
-		return hora_gossip_create(r->c, &r->cfg->gossip, r->cfg->seed, r->tr.nparams, &r->gossip, r->err,
-					  r->errlen);
+	if (r->several && r->cfg->communication && r->cfg->gossip.on) {
+		rc = hora_gossip_create(r->c, &r->cfg->gossip, r->cfg->seed, r->tr.nparams, &r->gossip, r->err,
+					r->errlen);
+		if (!rc && r->cfg->gossip.mode == HORA_GOSSIP_ASYNC)
+			rc = hora_gasync_create(r, &r->gasync);
+		return rc;
+	}
 	if (r->several && r->cfg->communication &&
 	    (rc = hora_dist_optim_create(r->c, r->tr.optim, r->tr.nparams, &r->cfg->fusion, &r->dopt)))
 		snprintf(r->err, r->errlen, "distributed optimizer: %s", hora_strerror(rc));
@@ -787,6 +800,9 @@ int hora_train_run_comm(struct hora_comm *c, const struct hora_train_config *cfg
 	hora_elastic_free(r);
 	free(r->order);
 	hora_dist_optim_destroy(r->dopt);
+	if (r->gasync && !rc && !cfg->quiet)
+		hora_gasync_report(r->gasync, hora_clock_s() - t_train, stdout);
+	hora_gasync_destroy(r->gasync);
 	hora_gossip_destroy(r->gossip);
 	hora_timeline_destroy(r->tl);
 	hora_trainer_deinit(&r->tr);
