@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # gossip-link.sh [--reps 2] [--epochs 20] [--rates "1gbit 100mbit 1gbit+slow3"] [--out DIR]
-# - gossip vs allreduce where the link limits (issue 14, acceptance point 4,
-# for the sync mode this build has): 4 network-namespace hosts
+# - gossip vs allreduce where the link limits (issue 14, acceptance point
+# 4): 4 network-namespace hosts
 # (deploy/netns-cluster.sh, every host's egress shaped by tbf to RATE), one
 # worker each (launcher: netns; RATE+slowH: host H's link at a tenth of
 # RATE, the slow-link straggler of acceptance point 3), the MNIST MLP on data/mnist (8,000 / 2,000),
 # batch 32, seed 7, SGD lr 0.1 x 4, one warm-up epoch. Modes: allreduce
 # (ring: 1.5 models sent per rank and step at 4 ranks), gossip sync
 # one_peer_exponential (1 model a step), exponential (2 models a step), and
-# one_peer_exponential with period 4 (a quarter model a step). Per run:
+# one_peer_exponential with period 4 (a quarter model a step), gossip
+# async exponential (adaptive; an active rank sends and receives one model
+# an exchange, as often as exchanges finish) and async with period 4. Per run:
 # samples/s (median over epochs 2..E) and seconds to val_acc 0.95 (the
 # epochs' wall times summed up to the first epoch at or above it; x̄ for
 # gossip). Runs interleaved, median of the reps; the hosts are made and
@@ -37,14 +39,17 @@ trap cleanup EXIT INT TERM
 export HORA_SECRET="gossip-link-$(od -An -tx8 -N8 /dev/urandom | tr -d ' ')"
 mkdir -p "$OUT"
 cd "$ROOT"
-MODES="allreduce one_peer_exponential exponential one_peer_exponential/4"
-run() { # rate mode rep
-  local topo=${2%/*} period=1 extra="" name
-  [[ $2 == */* ]] && period=${2#*/}
+MODES="allreduce one_peer_exponential exponential one_peer_exponential/4 async:exponential async:exponential/4"
+run() { # rate mode rep; mode: allreduce or [async:]topology[/period]
+  local spec=${2#async:} mode=sync period=1 extra="" name topo
+  [[ $2 == async:* ]] && mode=async
+  topo=${spec%/*}
+  [[ $spec == */* ]] && period=${spec#*/}
   name="$1-${topo}-p$period-$3"
+  [[ $mode == async ]] && name="$1-async-${topo}-p$period-$3"
   [[ $2 == allreduce ]] && name="$1-allreduce-$3"
   [[ $2 == allreduce ]] || extra="  sync: gossip
-  gossip: {topology: $topo, period: $period}"
+  gossip: {mode: $mode, topology: $topo, period: $period}"
   sed -e "s/netns: hn-/netns: $TAG-/" -e "s/epochs: 20/epochs: $EPOCHS/" \
       -e "s/warmup_epochs: 2/warmup_epochs: 1/" -e "s/port_base: 29500/port_base: $((20000 + 10 * (RANDOM % 1200)))/" \
       "$ROOT/deploy/clusters/netns.yaml" >"$TMP/c.yaml"
@@ -82,7 +87,9 @@ one = lambda path: run(path, 0.95)
 for rate in rates:
     base = None
     for label, stem in (("allreduce", "allreduce"), ("one_peer_exponential", "one_peer_exponential-p1"),
-                        ("exponential", "exponential-p1"), ("one_peer_exponential, period 4", "one_peer_exponential-p4")):
+                        ("exponential", "exponential-p1"), ("one_peer_exponential, period 4", "one_peer_exponential-p4"),
+                        ("async exponential", "async-exponential-p1"),
+                        ("async exponential, period 4", "async-exponential-p4")):
         v = [one(f"{out}/{rate}-{stem}-{r}.jsonl") for r in range(1, reps + 1)]
         sps = st.median(x[2] for x in v)
         base = sps if label == "allreduce" else base

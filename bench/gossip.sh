@@ -1,26 +1,34 @@
 #!/usr/bin/env bash
-# gossip.sh [--reps 3] [--epochs 10] [--out DIR] - the straggler bench of
-# gossip training (issue 14, acceptance point 3, for the modes this build
-# has): 4 workers on 127.0.0.1 (hora launch), the MNIST MLP on
-# data/fashion-mnist, batch 32, seed 7, SGD lr 0.1 x 4 with one warm-up
-# epoch, E epochs; train.sync allreduce vs gossip sync (exponential, ring),
+# gossip.sh [--reps 3] [--epochs 10] [--slow W] [--modes "allreduce exponential async async-fixed"]
+# [--out DIR] - the straggler bench of
+# gossip training (issue 14, acceptance point 3): 4 workers on 127.0.0.1
+# (hora launch), the MNIST MLP on data/fashion-mnist, batch 32, seed 7,
+# SGD lr 0.1 x 4 with one warm-up epoch, E epochs; train.sync allreduce vs
+# gossip sync (exponential) vs gossip async (exponential, adaptive; and
+# with adaptive: false, the effect of the adaptive peer choice),
 # each unthrottled and with worker 2 throttled to a quarter of a core by a
-# real CPU quota (cgroup v1 cpu controller at /sys/fs/cgroup/cpu: a child
+# real CPU quota (--slow W: worker W instead; async's even ranks ask, odd
+# ones answer, so W = 1 shows what the adaptive peer choice does) (cgroup
+# v1 cpu controller at /sys/fs/cgroup/cpu: a child
 # group with cpu.cfs_quota_us 25000 of cpu.cfs_period_us 100000, the
 # worker's process written to cgroup.procs as soon as it runs; cgroup v2:
 # cpu.max "25000 100000"). Per run: seconds to val_acc 0.87 (evaluated on
 # x̄ for gossip; the epochs' wall times summed up to the first epoch at or
 # above it), the final val_acc, samples/s (median over epochs 2..E, all
-# workers). Runs interleaved (mode x condition per rep); median of the reps.
+# workers), and for async each worker's own samples/s (its report line:
+# the unthrottled workers' rate when one is slow over their rate when none
+# is). Runs interleaved (mode x condition per rep); median of the reps.
 # Removes the groups it made. Needs root.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-REPS=3 EPOCHS=10 OUT="$ROOT/bench/results/issue14/straggler"
+REPS=3 EPOCHS=10 OUT="$ROOT/bench/results/issue14/straggler" SLOW=2 MODES="allreduce exponential async async-fixed"
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --reps) REPS="$2"; shift 2 ;;
     --epochs) EPOCHS="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
+    --slow) SLOW="$2"; shift 2 ;;
+    --modes) MODES="$2"; shift 2 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -60,8 +68,15 @@ mkdir -p "$OUT"
 cd "$ROOT"
 run() { # mode throttled(0/1) rep
   local port=$((20000 + 10 * (RANDOM % 1200))) extra="" name="$1-$([[ $2 == 1 ]] && echo slow || echo even)-$3"
-  [[ $1 == allreduce ]] || extra="  sync: gossip
-  gossip: {topology: $1}"
+  case $1 in
+    allreduce) ;;
+    async-fixed) extra="  sync: gossip
+  gossip: {mode: async, adaptive: false}" ;;
+    async) extra="  sync: gossip
+  gossip: {mode: async}" ;;
+    *) extra="  sync: gossip
+  gossip: {topology: $1}" ;;
+  esac
   cat >"$TMP/c.yaml" <<YAML
 cluster:
   name: gossip-straggler
@@ -85,7 +100,7 @@ YAML
   if [[ $2 == 1 ]]; then # worker 2 into the group as soon as it runs
     for _ in $(seq 2000); do
       for p in $(ps -o pid= --ppid $L 2>/dev/null); do
-        tr '\0' ' ' </proc/"$p"/cmdline 2>/dev/null | grep -qE -- "--proc 2( |$)" && w=$p
+        tr '\0' ' ' </proc/"$p"/cmdline 2>/dev/null | grep -qE -- "--proc $SLOW( |$)" && w=$p
       done
       [[ -n $w ]] && break
       sleep 0.005
@@ -94,23 +109,32 @@ YAML
   fi
   wait $L || { cat "$TMP/out" >&2; return 1; }
   L=""
-  [[ $2 == 0 || -n $w ]] || { echo "worker 2 not found to throttle" >&2; return 1; }
+  cp "$TMP/out" "$OUT/$name.out"
+  [[ $2 == 0 || -n $w ]] || { echo "worker $SLOW not found to throttle" >&2; return 1; }
 }
 for r in $(seq "$REPS"); do
-  for m in allreduce exponential ring; do
+  for m in $MODES; do
     for t in 0 1; do run "$m" "$t" "$r"; done
   done
 done
-HORA_BENCH_DIR="$ROOT/bench" "$PY" - "$OUT" "$REPS" "$EPOCHS" <<'PY' | tee "$OUT/summary.txt"
+HORA_BENCH_DIR="$ROOT/bench" "$PY" - "$OUT" "$REPS" "$EPOCHS" "$SLOW" "$MODES" <<'PY' | tee "$OUT/summary.txt"
 import os, statistics as st, sys
-out, reps, epochs = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+out, reps, epochs, slow, modes = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), tuple(sys.argv[5].split())
 print(f"# bench/gossip.sh: 4 workers, fashion-mnist, batch 32, seed 7, {epochs} epochs, {reps} reps interleaved; "
-      f"slow = worker 2 at cpu.cfs_quota_us 25000 / 100000; load average {os.getloadavg()[0]:.2f}")
+      f"slow = worker {slow} at cpu.cfs_quota_us 25000 / 100000; load average {os.getloadavg()[0]:.2f}")
 sys.path.insert(0, os.environ["HORA_BENCH_DIR"])  # bench/metrics_run.py
 from metrics_run import run
 one = lambda path: run(path, 0.87)
 res = {}
-for m in ("allreduce", "exponential", "ring"):
+import re
+def rates(path):  # async: each worker's own samples/s, from its report line
+    got = {}
+    for line in open(path[:-6] + ".out"):
+        m = re.search(r"gossip async rank (\d+) .*\(([0-9.]+) samples/s\)", line)
+        if m:
+            got[int(m.group(1))] = float(m.group(2))
+    return got
+for m in modes:
     for c in ("even", "slow"):
         v = [one(f"{out}/{m}-{c}-{r}.jsonl") for r in range(1, reps + 1)]
         tt = [x[0] for x in v if x[0] is not None]
@@ -118,9 +142,16 @@ for m in ("allreduce", "exponential", "ring"):
         print(f"{m} {c}: time to 0.87 median {res[m, c] if res[m, c] is None else round(res[m, c], 2)} s "
               f"(runs {[None if x[0] is None else round(x[0], 2) for x in v]}), final val_acc "
               f"{[x[1] for x in v]}, samples/s median {st.median(x[2] for x in v):.0f}")
-for m in ("exponential", "ring"):
-    if res[m, "slow"] and res["allreduce", "slow"]:
-        print(f"{m} slow / allreduce slow: {res[m, 'slow'] / res['allreduce', 'slow']:.2f} (target <= 0.5)")
-if res["allreduce", "slow"] and res["allreduce", "even"]:
+for m in modes:
+    if m != "allreduce" and res[m, "slow"] and res.get(("allreduce", "slow")):
+        print(f"{m} slow / allreduce slow: {res[m, 'slow'] / res['allreduce', 'slow']:.2f} (target <= 0.5); "
+              f"/ allreduce even: {res[m, 'slow'] / res['allreduce', 'even']:.2f} (goal <= 1.5)")
+for m in [m for m in modes if m.startswith("async")]:
+    for w in [w for w in range(4) if w != slow]:
+        ratio = [rates(f"{out}/{m}-slow-{r}.jsonl").get(w, 0) / max(rates(f"{out}/{m}-even-{r}.jsonl").get(w, 0), 1)
+                 for r in range(1, reps + 1)]
+        print(f"{m}: worker {w}'s samples/s with worker {slow} slow / without: median {st.median(ratio):.2f} "
+              f"(runs {[round(x, 2) for x in ratio]}; target >= 0.8)")
+if res.get(("allreduce", "slow")) and res.get(("allreduce", "even")):
     print(f"allreduce slow / even: {res['allreduce', 'slow'] / res['allreduce', 'even']:.2f}")
 PY

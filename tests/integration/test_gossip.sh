@@ -11,7 +11,9 @@
 # allreduce run's and at least 0.85, the header says gossip and the timeline
 # carries the consensus distance as a counter each epoch; a worker
 # started with another topology than rank 0's is refused at the start,
-# naming the setting. Kills only PIDs it started. Exit 77 (skip) without
+# naming the setting. Then mode: async (AD-PSGD) with 4 workers: x̄ on
+# every worker, the even ranks' exchanges applied and the odd ranks'
+# served, every sample counted, val_acc close to allreduce's. Kills only PIDs it started. Exit 77 (skip) without
 # MNIST or a python3.
 set -uo pipefail
 HORA="$1"
@@ -100,6 +102,39 @@ check "random, 3 workers: the job completes (exit $(cat "$T/random3.rc"))" "$(ca
 crcs="$(grep -o 'final parameters crc32 [0-9a-f]*' "$T/random3.out" | sort | uniq -c)"
 check "random, 3 workers: the same model everywhere ($(echo $crcs))" \
   "$([[ $(echo "$crcs" | wc -l) == 1 && $(echo "$crcs" | awk '{print $1}') == 3 ]]; echo $?)"
+
+# async (AD-PSGD): 4 workers, no barrier but the epochs' ends; every worker
+# ends with x̄, the even ranks asked and the odd ones answered, the
+# accuracy is allreduce's within 3 points
+run async "  sync: gossip
+  gossip: {mode: async, topology: exponential}"
+out="$T/async.out"
+check "async: the job completes (exit $(cat "$T/async.rc"))" "$(cat "$T/async.rc")"
+crcs="$(grep -o 'final parameters crc32 [0-9a-f]*' "$out" | sort | uniq -c)"
+check "async: 4 workers end with the same model, x̄ ($(echo $crcs))" \
+  "$([[ $(echo "$crcs" | wc -l) == 1 && $(echo "$crcs" | awk '{print $1}') == 4 ]]; echo $?)"
+check "async: the header says so" "$(grep -q "gossip async: the even ranks ask one odd exponential neighbour" "$out"; echo $?)"
+r=0
+"$PY" - "$out" "$T/async.jsonl" "$base" >"$T/verdict" 2>&1 <<'PY' || r=$?
+import json, re, sys
+rep = {int(m.group(1)): m for m in re.finditer(
+    r"gossip async rank (\d+) \((\w+)\): (\d+) steps, (\d+) samples .*?; (\d+) exchanges applied, (\d+) busy, "
+    r"(\d+) failed, (\d+) served", open(sys.argv[1]).read())}
+assert sorted(rep) == [0, 1, 2, 3], f"report lines of ranks {sorted(rep)}"
+for r, m in rep.items():
+    role, applied, served = m.group(2), int(m.group(5)), int(m.group(8))
+    assert role == ("passive" if r % 2 else "active"), (r, role)
+    assert (served if r % 2 else applied) > 20 and (applied if r % 2 else served) == 0, m.group(0)
+rows = [json.loads(l) for l in open(sys.argv[2])]
+assert len(rows) == 6 and all("consensus" in r for r in rows), rows
+total = sum(int(m.group(4)) for m in rep.values())
+assert total >= 6 * 4000, f"{total} samples in 6 epochs of 4000"
+last = rows[-1]
+assert last["val_acc"] >= 0.85 and abs(last["val_acc"] - float(sys.argv[3])) <= 0.03, last
+print(f"val_acc {last['val_acc']} (allreduce {sys.argv[3]}), {total} samples, steps "
+      f"{[int(rep[r].group(3)) for r in range(4)]}")
+PY
+check "async: roles, exchanges, samples and val_acc ($(tail -1 "$T/verdict"))" $r
 
 # a worker with another topology than rank 0's: refused at the start, named
 P=$((12000 + RANDOM % 15000))
