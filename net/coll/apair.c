@@ -36,7 +36,11 @@
 #define MAGIC 0x52504148u /* "HAPR" */
 #define HEAD_FIXED 32     /* magic u32, kind u8, pad, seq u64, count u64, pad */
 
-enum kind { K_REQ = 1, K_GO, K_BUSY, K_AVG, K_ERR /* a request refused: the models differ in size */ };
+enum kind {
+	K_REQ = 1, K_GO, K_BUSY, K_AVG,
+	K_ERR,  /* a request refused: the models differ in size */
+	K_VIEW, /* the counters alone (a rank that closed tells every peer) */
+};
 enum role { IDLE, OUT, IN };
 enum phase {
 	NONE,
@@ -235,7 +239,7 @@ struct todo {
 
 static int decide(struct hora_net_apair *a, int p, const uint8_t *h, struct todo *td)
 {
-	if (hora_get32(h) != MAGIC || h[4] < K_REQ || h[4] > K_ERR)
+	if (hora_get32(h) != MAGIC || h[4] < K_REQ || h[4] > K_VIEW)
 		return protocol_error(a, p, "a message that is not an asynchronous pair's"), -EPROTO;
 	if (hora_get64(h + 16) != a->count || h[4] == K_ERR) {
 		char what[160];
@@ -252,6 +256,8 @@ static int decide(struct hora_net_apair *a, int p, const uint8_t *h, struct todo
 			a->view[i] = v;
 	}
 	const uint64_t seq = hora_get64(h + 8);
+	if (h[4] == K_VIEW)
+		return 0; /* merged above */
 	if (h[4] == K_REQ) {
 		const bool take = a->role == IDLE && !a->closed && !a->stopping && !a->broken;
 		if (take) {
@@ -463,6 +469,20 @@ static void deadline_in(struct timespec *ts, int ms)
 	ts->tv_nsec %= 1000000000L;
 }
 
+/* Our counters to every peer, once closed and idle: nothing of ours is
+ * then in flight to any peer but single heads, so this one cannot fall
+ * between two messages that belong together. Best effort. */
+static void tell_counters(struct hora_net_apair *a)
+{
+	for (int p = 0; p < a->n; p++) {
+		pthread_mutex_lock(&a->mu);
+		uint8_t *h = a->peer[p].gone || a->role != IDLE ? NULL : head_new(a, K_VIEW, 0);
+		pthread_mutex_unlock(&a->mu);
+		if (h)
+			send_head(a, p, h);
+	}
+}
+
 int hora_net_apair_quiesce(struct hora_net_apair *a, void *x, int (*alive)(void *), void *arg,
 			   int timeout_ms, struct hora_net_apair_event *done)
 {
@@ -501,6 +521,8 @@ int hora_net_apair_quiesce(struct hora_net_apair *a, void *x, int (*alive)(void 
 	pthread_mutex_unlock(&a->mu);
 	if (done)
 		*done = ev;
+	if (!rc)
+		tell_counters(a);
 	return rc;
 }
 

@@ -75,7 +75,8 @@ int hora_net_apair_poll(struct hora_net_apair *a, void *x, struct hora_net_apair
  * without waiting for anyone; what it finished in *ev (NULL: not wanted),
  * as poll says. Every 10 ms alive(arg) (NULL: none) may stop the wait
  * (non-zero: its code is returned); timeout_ms (> 0) bounds it
- * (-ETIMEDOUT). 0 once nothing is in flight. */
+ * (-ETIMEDOUT). 0 once nothing is in flight; then this rank's counters go
+ * to every peer (a rank that waits for the others learns at once). */
 int hora_net_apair_quiesce(struct hora_net_apair *a, void *x, int (*alive)(void *), void *arg,
 			   int timeout_ms, struct hora_net_apair_event *ev);
 /* Accept requests again. */

@@ -2,8 +2,11 @@
  * as threads of one process train the MLP on a small generated data set
  * through the public API (communicator, distributed optimizer, fusion,
  * the comm worker threads), with f32 or fp16 fusion buffers of a given
- * size, and end with bitwise identical parameters.
- *   train_threads NRANKS COMPRESSION(0 none, 1 fp16) FUSION_BYTES */
+ * size, and end with bitwise identical parameters; or with gossip instead
+ * (the neighbour allreduce, or async pairs on their engine's threads),
+ * ending with x̄ on every rank.
+ *   train_threads NRANKS COMPRESSION(0 none, 1 fp16) FUSION_BYTES [SYNC: 0
+ *   allreduce, 1 gossip sync, 2 gossip async] */
 #include "hora.h"
 #include "tests/core/comm_helpers.h"
 #include "tests/helpers.h"
@@ -26,6 +29,9 @@ int main(int argc, char **argv)
 	cfg.quiet = 1;
 	cfg.fusion.compression = argc > 2 ? atoi(argv[2]) : 0;
 	cfg.fusion.threshold_bytes = argc > 3 ? (size_t)atol(argv[3]) : 1024;
+	const int sync = argc > 4 ? atoi(argv[4]) : 0;
+	cfg.gossip.on = sync > 0;
+	cfg.gossip.mode = sync == 2 ? HORA_GOSSIP_ASYNC : HORA_GOSSIP_SYNC;
 	struct tc_train_rank rk[TC_MAXR];
 	tc_pick_addrs(n);
 	for (int i = 0; i < n; i++)
@@ -41,8 +47,9 @@ int main(int argc, char **argv)
 	for (int i = 0; i < n; i++)
 		if (!rk[i].rc)
 			hora_train_result_deinit(&rk[i].res);
-	printf("training, %d ranks, compression %d, fusion %zu B: %s\n", n, cfg.fusion.compression,
-	       cfg.fusion.threshold_bytes, bad ? "FAILED" : "ok");
+	printf("training, %d ranks, compression %d, fusion %zu B, %s: %s\n", n, cfg.fusion.compression,
+	       cfg.fusion.threshold_bytes, sync == 2 ? "gossip async" : sync ? "gossip sync" : "allreduce",
+	       bad ? "FAILED" : "ok");
 	th_rmrf(dir);
 	return bad;
 }
