@@ -82,6 +82,8 @@ done
 "$PY" -c "
 import json, re, sys
 steps = [int(m.group(1)) for m in re.finditer(r'gossip async rank 0 \(active\): (\d+) steps', open(sys.argv[2]).read())]
+if not steps:
+    sys.exit(f'{sys.argv[2]}: no report line of rank 0')
 rows = [json.loads(l) for l in open(sys.argv[1])]
 for i, r in enumerate(rows):  # rank 0's steps at each epoch's end, evenly (its steps per epoch vary little)
     print(round(steps[0] * (i + 1) / len(rows)), r['consensus']['mean'])" \

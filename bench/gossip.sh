@@ -142,14 +142,19 @@ for m in modes:
         print(f"{m} {c}: time to 0.87 median {res[m, c] if res[m, c] is None else round(res[m, c], 2)} s "
               f"(runs {[None if x[0] is None else round(x[0], 2) for x in v]}), final val_acc "
               f"{[x[1] for x in v]}, samples/s median {st.median(x[2] for x in v):.0f}")
+ratio_of = lambda a, b: f"{a / b:.2f}" if a and b else "n/a (a mode did not reach 0.87)"
 for m in modes:
-    if m != "allreduce" and res[m, "slow"] and res.get(("allreduce", "slow")):
-        print(f"{m} slow / allreduce slow: {res[m, 'slow'] / res['allreduce', 'slow']:.2f} (target <= 0.5); "
-              f"/ allreduce even: {res[m, 'slow'] / res['allreduce', 'even']:.2f} (goal <= 1.5)")
+    if m != "allreduce" and ("allreduce", "slow") in res:
+        print(f"{m} slow / allreduce slow: {ratio_of(res[m, 'slow'], res['allreduce', 'slow'])} (target <= 0.5); "
+              f"/ allreduce even: {ratio_of(res[m, 'slow'], res.get(('allreduce', 'even')))} (goal <= 1.5)")
 for m in [m for m in modes if m.startswith("async")]:
     for w in [w for w in range(4) if w != slow]:
-        ratio = [rates(f"{out}/{m}-slow-{r}.jsonl").get(w, 0) / max(rates(f"{out}/{m}-even-{r}.jsonl").get(w, 0), 1)
+        pairs = [(rates(f"{out}/{m}-slow-{r}.jsonl").get(w), rates(f"{out}/{m}-even-{r}.jsonl").get(w))
                  for r in range(1, reps + 1)]
+        if any(a is None or not b for a, b in pairs):
+            print(f"{m}: worker {w}: a report line is missing in {out}/{m}-*.out")
+            continue
+        ratio = [a / b for a, b in pairs]
         print(f"{m}: worker {w}'s samples/s with worker {slow} slow / without: median {st.median(ratio):.2f} "
               f"(runs {[round(x, 2) for x in ratio]}; target >= 0.8)")
 if res.get(("allreduce", "slow")) and res.get(("allreduce", "even")):

@@ -57,11 +57,16 @@ int hora_apair_start(struct hora_apair *a, int peer, const void *x)
 	return hora_net_apair_start(a->net, peer, x);
 }
 
+static void event_of(struct hora_apair_event *ev, const struct hora_net_apair_event *e)
+{
+	*ev = (struct hora_apair_event){.what = (enum hora_apair_what)e->what, .peer = e->peer, .reply_s = e->reply_s};
+}
+
 int hora_apair_poll(struct hora_apair *a, void *x, struct hora_apair_event *ev)
 {
 	struct hora_net_apair_event e;
 	int rc = hora_net_apair_poll(a->net, x, &e);
-	*ev = (struct hora_apair_event){.what = (enum hora_apair_what)e.what, .peer = e.peer, .seconds = e.seconds};
+	event_of(ev, &e);
 	return rc;
 }
 
@@ -70,10 +75,6 @@ static int job_alive(void *arg)
 	return hora_comm_stop_code(arg);
 }
 
-static void event_of(struct hora_apair_event *ev, const struct hora_net_apair_event *e)
-{
-	*ev = (struct hora_apair_event){.what = (enum hora_apair_what)e->what, .peer = e->peer, .seconds = e->seconds};
-}
 
 int hora_apair_quiesce(struct hora_apair *a, void *x, int timeout_ms, struct hora_apair_event *ev)
 {

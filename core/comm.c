@@ -272,7 +272,8 @@ int hora_comm_open_channel(struct hora_comm *c, int port_offset, struct hora_net
 	*out = NULL;
 	const struct chan_cfg *k = c->chan;
 	if (!k)
-		return snprintf(err, errlen, "this communicator cannot open a channel (not formed from addresses)"),
+		return snprintf(err, errlen, "this communicator cannot open a channel (not formed from addresses, "
+					     "or out of memory when it was)"),
 		       -EINVAL;
 	const int n = k->nc.nranks;
 	char(*addr)[80] = calloc((size_t)n, sizeof(*addr));

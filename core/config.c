@@ -179,8 +179,9 @@ static int gossip_mode_keys(const struct hora_train_config *c, const char *key, 
 			    : g->self_weight >= 0	   ? "train.gossip.self_weight"
 			    : g->consensus_every > 0	   ? "train.gossip.consensus_every"
 							   : NULL;
-	const char *why = other && other[13] == 's' ? "its pairs average 1/2 and 1/2"
-						    : "no barrier to measure at: it measures at each epoch's end";
+	const char *why = other && !strcmp(other, "train.gossip.self_weight")
+				  ? "its pairs average 1/2 and 1/2"
+				  : "no barrier to measure at: it measures at each epoch's end";
 	if (other && !strcmp(key, "train.gossip.mode"))
 		return hora_cfg_bad(err, errlen, "%s: async does not take %s (%s)", key, other, why);
 	if (other)

@@ -10,9 +10,10 @@
  * argument).
  *
  * Epochs are the job's, counted in samples: an epoch ends when the
- * workers together have trained as many samples as the training set
- * holds, which each learns from the counters every message carries (no
- * collective). Then each worker finishes its exchange in flight
+ * workers together have trained, since the last one ended, as many samples
+ * as the training set holds, which each learns from the counters every
+ * message carries (no collective); a worker that gets there first tells
+ * every other at once. Then each worker finishes its exchange in flight
  * (quiesce), one allreduce of the exact counters puts every worker on the
  * same count, and the epoch ends as in sync mode (x̄ evaluated, the
  * consensus distance, the checkpoint).
@@ -23,7 +24,8 @@
  * leaves none. adaptive (the default): a neighbour is drawn with weight
  * 1 / (its replies' moving average time), so one that answers slowly (a
  * throttled worker answers only between its slow steps) is asked less
- * often; a BUSY answer counts as twice that worker's average.
+ * often; a BUSY answer counts as its average plus the other candidates'
+ * mean (a lost round).
  */
 #include "gossip.h"
 
@@ -55,6 +57,7 @@ struct hora_gasync {
 	int64_t *order, pos;  /* this worker's order of the training set */
 	uint64_t mine;        /* samples this worker trained */
 	uint64_t *view;       /* the job's counters as this worker knows them */
+	uint64_t start;       /* their exact sum when this epoch began */
 	int64_t steps;
 	uint64_t applied, busy, failed, served;
 };
@@ -171,12 +174,20 @@ static void account(struct hora_gasync *g, const struct hora_apair_event *ev)
 		i++;
 	if (i == g->ncand)
 		return;
-	double s = ev->seconds;
+	double s = ev->reply_s;
 	if (ev->what == HORA_APAIR_APPLIED)
 		g->applied++;
 	else if (ev->what == HORA_APAIR_BUSY) {
+		/* a lost round: its own time plus a typical exchange's (a
+		 * penalty that adds up, not one that doubles: a worker busy a few
+		 * times in a row is asked less, never never) */
+		double m = 0;
+		int k = 0;
+		for (int j = 0; j < g->ncand; j++)
+			if (j != i && g->ewma[j] > 0 && g->ewma[j] < 1e8)
+				m += g->ewma[j], k++;
 		g->busy++;
-		s = fmax(s, 2 * g->ewma[i]);
+		s = (g->ewma[i] > 0 ? g->ewma[i] : s) + (k ? m / k : s);
 	} else {
 		g->failed++;
 		s = 1e9; /* gone: never chosen again while others answer */
@@ -225,7 +236,10 @@ static uint64_t known(struct hora_gasync *g)
 static int epoch_end(struct run *r, struct hora_gasync *g)
 {
 	struct hora_apair_event ev;
-	int rc = hora_apair_quiesce(g->ap, r->tr.params, 60000, &ev);
+	/* a partner answers without waiting for anyone; a dead or frozen one
+	 * stops the job (the loss watcher), which ends the wait at once; the
+	 * bound is for a communicator without a membership */
+	int rc = hora_apair_quiesce(g->ap, r->tr.params, 600000, &ev);
 	if (rc)
 		return snprintf(r->err, r->errlen, "gossip async, end of epoch %d: %s", r->epoch,
 				hora_apair_error(g->ap)),
@@ -237,8 +251,9 @@ static int epoch_end(struct run *r, struct hora_gasync *g)
 	v[g->rank] = (int64_t)g->mine;
 	rc = hora_allreduce(r->c, v, v, (size_t)g->size, HORA_I64, HORA_SUM);
 	if (!rc) {
+		g->start = 0;
 		for (int i = 0; i < g->size; i++)
-			g->view[i] = (uint64_t)v[i];
+			g->start += (g->view[i] = (uint64_t)v[i]);
 		hora_apair_progress_set(g->ap, g->view);
 	} else
 		snprintf(r->err, r->errlen, "gossip async, end of epoch %d: the counters: %s", r->epoch,
@@ -254,8 +269,16 @@ static int open_engine(struct run *r, struct hora_gasync *g)
 	char err[400];
 	int rc = hora_apair_create(r->c, g->size, r->tr.nparams, HORA_F32, &g->ap, err, sizeof(err));
 	if (rc)
-		snprintf(r->err, r->errlen, "gossip async: %s", err);
-	return rc;
+		return snprintf(r->err, r->errlen, "gossip async: %s", err), rc;
+	/* the epochs before (a resumed job): counted as if every worker had
+	 * trained its share, the same numbers on every rank */
+	const uint64_t base = (uint64_t)(r->epoch - 1) * (uint64_t)r->train.n;
+	for (int i = 0; i < g->size; i++)
+		g->view[i] = base / (uint64_t)g->size + ((uint64_t)i < base % (uint64_t)g->size);
+	g->mine = g->view[g->rank];
+	g->start = base;
+	hora_apair_progress_set(g->ap, g->view);
+	return 0;
 }
 
 int hora_gasync_steps(struct run *r, struct hora_gasync *g, struct hora_model_stats *st)
@@ -264,8 +287,8 @@ int hora_gasync_steps(struct run *r, struct hora_gasync *g, struct hora_model_st
 	if (!g->ap && (rc = open_engine(r, g)))
 		return rc;
 	hora_apair_reopen(g->ap);
-	const uint64_t goal = (uint64_t)r->epoch * (uint64_t)r->train.n;
-	const int b = r->cfg->batch_size;
+	const uint64_t goal = g->start + (uint64_t)r->train.n;
+	const int b = r->cfg->batch_size < r->train.n ? r->cfg->batch_size : (int)r->train.n;
 	for (uint64_t k = known(g); k < goal; k = known(g)) {
 		if ((rc = hora_comm_stop_code(r->c)))
 			return snprintf(r->err, r->errlen, "%s", hora_comm_stop_message(r->c)), rc;
@@ -273,7 +296,10 @@ int hora_gasync_steps(struct run *r, struct hora_gasync *g, struct hora_model_st
 			hora_run_shuffle(g->order, r->train.n, &g->shuf);
 			g->pos = 0;
 		}
-		const double lr = hora_lr_at(&r->cfg->optim, (int64_t)(k / (uint64_t)r->global_bs),
+		/* the schedule's step: this epoch's, at the job's position in it */
+		int64_t in = (int64_t)((k - g->start) / (uint64_t)r->global_bs);
+		in = in < r->steps_per_epoch ? in : r->steps_per_epoch - 1;
+		const double lr = hora_lr_at(&r->cfg->optim, (int64_t)(r->epoch - 1) * r->steps_per_epoch + in,
 					     r->steps_per_epoch, r->total, r->size);
 		if ((rc = hora_trainer_step(&r->tr, &r->train, g->order + g->pos, b, lr, st)))
 			return snprintf(r->err, r->errlen, "step %lld: model %s: %s", (long long)r->step,

@@ -464,7 +464,7 @@ enum hora_apair_what {
 struct hora_apair_event {
 	enum hora_apair_what what;
 	int peer;       /* -1 for NONE */
-	double seconds; /* our request: from start to the reply */
+	double reply_s; /* our request: from start to the answer's arrival */
 };
 HORA_API int hora_apair_create(struct hora_comm *c, int port_offset, size_t count, enum hora_dtype t,
 			       struct hora_apair **out, char *err, size_t errlen);

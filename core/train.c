@@ -365,13 +365,12 @@ static void print_header(const struct run *r)
 	if (r->size > 1)
 		printf(", %d workers (global batch %lld, lr x %d%s)", r->size, (long long)r->global_bs,
 		       cfg->optim.scale_lr_by_size ? r->size : 1, cfg->communication ? "" : ", NO gradient averaging");
+	static const char *const topo[] = {"ring", "exponential", "one_peer_exponential", "random"};
 	if (r->gasync) {
-		static const char *const topo[] = {"ring", "exponential", "one_peer_exponential", "random"};
 		printf("; gossip async: the even ranks ask one odd %s neighbour%s to average every %d step%s, "
 		       "no barrier", topo[cfg->gossip.topology], cfg->gossip.adaptive ? " (the quicker ones more often)" : "",
 		       cfg->gossip.period, cfg->gossip.period > 1 ? "s" : "");
 	} else if (r->gossip) {
-		static const char *const topo[] = {"ring", "exponential", "one_peer_exponential", "random"};
 		printf("; gossip: parameters averaged with the %s graph's neighbours every %d step%s, no "
 		       "gradient allreduce", topo[cfg->gossip.topology], cfg->gossip.period,
 		       cfg->gossip.period > 1 ? "s" : "");

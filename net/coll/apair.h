@@ -46,7 +46,7 @@ enum hora_net_apair_what {
 struct hora_net_apair_event {
 	enum hora_net_apair_what what;
 	int peer;
-	double seconds; /* our request: from start to the reply */
+	double reply_s; /* our request: from start to the answer's arrival */
 };
 
 struct hora_net_apair_stats {

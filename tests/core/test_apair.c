@@ -258,8 +258,8 @@ Test(apair, the_initiators_own_steps_survive_and_the_counters_travel, .timeout =
 /* ---- a model of another size, a peer gone ---------------------------------------- */
 
 struct bad {
-	int rc[3], what[3];
-	char err[3][512];
+	int rc[3], what[3], rc2, x_kept;
+	char err[3][512], err2[512];
 };
 
 static void size_body(struct arank *g)
@@ -314,7 +314,7 @@ static void gone_body(struct arank *g)
 		B->rc[0] = rc;
 		B->what[0] = (int)ev.what;
 		snprintf(B->err[0], sizeof(B->err[0]), "%s", hora_apair_error(g->a));
-		cr_assert(x[0] == 1 && x[3] == 4);
+		B->x_kept = x[0] == 1 && x[3] == 4;
 	}
 	hora_allreduce(g->c, &one, &one, 1, HORA_F64, HORA_SUM);
 }
@@ -327,4 +327,44 @@ Test(apair, a_peer_that_is_gone_fails_the_exchange_and_leaves_x, .timeout = 60)
 	cr_assert((B.rc[0] == -ENOTCONN || (B.rc[0] == 0 && B.what[0] == HORA_APAIR_FAILED)) &&
 			  strstr(B.err[0], "rank 1 is gone"),
 		  "rank 0: rc %d event %d: %s", B.rc[0], B.what[0], B.err[0]);
+	cr_assert(B.x_kept, "x changed by an exchange that failed");
+}
+
+/* rank 1 takes rank 0's request (its progress thread says GO and takes
+ * the model) but its caller never polls: rank 0's quiesce ends at its
+ * bound, naming the rank; then rank 1's engine closes, holding the
+ * request, and rank 0's exchange fails with x untouched */
+static void silent_body(struct arank *g)
+{
+	struct bad *B = g->arg;
+	double x[4] = {1, 2, 3, 4}, one = 1;
+	if (g->r == 0) {
+		int rc = hora_apair_start(g->a, 1, x);
+		B->rc[0] = rc ? rc : hora_apair_quiesce(g->a, x, 300, NULL);
+		snprintf(B->err[0], sizeof(B->err[0]), "%s", hora_apair_error(g->a));
+	}
+	hora_allreduce(g->c, &one, &one, 1, HORA_F64, HORA_SUM);
+	if (g->r == 1) {
+		hora_apair_destroy(g->a);
+		g->a = NULL;
+	}
+	hora_allreduce(g->c, &one, &one, 1, HORA_F64, HORA_SUM);
+	if (g->r == 0) {
+		struct hora_apair_event ev = {0};
+		B->rc2 = hora_apair_quiesce(g->a, x, 20000, &ev);
+		B->what[0] = (int)ev.what;
+		snprintf(B->err2, sizeof(B->err2), "%s", hora_apair_error(g->a));
+		B->x_kept = x[0] == 1 && x[3] == 4;
+	}
+}
+
+Test(apair, a_responder_that_never_answers_bounds_the_wait_then_fails_it, .timeout = 60)
+{
+	struct bad B = {0};
+	const size_t count[2] = {4, 4};
+	a_run(2, count, silent_body, &B);
+	cr_assert(B.rc[0] == -ETIMEDOUT && strstr(B.err[0], "the exchange with rank 1 did not finish in 300 ms"),
+		  "rank 0's first quiesce: %d %s", B.rc[0], B.err[0]);
+	cr_assert(B.rc2 == 0 && B.what[0] == HORA_APAIR_FAILED && B.x_kept, "rank 0's second quiesce: %d, event %d: %s",
+		  B.rc2, B.what[0], B.err2);
 }
