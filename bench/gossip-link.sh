@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# gossip-link.sh [--reps 2] [--epochs 20] [--rates "1gbit 100mbit 1gbit+slow3"] [--out DIR]
+# gossip-link.sh [--reps 2] [--epochs 20] [--rates "1gbit 100mbit 1gbit+slow3"] [--modes M] [--out DIR]
 # - gossip vs allreduce where the link limits (issue 14, acceptance point
 # 4): 4 network-namespace hosts
 # (deploy/netns-cluster.sh, every host's egress shaped by tbf to RATE), one
@@ -14,16 +14,20 @@
 # samples/s (median over epochs 2..E) and seconds to val_acc 0.95 (the
 # epochs' wall times summed up to the first epoch at or above it; x̄ for
 # gossip). Runs interleaved, median of the reps; the hosts are made and
-# removed here (their own tag). Needs root.
+# removed here (their own tag). --modes runs only those (e.g.
+# "async:exponential async:exponential/4"); the summary reads every mode
+# whose files DIR holds. Needs root.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 REPS=2 EPOCHS=20 RATES="1gbit 100mbit 1gbit+slow3" OUT="$ROOT/bench/results/issue14/link"
+MODES="allreduce one_peer_exponential exponential one_peer_exponential/4 async:exponential async:exponential/4"
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --reps) REPS="$2"; shift 2 ;;
     --epochs) EPOCHS="$2"; shift 2 ;;
     --rates) RATES="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
+    --modes) MODES="$2"; shift 2 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -39,7 +43,6 @@ trap cleanup EXIT INT TERM
 export HORA_SECRET="gossip-link-$(od -An -tx8 -N8 /dev/urandom | tr -d ' ')"
 mkdir -p "$OUT"
 cd "$ROOT"
-MODES="allreduce one_peer_exponential exponential one_peer_exponential/4 async:exponential async:exponential/4"
 run() { # rate mode rep; mode: allreduce or [async:]topology[/period]
   local spec=${2#async:} mode=sync period=1 extra="" name topo
   [[ $2 == async:* ]] && mode=async
@@ -90,6 +93,8 @@ for rate in rates:
                         ("exponential", "exponential-p1"), ("one_peer_exponential, period 4", "one_peer_exponential-p4"),
                         ("async exponential", "async-exponential-p1"),
                         ("async exponential, period 4", "async-exponential-p4")):
+        if not os.path.exists(f"{out}/{rate}-{stem}-1.jsonl"):
+            continue
         v = [one(f"{out}/{rate}-{stem}-{r}.jsonl") for r in range(1, reps + 1)]
         sps = st.median(x[2] for x in v)
         base = sps if label == "allreduce" else base
