@@ -20,8 +20,8 @@
  *
  * Peers: the topology's neighbours among the passive workers (ring r-1,
  * r+1; exponential and one_peer_exponential r +- (2^k - 1), one a round in
- * turn; random any passive worker), all passive workers where the graph
- * leaves none. adaptive (the default): a neighbour is drawn with weight
+ * turn; random any passive worker; up to 64), all passive workers where
+ * the graph leaves none. adaptive (the default): a neighbour is drawn with weight
  * 1 / (its replies' moving average time), so one that answers slowly (a
  * throttled worker answers only between its slow steps) is asked less
  * often; a BUSY answer counts as its average plus the other candidates'
@@ -136,25 +136,17 @@ void hora_gasync_destroy(struct hora_gasync *g)
 
 /* ---- the peer ------------------------------------------------------------------ */
 
-static uint64_t draw(uint64_t *s)
-{
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	return z ^ (z >> 31);
-}
-
 static int choose(struct hora_gasync *g)
 {
 	if (!g->adaptive)
-		return g->random ? (int)(draw(&g->rng) % (uint64_t)g->ncand) : g->rr++ % g->ncand;
+		return g->random ? (int)(hora_run_draw(&g->rng) % (uint64_t)g->ncand) : g->rr++ % g->ncand;
 	double w[64], sum = 0;
 	for (int i = 0; i < g->ncand; i++) {
 		if (g->ewma[i] <= 0)
 			return i; /* not asked yet: measure it first */
 		sum += (w[i] = 1.0 / g->ewma[i]);
 	}
-	double u = (double)(draw(&g->rng) >> 11) * 0x1.0p-53 * sum;
+	double u = (double)(hora_run_draw(&g->rng) >> 11) * 0x1.0p-53 * sum;
 	for (int i = 0; i < g->ncand; i++)
 		if ((u -= w[i]) <= 0)
 			return i;

@@ -74,6 +74,8 @@ void hora_run_schedule(struct run *r);
 double hora_run_lr(const struct run *r);
 /* this epoch's sample order from rng_epoch (r->rng: the next epoch's) */
 void hora_run_make_order(struct run *r);
+/* the next of a seeded sequence (splitmix64; s: its state, advanced) */
+uint64_t hora_run_draw(uint64_t *s);
 /* a seeded Fisher-Yates shuffle of a[0..n) (s: the RNG state, advanced) */
 void hora_run_shuffle(int64_t *a, int64_t n, uint64_t *s);
 /* the distributed optimizer over the current communicator (again) */

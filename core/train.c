@@ -31,7 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static uint64_t splitmix(uint64_t *s)
+uint64_t hora_run_draw(uint64_t *s)
 {
 	uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
 	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
@@ -47,7 +47,7 @@ void hora_run_shuffle(int64_t *a, int64_t n, uint64_t *s)
 		unsigned __int128 m;
 		uint64_t l;
 		do {
-			x = splitmix(s);
+			x = hora_run_draw(s);
 			m = (unsigned __int128)x * bound;
 			l = (uint64_t)m;
 		} while (l < (-bound) % bound);
