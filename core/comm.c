@@ -198,7 +198,8 @@ static struct chan_cfg *chan_keep(const struct hora_net_comm_cfg *nc)
 		k->addrs[i] = k->addr[i];
 	}
 	k->nc.addrs = k->addrs;
-	memcpy(k->key, nc->opts.secret, nc->opts.secret_len);
+	if (nc->opts.secret_len)
+		memcpy(k->key, nc->opts.secret, nc->opts.secret_len);
 	k->nc.opts.secret = k->key;
 	return k;
 }

@@ -55,7 +55,8 @@ struct hora_gasync {
 	uint64_t asked[64];
 	uint64_t rng, shuf;   /* peer draws; this worker's shuffles */
 	int64_t *order, pos;  /* this worker's order of the training set */
-	uint64_t mine;        /* samples this worker trained */
+	uint64_t mine;        /* samples this worker trained (base included) */
+	uint64_t base;        /* its share of the epochs before a resume */
 	uint64_t *view;       /* the job's counters as this worker knows them */
 	uint64_t start;       /* their exact sum when this epoch began */
 	int64_t steps;
@@ -138,8 +139,8 @@ void hora_gasync_destroy(struct hora_gasync *g)
 
 static int choose(struct hora_gasync *g)
 {
-	if (!g->adaptive)
-		return g->random ? (int)(hora_run_draw(&g->rng) % (uint64_t)g->ncand) : g->rr++ % g->ncand;
+	if (!g->adaptive) /* rr moves on when a request leaves (exchange) */
+		return g->random ? (int)(hora_run_draw(&g->rng) % (uint64_t)g->ncand) : g->rr % g->ncand;
 	double w[64], sum = 0;
 	for (int i = 0; i < g->ncand; i++) {
 		if (g->ewma[i] <= 0)
@@ -200,8 +201,10 @@ static int exchange(struct run *r, struct hora_gasync *g)
 		return 0;
 	const int i = choose(g);
 	rc = hora_apair_start(g->ap, g->cand[i], r->tr.params);
-	if (!rc)
+	if (!rc) {
 		g->asked[i]++;
+		g->rr++;
+	}
 	if (rc == -ENOTCONN) { /* gone: the job's loss watcher names it */
 		g->ewma[i] = 1e9;
 		rc = 0;
@@ -209,7 +212,8 @@ static int exchange(struct run *r, struct hora_gasync *g)
 	if (rc == -EBUSY)
 		rc = 0; /* our last exchange is still in flight */
 	if (rc)
-		snprintf(r->err, r->errlen, "gossip async: asking rank %d: %s", g->cand[i], strerror(-rc));
+		snprintf(r->err, r->errlen, "gossip async: asking rank %d: %s", g->cand[i],
+			 rc == -EINVAL ? strerror(-rc) : hora_apair_error(g->ap));
 	return rc;
 }
 
@@ -267,7 +271,7 @@ static int open_engine(struct run *r, struct hora_gasync *g)
 	const uint64_t base = (uint64_t)(r->epoch - 1) * (uint64_t)r->train.n;
 	for (int i = 0; i < g->size; i++)
 		g->view[i] = base / (uint64_t)g->size + ((uint64_t)i < base % (uint64_t)g->size);
-	g->mine = g->view[g->rank];
+	g->mine = g->base = g->view[g->rank];
 	g->start = base;
 	hora_apair_progress_set(g->ap, g->view);
 	return 0;
@@ -318,8 +322,9 @@ void hora_gasync_report(const struct hora_gasync *g, double train_s, FILE *f)
 				       g->cand[i], (unsigned long long)g->asked[i], g->ewma[i] * 1e3);
 	fprintf(f, "gossip async rank %d (%s): %llu steps, %llu samples in %.2f s (%.0f samples/s); %llu exchanges "
 		   "applied, %llu busy, %llu failed, %llu served%s%s\n",
-		g->rank, g->active ? "active" : "passive", (unsigned long long)g->steps, (unsigned long long)g->mine,
-		train_s, train_s > 0 ? (double)g->mine / train_s : 0.0,
+		g->rank, g->active ? "active" : "passive", (unsigned long long)g->steps,
+		(unsigned long long)(g->mine - g->base), train_s,
+		train_s > 0 ? (double)(g->mine - g->base) / train_s : 0.0,
 		(unsigned long long)g->applied, (unsigned long long)g->busy, (unsigned long long)g->failed,
 		(unsigned long long)g->served, g->ncand ? "; asked " : "", peers);
 }

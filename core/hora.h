@@ -446,8 +446,8 @@ HORA_API int hora_comm_set_neighbor_check(struct hora_comm *c, int on);
  *   for the exchange in flight (its partner answers without waiting for
  *   anyone, so the wait is one exchange long), or until c's job stops
  *   (its code) or timeout_ms (> 0; -ETIMEDOUT); *ev (may be NULL) says
- *   what it finished, as poll would; then this rank's counters go to every
- *   peer. hora_apair_reopen undoes
+ *   what it finished, as poll would; this rank's counters go to every
+ *   peer (to its partner once the exchange is done). hora_apair_reopen undoes
  *   the close. Quiesce every rank before a collective over x, e.g. x̄.
  * Every exchange preserves the pair's sum (to rounding). Each rank also
  * carries n counters (its own set by hora_apair_progress, the others'

@@ -17,7 +17,8 @@
  * Two messages that belong together (AVG + body) never interleave with
  * another message to p, because a rank is in one exchange at a time:
  * while we answer p, p waits for us (it sends nothing that we would
- * answer), and we ask nobody; VIEW goes only while we are idle and closed.
+ * answer), and we ask nobody; VIEW goes only once we are closed (no
+ * exchange can start) and to no peer we are in an exchange with.
  */
 #include "net/coll/apair_internal.h"
 
@@ -84,11 +85,10 @@ static void settle(struct hora_net_apair *a)
 	pthread_cond_broadcast(&a->cv);
 }
 
-void hora_ap_peer_gone(struct hora_net_apair *a, int p, const char *why, bool close)
+void hora_ap_peer_gone(struct hora_net_apair *a, int p, const char *why)
 {
 	if (!a->peer[p].gone) {
 		a->peer[p].gone = true;
-		a->peer[p].close_me = close;
 		if (!a->stopping && !a->err[0])
 			hora_ap_set_err(a, "asynchronous pairs: rank %d is gone: %s", p, why ? why : "closed");
 	}
@@ -97,15 +97,16 @@ void hora_ap_peer_gone(struct hora_net_apair *a, int p, const char *why, bool cl
 	settle(a);
 }
 
-/* a malformed message (mu held): the engine is broken, p's stream no
- * longer read (the caller closes it, so p learns too) */
+/* a malformed message (mu held): the engine is broken (every call returns
+ * -EPROTO, so the caller stops, and p learns from the job's stop), p's
+ * stream no longer read */
 static void protocol_error(struct hora_net_apair *a, int p, const char *what)
 {
 	if (!a->broken) {
 		a->broken = -EPROTO;
 		hora_ap_set_err(a, "asynchronous pairs: rank %d sent %s", p, what);
 	}
-	hora_ap_peer_gone(a, p, what, true);
+	hora_ap_peer_gone(a, p, what);
 }
 
 /* ---- completions ------------------------------------------------------------------ */
@@ -118,7 +119,7 @@ void hora_ap_post_head_recv(struct ap_peer *pp)
 	int rc = a->link->ops->post_recv(a->link, pp->rank, pp->head, a->hbytes, on_head, pp, NULL);
 	if (rc) {
 		pthread_mutex_lock(&a->mu);
-		hora_ap_peer_gone(a, pp->rank, strerror(-rc), true);
+		hora_ap_peer_gone(a, pp->rank, strerror(-rc));
 		pthread_mutex_unlock(&a->mu);
 	}
 }
@@ -153,7 +154,7 @@ static void done(struct ap_peer *pp, enum done_what w, int status, const char *e
 		}
 	}
 	if (status)
-		hora_ap_peer_gone(a, p, err, false);
+		hora_ap_peer_gone(a, p, err);
 	settle(a);
 	pthread_cond_broadcast(&a->cv);
 	pthread_mutex_unlock(&a->mu);
@@ -186,7 +187,7 @@ static void merge_counters(struct hora_net_apair *a, const uint8_t *h)
 /* a request from p (mu held): taken (GO, its body into in) or refused */
 static void request(struct hora_net_apair *a, int p, uint64_t seq, struct todo *td)
 {
-	const bool take = a->role == IDLE && !a->closed && !a->stopping && !a->broken;
+	const bool take = a->role == IDLE && !a->closed && !a->stopping && !a->broken && !a->peer[p].gone;
 	if (take) {
 		a->role = IN;
 		a->phase = IN_WAIT;
@@ -255,7 +256,7 @@ static void post_failed(struct ap_peer *pp, const struct todo *td, int step, int
 		a->in_posted = false;
 	if (td->recv_into == a->got && step <= 2)
 		a->got_posted = false;
-	hora_ap_peer_gone(a, pp->rank, strerror(-rc), true);
+	hora_ap_peer_gone(a, pp->rank, strerror(-rc));
 	pthread_mutex_unlock(&a->mu);
 }
 
@@ -267,7 +268,7 @@ static void on_head(void *arg, int status, const char *err)
 	struct todo td = {0};
 	pthread_mutex_lock(&a->mu);
 	if (status) {
-		hora_ap_peer_gone(a, p, err, false);
+		hora_ap_peer_gone(a, p, err);
 		pthread_mutex_unlock(&a->mu);
 		return;
 	}

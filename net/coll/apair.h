@@ -75,8 +75,9 @@ int hora_net_apair_poll(struct hora_net_apair *a, void *x, struct hora_net_apair
  * without waiting for anyone; what it finished in *ev (NULL: not wanted),
  * as poll says. Every 10 ms alive(arg) (NULL: none) may stop the wait
  * (non-zero: its code is returned); timeout_ms (> 0) bounds it
- * (-ETIMEDOUT). 0 once nothing is in flight; then this rank's counters go
- * to every peer (a rank that waits for the others learns at once). */
+ * (-ETIMEDOUT). 0 once nothing is in flight. This rank's counters go to
+ * every peer at once, to the partner of the exchange in flight once it is
+ * done (a rank that waits for the others lets them know at once). */
 int hora_net_apair_quiesce(struct hora_net_apair *a, void *x, int (*alive)(void *), void *arg,
 			   int timeout_ms, struct hora_net_apair_event *ev);
 /* Accept requests again. */

@@ -49,26 +49,11 @@ static void apply(struct hora_net_apair *a, void *x)
 	}
 }
 
-/* the links to peers this engine gave up on are closed here, on the
- * caller's thread (a close waits for the progress thread: never from a
- * callback), so that they learn it too (mu held, released meanwhile) */
-static void close_given_up(struct hora_net_apair *a)
-{
-	for (int p = 0; p < a->n; p++)
-		if (a->peer[p].close_me) {
-			a->peer[p].close_me = false;
-			pthread_mutex_unlock(&a->mu);
-			a->link->ops->close(a->link, p);
-			pthread_mutex_lock(&a->mu);
-		}
-}
-
 int hora_net_apair_start(struct hora_net_apair *a, int peer, const void *x)
 {
 	if (peer < 0 || peer >= a->n || peer == a->rank)
 		return -EINVAL;
 	pthread_mutex_lock(&a->mu);
-	close_given_up(a);
 	int rc = a->broken ? a->broken : a->peer[peer].gone ? -ENOTCONN
 				     : a->role != IDLE || a->closed || a->stopping ? -EBUSY : 0;
 	if (rc) {
@@ -95,7 +80,7 @@ int hora_net_apair_start(struct hora_net_apair *a, int peer, const void *x)
 	pthread_mutex_unlock(&a->mu);
 	if (!rc && (rc = hora_ap_send_head(a, peer, h))) { /* never asked: nothing to wait for */
 		pthread_mutex_lock(&a->mu);
-		hora_ap_peer_gone(a, peer, strerror(-rc), true);
+		hora_ap_peer_gone(a, peer, strerror(-rc));
 		a->role = IDLE;
 		a->phase = NONE;
 		pthread_mutex_unlock(&a->mu);
@@ -143,7 +128,7 @@ static void serve_in(struct hora_net_apair *a, void *x, struct hora_net_apair_ev
 	uint8_t *h = a->lost ? NULL : hora_ap_head_new(a, K_AVG, a->seq);
 	if (!h) { /* lost meanwhile (x holds the average all the same), or no memory */
 		if (!a->lost)
-			hora_ap_peer_gone(a, p, "out of memory for a head", true);
+			hora_ap_peer_gone(a, p, "out of memory for a head");
 		a->role = IDLE;
 		a->phase = NONE;
 		pthread_cond_broadcast(&a->cv);
@@ -158,14 +143,13 @@ static void serve_in(struct hora_net_apair *a, void *x, struct hora_net_apair_ev
 	pthread_mutex_lock(&a->mu);
 	if (rc) {
 		a->reply_posted = false;
-		hora_ap_peer_gone(a, p, strerror(-rc), true);
+		hora_ap_peer_gone(a, p, strerror(-rc));
 	}
 }
 
 /* what poll does (mu held); true when it did something */
 static bool step(struct hora_net_apair *a, void *x, struct hora_net_apair_event *ev)
 {
-	close_given_up(a);
 	if (a->role == OUT && !a->sent_posted && !a->got_posted &&
 	    (a->phase == OUT_GOT || a->phase == OUT_BUSY || a->phase == OUT_FAILED))
 		return finish_out(a, x, ev), true;
@@ -240,7 +224,6 @@ int hora_net_apair_quiesce(struct hora_net_apair *a, void *x, int (*alive)(void 
 	}
 	if (!rc)
 		rc = a->broken;
-	close_given_up(a);
 	pthread_mutex_unlock(&a->mu);
 	if (done)
 		*done = ev;

@@ -33,7 +33,6 @@ struct ap_peer {
 	struct hora_net_apair *a;
 	int rank;
 	bool gone;     /* mu: its stream failed, or this engine stopped reading it */
-	bool close_me; /* mu: the caller closes the link to it at its next call */
 	uint8_t *head; /* the standing head receive (progress thread) */
 };
 
@@ -69,7 +68,7 @@ struct hora_net_apair {
 /* apair.c */
 uint8_t *hora_ap_head_new(struct hora_net_apair *a, enum ap_kind k, uint64_t seq); /* mu held */
 int hora_ap_send_head(struct hora_net_apair *a, int p, uint8_t *h);               /* h freed */
-void hora_ap_peer_gone(struct hora_net_apair *a, int p, const char *why, bool close); /* mu held */
+void hora_ap_peer_gone(struct hora_net_apair *a, int p, const char *why); /* mu held */
 void hora_ap_post_head_recv(struct ap_peer *pp);
 void hora_ap_on_reply_sent(void *arg, int status, const char *err);
 void hora_ap_set_err(struct hora_net_apair *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

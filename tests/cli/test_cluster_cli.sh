@@ -86,8 +86,8 @@ expect_train() { # name, file content, expected text
 }
 expect_train "train.gossip: an unknown key is refused, not skipped" $'cluster:\n  nodes:\n    - {host: 127.0.0.1, workers: 1}\ntrain:\n  epochs: 1\n  gossip: {fanout: 3}\n' \
   "unknown key 'train.gossip.fanout'"
-expect_train "train.gossip.mode: async is refused (not in this build)" $'cluster:\n  nodes:\n    - {host: 127.0.0.1, workers: 1}\ntrain:\n  sync: gossip\n  gossip:\n    mode: async\n' \
-  "c.yaml:7:11: train.gossip.mode: async (AD-PSGD) is not available in this build"
+expect_train "train.gossip.mode: async refuses self_weight, at its place" $'cluster:\n  nodes:\n    - {host: 127.0.0.1, workers: 1}\ntrain:\n  sync: gossip\n  gossip:\n    mode: async\n    self_weight: 0.5\n' \
+  "c.yaml:8:18: train.gossip.self_weight does not apply to train.gossip.mode: async"
 ( unset HORA_SECRET; printf 'cluster:\n  nodes:\n    - {host: 127.0.0.1, workers: 1}\n' >"$T/c.yaml"
   "$HORA" launch "$T/c.yaml" >"$T/out" 2>&1; rc=$?
   [[ $rc == 2 ]] && grep -q "no cluster secret: set cluster.secret_file or HORA_SECRET" "$T/out" ); check "no secret at all" $?
