@@ -61,6 +61,8 @@ int hora_net_shm_send(struct hora_net_shm *c, const void *buf, size_t len, int64
 		shm_errf(err, errlen, "shm: a message of %zu bytes is too long", len);
 		return -EMSGSIZE;
 	}
+	if ((rc = shm_peer_closed(c, err, errlen)))
+		return rc;
 	const struct shm_frame_head h = shm_head(c->tx_seq, len);
 	for (uint64_t done = 0; done < f;) {
 		uint64_t want = min64(f - done, chunk), room = c->ring_bytes - (c->tx_head - c->tx_tail_seen);

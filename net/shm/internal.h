@@ -129,6 +129,9 @@ void shm_wake(struct hora_net_shm *c, int d, enum shm_wait_kind kind);
 /* wait.c: wake both of the peer's possible sleeps unconditionally (detach)
  * or both of ours (interrupt, self = 1). */
 void shm_wake_all(struct hora_net_shm *c, int self);
+/* wait.c: -EPIPE with err when the peer has detached (a send's check
+ * before it writes anything), else 0 */
+int shm_peer_closed(struct hora_net_shm *c, char *err, size_t errlen);
 /* wait.c: our side's heartbeat, +1 */
 void shm_beat(struct hora_net_shm *c);
 

@@ -241,7 +241,8 @@ uint64_t hora_net_shm_peer_heartbeat(const struct hora_net_shm *c)
 	return atomic_load_explicit(&c->hdr->side[1 - c->side].heartbeat, memory_order_relaxed);
 }
 
-int hora_net_shm_peer_sleeping(const struct hora_net_shm *c)
+int hora_net_shm_sleeping(const struct hora_net_shm *c, int peer)
 {
-	return (int)atomic_load_explicit(&c->hdr->dir[c->side].reader_sleeps, memory_order_seq_cst);
+	const int d = peer ? c->side : 1 - c->side;
+	return (int)atomic_load_explicit(&c->hdr->dir[d].reader_sleeps, memory_order_seq_cst);
 }

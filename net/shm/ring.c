@@ -59,6 +59,8 @@ int hora_net_shm_reserve(struct hora_net_shm *c, size_t len, void **p, int64_t d
 			 len, c->ring_bytes);
 		return -EMSGSIZE;
 	}
+	if ((rc = shm_peer_closed(c, err, errlen)))
+		return rc;
 	if (c->ring_bytes - (c->tx_head - c->tx_tail_seen) < f &&
 	    (rc = shm_wait(c, SHM_SPACE, f, deadline_ns, err, errlen)))
 		return rc;

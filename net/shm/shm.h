@@ -128,8 +128,9 @@ size_t hora_net_shm_ring_bytes(const struct hora_net_shm *c);
  * consumes and every HORA_NET_SHM_POLL_MS while it waits (for a failure
  * detector that wants to see a stuck peer; death is found without it). */
 uint64_t hora_net_shm_peer_heartbeat(const struct hora_net_shm *c);
-/* 1 when the peer sleeps in the futex waiting for our next message (for
- * tests and diagnostics). */
-int hora_net_shm_peer_sleeping(const struct hora_net_shm *c);
+/* For tests and diagnostics: 1 when a receiver sleeps in the futex, 0
+ * when not: the peer's, waiting for our next message (peer = 1), or ours,
+ * waiting for the peer's (peer = 0). */
+int hora_net_shm_sleeping(const struct hora_net_shm *c, int peer);
 
 #endif

@@ -121,6 +121,11 @@ static int peer_gone(struct hora_net_shm *c, enum shm_wait_kind kind, int cheap,
 	return 0;
 }
 
+int shm_peer_closed(struct hora_net_shm *c, char *err, size_t errlen)
+{
+	return peer_gone(c, SHM_SPACE, 1, err, errlen);
+}
+
 static int stopped(struct hora_net_shm *c, char *err, size_t errlen)
 {
 	if (!atomic_load_explicit(&c->interrupted, memory_order_seq_cst))
