@@ -71,6 +71,7 @@ struct hora_net_shm {
 	int spin_us; /* resolved: 0 never polls */
 	_Atomic int pidfd; /* the peer's process: -2 not yet tried, -1 none */
 	_Atomic int interrupted;
+	_Atomic uint64_t sleeps, woken, timeouts; /* struct hora_net_shm_stats */
 	uint64_t tx_head, tx_tail_seen; /* (tx) our head, the last tail read */
 	uint32_t tx_seq;                /* (tx) frames sent */
 	size_t tx_reserved;             /* (tx) a reserve's frame bytes, 0: none */

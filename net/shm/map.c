@@ -241,6 +241,13 @@ uint64_t hora_net_shm_peer_heartbeat(const struct hora_net_shm *c)
 	return atomic_load_explicit(&c->hdr->side[1 - c->side].heartbeat, memory_order_relaxed);
 }
 
+void hora_net_shm_stats(const struct hora_net_shm *c, struct hora_net_shm_stats *st)
+{
+	st->sleeps = atomic_load_explicit(&c->sleeps, memory_order_relaxed);
+	st->woken = atomic_load_explicit(&c->woken, memory_order_relaxed);
+	st->timeouts = atomic_load_explicit(&c->timeouts, memory_order_relaxed);
+}
+
 int hora_net_shm_sleeping(const struct hora_net_shm *c, int peer)
 {
 	const int d = peer ? c->side : 1 - c->side;

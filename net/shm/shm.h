@@ -128,6 +128,15 @@ size_t hora_net_shm_ring_bytes(const struct hora_net_shm *c);
  * consumes and every HORA_NET_SHM_POLL_MS while it waits (for a failure
  * detector that wants to see a stuck peer; death is found without it). */
 uint64_t hora_net_shm_peer_heartbeat(const struct hora_net_shm *c);
+/* How an endpoint's waits ended, counted since create/attach (for tests,
+ * diagnostics and benches): futex sleeps begun, sleeps ended by the peer's
+ * wake (or its bump before we slept), sleeps that ran out their
+ * HORA_NET_SHM_POLL_MS or the deadline. */
+struct hora_net_shm_stats {
+	uint64_t sleeps, woken, timeouts;
+};
+void hora_net_shm_stats(const struct hora_net_shm *c, struct hora_net_shm_stats *st);
+
 /* For tests and diagnostics: 1 when a receiver sleeps in the futex, 0
  * when not: the peer's, waiting for our next message (peer = 1), or ours,
  * waiting for the peer's (peer = 0). */

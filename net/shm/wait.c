@@ -193,7 +193,12 @@ int shm_wait(struct hora_net_shm *c, enum shm_wait_kind kind, uint64_t need, int
 			if (left > cap)
 				left = cap;
 			struct timespec ts = {.tv_sec = left / 1000000000, .tv_nsec = left % 1000000000};
-			futex(seq, FUTEX_WAIT, s, &ts); /* 0, EAGAIN, EINTR, ETIMEDOUT: look again */
+			atomic_fetch_add_explicit(&c->sleeps, 1, memory_order_relaxed);
+			/* 0 (woken), EAGAIN (bumped before we slept), EINTR, ETIMEDOUT: look again */
+			if (futex(seq, FUTEX_WAIT, s, &ts) == 0 || errno == EAGAIN)
+				atomic_fetch_add_explicit(&c->woken, 1, memory_order_relaxed);
+			else if (errno == ETIMEDOUT)
+				atomic_fetch_add_explicit(&c->timeouts, 1, memory_order_relaxed);
 		}
 		atomic_store_explicit(sleeps, 0, memory_order_relaxed);
 		shm_beat(c);

@@ -357,11 +357,20 @@ Test(net_shm, a_sleeping_reader_is_woken_by_a_message, .timeout = 30)
 	cr_assert(until_asleep(a, 1), "the receiver never went to sleep");
 	cr_assert(hora_net_shm_sleeping(b, 0));
 	uint64_t beats = hora_net_shm_peer_heartbeat(a);
+	struct hora_net_shm_stats st0;
+	hora_net_shm_stats(b, &st0);
 	cr_assert_eq(hora_net_shm_send(a, "8 bytes!", 8, in_ms(5000), NULL, 0), 0);
 	pthread_join(t, NULL);
 	cr_assert_eq(j.rc, 0, "%s", j.err);
 	cr_assert_eq(memcmp(j.buf, "8 bytes!", 8), 0);
 	cr_assert_gt(hora_net_shm_peer_heartbeat(a), beats, "the receiver's heartbeat moved");
+	/* the send woke it: a lost wake-up would end the sleep by its
+	 * HORA_NET_SHM_POLL_MS timeout instead, and woken would not move */
+	struct hora_net_shm_stats st;
+	hora_net_shm_stats(b, &st);
+	cr_assert_gt(st.woken, st0.woken, "sleeps %llu, woken %llu, timed out %llu",
+		     (unsigned long long)st.sleeps, (unsigned long long)st.woken,
+		     (unsigned long long)st.timeouts);
 	cr_assert_eq(hora_net_shm_sleeping(a, 1), 0);
 	hora_net_shm_detach(a);
 	hora_net_shm_detach(b);
