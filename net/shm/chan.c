@@ -91,6 +91,10 @@ int hora_net_shm_recv(struct hora_net_shm *c, void *buf, size_t len, int64_t dea
 		shm_errf(err, errlen, "shm: recv while a peeked message is not released");
 		return -EBUSY;
 	}
+	if (!f) {
+		shm_errf(err, errlen, "shm: a message of %zu bytes is too long", len);
+		return -EMSGSIZE;
+	}
 	if ((rc = shm_next_head(c, &h, deadline_ns, err, errlen)))
 		return rc;
 	if (h.bytes != len) {

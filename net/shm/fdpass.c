@@ -59,6 +59,11 @@ int hora_net_shm_fd_recv(int sock, int timeout_ms, int *fd, char *err, size_t er
 		shm_errf(err, errlen, "shm: no channel fd came over socket %d within %d ms", sock, timeout_ms);
 		return -ETIMEDOUT;
 	}
+	if (n < 0) {
+		int e = errno;
+		shm_errf(err, errlen, "shm: waiting on socket %d for the channel's fd: %s", sock, strerror(e));
+		return -e;
+	}
 	ssize_t k;
 	do
 		k = recvmsg(sock, &m, MSG_CMSG_CLOEXEC);

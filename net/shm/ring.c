@@ -97,7 +97,7 @@ int hora_net_shm_peek(struct hora_net_shm *c, size_t len, const void **p, int64_
 	if ((rc = shm_next_head(c, &h, deadline_ns, err, errlen)))
 		return rc;
 	const uint64_t f = shm_frame_bytes(len);
-	if (h.bytes != len || f > c->ring_bytes) {
+	if (h.bytes != len || !f || f > c->ring_bytes) {
 		shm_errf(err, errlen,
 			 h.bytes != len ? "shm: the next message has %llu bytes, %zu expected"
 					: "shm: a message of %llu bytes (%zu expected) cannot be peeked: it "
