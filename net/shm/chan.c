@@ -1,4 +1,5 @@
-/* chan.c - whole messages of any length through a channel (send, recv):
+/* chan.c - whole messages of any length through a channel (send, recv,
+ * and xchg, which sends one and receives one at once):
  * a frame streams through the ring in chunks, so a message larger than the
  * ring passes too. Not the zero-copy form (ring.c).
  *
@@ -48,73 +49,165 @@ static void frame_get(uint8_t *buf, uint64_t len, const uint8_t *src, uint64_t o
 		memcpy(buf + (off - HORA_NET_SHM_FRAME_HEAD), src, min64(end, pend) - off);
 }
 
-int hora_net_shm_send(struct hora_net_shm *c, const void *buf, size_t len, int64_t deadline_ns,
-		      char *err, size_t errlen)
+/* A message on its way out (tx) or in (rx). */
+struct tx {
+	const uint8_t *buf;
+	uint64_t len, f, done;
+	struct shm_frame_head h;
+};
+struct rx {
+	uint8_t *buf;
+	uint64_t len, f, done;
+	int head; /* its head was read and checked */
+};
+
+static int tx_begin(struct hora_net_shm *c, struct tx *t, const void *buf, size_t len, char *err,
+		    size_t errlen)
 {
-	const uint64_t f = shm_frame_bytes(len), chunk = c->ring_bytes / 4;
-	int rc;
+	*t = (struct tx){.buf = buf, .len = len, .f = shm_frame_bytes(len), .h = shm_head(c->tx_seq, len)};
 	if (c->tx_reserved) {
 		shm_errf(err, errlen, "shm: send while a reserve is not committed");
 		return -EBUSY;
 	}
-	if (!f) {
+	if (!t->f) {
 		shm_errf(err, errlen, "shm: a message of %zu bytes is too long", len);
 		return -EMSGSIZE;
 	}
-	if ((rc = shm_peer_closed(c, err, errlen)))
-		return rc;
-	const struct shm_frame_head h = shm_head(c->tx_seq, len);
-	for (uint64_t done = 0; done < f;) {
-		uint64_t want = min64(f - done, chunk), room = c->ring_bytes - (c->tx_head - c->tx_tail_seen);
-		if (room < want) {
-			if ((rc = shm_wait(c, SHM_SPACE, want, deadline_ns, err, errlen)))
-				return rc;
-			room = c->ring_bytes - (c->tx_head - c->tx_tail_seen);
-		}
-		uint64_t n = min64(room, f - done);
-		frame_put(c->ring[c->side] + c->tx_head % c->ring_bytes, &h, buf, len, done, n);
-		shm_publish(c, n);
-		done += n;
+	return shm_peer_closed(c, err, errlen);
+}
+
+static int rx_begin(struct hora_net_shm *c, struct rx *r, void *buf, size_t len, char *err, size_t errlen)
+{
+	*r = (struct rx){.buf = buf, .len = len, .f = shm_frame_bytes(len)};
+	if (c->rx_peeked) {
+		shm_errf(err, errlen, "shm: recv while a peeked message is not released");
+		return -EBUSY;
 	}
-	c->tx_seq++;
-	shm_beat(c);
+	if (!r->f) {
+		shm_errf(err, errlen, "shm: a message of %zu bytes is too long", len);
+		return -EMSGSIZE;
+	}
 	return 0;
+}
+
+/* What the next step of t waits for: room for its next chunk. */
+static uint64_t tx_want(const struct hora_net_shm *c, const struct tx *t)
+{
+	return min64(t->f - t->done, c->ring_bytes / 4);
+}
+
+/* What the next step of r waits for: its head's line, or its next chunk. */
+static uint64_t rx_want(const struct hora_net_shm *c, const struct rx *r)
+{
+	return r->head ? min64(r->f - r->done, c->ring_bytes / 4) : SHM_LINE;
+}
+
+/* Move t's next chunk if there is room for it, without waiting. 1 when it
+ * moved, 0 when not. */
+static int tx_step(struct hora_net_shm *c, struct tx *t)
+{
+	uint64_t room = c->ring_bytes - (c->tx_head - c->tx_tail_seen);
+	if (room < tx_want(c, t) && (room = shm_avail(c, SHM_SPACE)) < tx_want(c, t))
+		return 0;
+	uint64_t n = min64(room, t->f - t->done);
+	frame_put(c->ring[c->side] + c->tx_head % c->ring_bytes, &t->h, t->buf, t->len, t->done, n);
+	shm_publish(c, n);
+	t->done += n;
+	if (t->done == t->f) {
+		c->tx_seq++;
+		shm_beat(c);
+	}
+	return 1;
+}
+
+/* Take r's head, or its next chunk, if it is there, without waiting. 1
+ * when it moved, 0 when not, -errno (a damaged head, another length). */
+static int rx_step(struct hora_net_shm *c, struct rx *r, char *err, size_t errlen)
+{
+	uint64_t have = c->rx_head_seen - c->rx_tail;
+	if (have < rx_want(c, r) && (have = shm_avail(c, SHM_DATA)) < rx_want(c, r))
+		return 0;
+	if (!r->head) {
+		struct shm_frame_head h;
+		int rc = shm_next_head(c, &h, 0, err, errlen); /* the line is there: no wait */
+		if (rc)
+			return rc;
+		if (h.bytes != r->len) {
+			shm_errf(err, errlen, "shm: the next message has %llu bytes, %llu expected",
+				 (unsigned long long)h.bytes, (unsigned long long)r->len);
+			return -EMSGSIZE;
+		}
+		r->head = 1;
+		return 1;
+	}
+	uint64_t n = min64(have, r->f - r->done);
+	frame_get(r->buf, r->len, c->ring[1 - c->side] + c->rx_tail % c->ring_bytes, r->done, n);
+	shm_consume(c, n);
+	r->done += n;
+	if (r->done == r->f) {
+		c->rx_seq++;
+		shm_beat(c);
+	}
+	return 1;
+}
+
+int hora_net_shm_send(struct hora_net_shm *c, const void *buf, size_t len, int64_t deadline_ns,
+		      char *err, size_t errlen)
+{
+	struct tx t;
+	int rc = tx_begin(c, &t, buf, len, err, errlen);
+	while (!rc && t.done < t.f)
+		if (!tx_step(c, &t))
+			rc = shm_wait(c, SHM_SPACE, tx_want(c, &t), deadline_ns, err, errlen);
+	return rc;
 }
 
 int hora_net_shm_recv(struct hora_net_shm *c, void *buf, size_t len, int64_t deadline_ns,
 		      char *err, size_t errlen)
 {
-	const uint64_t f = shm_frame_bytes(len), chunk = c->ring_bytes / 4;
-	struct shm_frame_head h;
+	struct rx r;
+	int rc = rx_begin(c, &r, buf, len, err, errlen);
+	while (!rc && r.done < r.f)
+		if (!(rc = rx_step(c, &r, err, errlen)))
+			rc = shm_wait(c, SHM_DATA, rx_want(c, &r), deadline_ns, err, errlen);
+		else if (rc > 0)
+			rc = 0;
+	return rc;
+}
+
+int hora_net_shm_xchg(struct hora_net_shm_xchg *x)
+{
+	struct tx t = {0};
+	struct rx r = {0};
 	int rc;
-	if (c->rx_peeked) {
-		shm_errf(err, errlen, "shm: recv while a peeked message is not released");
-		return -EBUSY;
-	}
-	if (!f) {
-		shm_errf(err, errlen, "shm: a message of %zu bytes is too long", len);
-		return -EMSGSIZE;
-	}
-	if ((rc = shm_next_head(c, &h, deadline_ns, err, errlen)))
+	x->dir = 0;
+	if (x->out && (rc = tx_begin(x->out, &t, x->out_buf, x->out_bytes, x->err, x->errlen)))
 		return rc;
-	if (h.bytes != len) {
-		shm_errf(err, errlen, "shm: the next message has %llu bytes, %zu expected",
-			 (unsigned long long)h.bytes, len);
-		return -EMSGSIZE;
-	}
-	for (uint64_t done = 0; done < f;) {
-		uint64_t want = min64(f - done, chunk), have = c->rx_head_seen - c->rx_tail;
-		if (have < want) {
-			if ((rc = shm_wait(c, SHM_DATA, want, deadline_ns, err, errlen)))
-				return rc;
-			have = c->rx_head_seen - c->rx_tail;
+	x->dir = 1;
+	if (x->in && (rc = rx_begin(x->in, &r, x->in_buf, x->in_bytes, x->err, x->errlen)))
+		return rc;
+	for (;;) {
+		int moved = 0, tx_left = x->out && t.done < t.f, rx_left = x->in && r.done < r.f;
+		if (tx_left)
+			moved |= tx_step(x->out, &t);
+		if (rx_left && (rc = rx_step(x->in, &r, x->err, x->errlen)) < 0)
+			return rc; /* dir 1 */
+		moved |= rx_left && rc > 0;
+		tx_left = x->out && t.done < t.f;
+		rx_left = x->in && r.done < r.f;
+		if (!tx_left && !rx_left)
+			return 0;
+		if (moved)
+			continue;
+		struct shm_waiter w[2];
+		int n = 0, which;
+		if (tx_left)
+			w[n++] = (struct shm_waiter){.c = x->out, .kind = SHM_SPACE, .need = tx_want(x->out, &t)};
+		if (rx_left)
+			w[n++] = (struct shm_waiter){.c = x->in, .kind = SHM_DATA, .need = rx_want(x->in, &r)};
+		if ((rc = shm_waitv(w, n, x->deadline_ns, &which, x->err, x->errlen))) {
+			x->dir = w[which].kind == SHM_DATA;
+			return rc;
 		}
-		uint64_t n = min64(have, f - done);
-		frame_get(buf, len, c->ring[1 - c->side] + c->rx_tail % c->ring_bytes, done, n);
-		shm_consume(c, n);
-		done += n;
 	}
-	c->rx_seq++;
-	shm_beat(c);
-	return 0;
 }

@@ -124,6 +124,18 @@ enum shm_wait_kind { SHM_DATA, SHM_SPACE };
  * (interrupted), with err set. */
 int shm_wait(struct hora_net_shm *c, enum shm_wait_kind kind, uint64_t need, int64_t deadline_ns,
 	     char *err, size_t errlen);
+/* wait.c: one of several waits at once (an exchange's send and receive) */
+struct shm_waiter {
+	struct hora_net_shm *c;
+	enum shm_wait_kind kind;
+	uint64_t need;
+};
+/* wait.c: wait until any of w[0..n) (n <= 2) is ready, as shm_wait; *which
+ * is the waiter that failed. Two waiters sleep in futex_waitv. */
+int shm_waitv(struct shm_waiter *w, int n, int64_t deadline_ns, int *which, char *err, size_t errlen);
+/* wait.c: the bytes that can be read (SHM_DATA) or written (SHM_SPACE) now
+ * (an acquire load of the peer's counter) */
+uint64_t shm_avail(struct hora_net_shm *c, enum shm_wait_kind kind);
 /* wait.c: after publishing head (kind SHM_DATA) or tail (SHM_SPACE) on
  * direction d, wake the peer if it sleeps on it. */
 void shm_wake(struct hora_net_shm *c, int d, enum shm_wait_kind kind);

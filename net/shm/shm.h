@@ -102,6 +102,29 @@ int hora_net_shm_send(struct hora_net_shm *c, const void *buf, size_t len, int64
 int hora_net_shm_recv(struct hora_net_shm *c, void *buf, size_t len, int64_t deadline_ns,
 		      char *err, size_t errlen);
 
+/* Send one message and receive one at once, on the calling thread: out_buf
+ * (out_bytes) on channel `out` and in_buf (in_bytes, exactly) from channel
+ * `in` (either may be NULL: one direction only; they may be one endpoint,
+ * a pair exchange, or two, a ring's left and right). Both progress
+ * together, so two sides exchanging messages larger than their rings cannot
+ * deadlock; when neither can move it spins (out's spin_us, or in's when
+ * out is NULL), then sleeps on both futex words at once (futex_waitv).
+ * Returns 0 or -errno as send and recv, with dir the direction that failed
+ * (0 send, 1 receive) and err set. For the link's caller-driven exchange. */
+struct hora_net_shm_xchg {
+	struct hora_net_shm *out;
+	const void *out_buf;
+	size_t out_bytes;
+	struct hora_net_shm *in;
+	void *in_buf;
+	size_t in_bytes;
+	int64_t deadline_ns;
+	char *err;
+	size_t errlen;
+	int dir; /* result */
+};
+int hora_net_shm_xchg(struct hora_net_shm_xchg *x);
+
 /* The zero-copy form. reserve: wait for room for a message of up to len
  * bytes (its frame, HORA_NET_SHM_FRAME_HEAD + len rounded up to 64, must
  * fit the ring: else -EMSGSIZE) and point *p at it (16-byte aligned,

@@ -19,6 +19,7 @@
 #include <linux/futex.h>
 #include <poll.h>
 #include <sched.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -46,7 +47,7 @@ static long futex(_Atomic uint32_t *w, int op, uint32_t val, const struct timesp
 /* Bytes that can be read (SHM_DATA) or written (SHM_SPACE) now. The acquire
  * load pairs with the other side's release store: the bytes it published
  * (or stopped reading) are ours to read (or overwrite). */
-static uint64_t avail(struct hora_net_shm *c, enum shm_wait_kind kind)
+uint64_t shm_avail(struct hora_net_shm *c, enum shm_wait_kind kind)
 {
 	if (kind == SHM_DATA) {
 		c->rx_head_seen = atomic_load_explicit(&c->hdr->dir[1 - c->side].head, memory_order_acquire);
@@ -134,77 +135,142 @@ static int stopped(struct hora_net_shm *c, char *err, size_t errlen)
 	return -ECANCELED;
 }
 
-/* Poll for up to spin_us (never past the deadline), yielding the CPU every
- * SPIN_CHECK_EVERY polls. 1 when need is there. */
-static int spin(struct hora_net_shm *c, enum shm_wait_kind kind, uint64_t need, int64_t deadline_ns)
+/* The futex word a waiter sleeps on and its "I sleep" flag. */
+static void words(const struct shm_waiter *w, _Atomic uint32_t **seq, _Atomic uint32_t **sleeps)
 {
-	int64_t end = hora_clock_ns() + (int64_t)c->spin_us * 1000;
+	struct hora_net_shm *c = w->c;
+	struct shm_dir *d = &c->hdr->dir[w->kind == SHM_DATA ? 1 - c->side : c->side];
+	*seq = w->kind == SHM_DATA ? &d->data_seq : &d->space_seq;
+	*sleeps = w->kind == SHM_DATA ? &d->reader_sleeps : &d->writer_sleeps;
+}
+
+/* 1 when any waiter's need is there */
+static int ready(struct shm_waiter *w, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (shm_avail(w[i].c, w[i].kind) >= w[i].need)
+			return 1;
+	return 0;
+}
+
+/* 1 when a waiter's endpoint was interrupted or its peer closed */
+static int ended(const struct shm_waiter *w, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (atomic_load(&w[i].c->interrupted) || atomic_load(&w[i].c->hdr->side[1 - w[i].c->side].closed))
+			return 1;
+	return 0;
+}
+
+/* Poll for up to the first endpoint's spin_us (never past the deadline),
+ * yielding the CPU every SPIN_CHECK_EVERY polls. 1 when a need is there. */
+static int spin(struct shm_waiter *w, int n, int64_t deadline_ns)
+{
+	int64_t end = hora_clock_ns() + (int64_t)w[0].c->spin_us * 1000;
 	if (end > deadline_ns)
 		end = deadline_ns;
 	for (unsigned i = 1;; i++) {
-		if (avail(c, kind) >= need)
+		if (ready(w, n))
 			return 1;
 		CPU_RELAX();
 		if (i % SPIN_CHECK_EVERY == 0) {
-			if (hora_clock_ns() >= end || atomic_load(&c->interrupted) ||
-			    atomic_load(&c->hdr->side[1 - c->side].closed))
+			if (hora_clock_ns() >= end || ended(w, n))
 				return 0;
 			sched_yield(); /* a co-located rank may need this CPU to make progress */
 		}
 	}
 }
 
-int shm_wait(struct hora_net_shm *c, enum shm_wait_kind kind, uint64_t need, int64_t deadline_ns,
-	     char *err, size_t errlen)
+/* Sleep on the waiters' words (announced, s their values) until woken, for
+ * at most left_ns; counted in the first endpoint's stats. */
+static void sleep_on(struct shm_waiter *w, int n, const uint32_t *s, int64_t left_ns)
 {
-	struct shm_dir *d = &c->hdr->dir[kind == SHM_DATA ? 1 - c->side : c->side];
-	_Atomic uint32_t *seq = kind == SHM_DATA ? &d->data_seq : &d->space_seq;
-	_Atomic uint32_t *sleeps = kind == SHM_DATA ? &d->reader_sleeps : &d->writer_sleeps;
-	int rc;
-	if (need > c->ring_bytes) {
-		shm_errf(err, errlen, "shm: waiting for %llu bytes, more than the ring's %zu",
-			 (unsigned long long)need, c->ring_bytes);
-		return -EMSGSIZE;
+	struct hora_net_shm *c = w[0].c;
+	_Atomic uint32_t *seq[2], *sl;
+	long r;
+	for (int i = 0; i < n; i++)
+		words(&w[i], &seq[i], &sl);
+	atomic_fetch_add_explicit(&c->sleeps, 1, memory_order_relaxed);
+	if (n == 1) {
+		struct timespec ts = {.tv_sec = left_ns / 1000000000, .tv_nsec = left_ns % 1000000000};
+		r = futex(seq[0], FUTEX_WAIT, s[0], &ts);
+	} else {
+		struct futex_waitv v[2];
+		memset(v, 0, sizeof(v));
+		for (int i = 0; i < 2; i++)
+			v[i] = (struct futex_waitv){.val = s[i], .uaddr = (uintptr_t)seq[i], .flags = FUTEX_32};
+		int64_t at = hora_clock_ns() + left_ns;
+		struct timespec ts = {.tv_sec = at / 1000000000, .tv_nsec = at % 1000000000};
+		r = syscall(SYS_futex_waitv, v, 2u, 0u, &ts, CLOCK_MONOTONIC);
+		if (r < 0 && errno == ENOSYS) { /* before Linux 5.16: the first word, 1 ms at a time */
+			ts = (struct timespec){.tv_sec = 0, .tv_nsec = left_ns < 1000000 ? left_ns : 1000000};
+			r = futex(seq[0], FUTEX_WAIT, s[0], &ts);
+		}
 	}
-	if (avail(c, kind) >= need)
-		return 0;
-	if (c->spin_us > 0 && spin(c, kind, need, deadline_ns))
+	/* >= 0 (woken), EAGAIN (bumped before we slept), EINTR, ETIMEDOUT: look again */
+	if (r >= 0 || errno == EAGAIN)
+		atomic_fetch_add_explicit(&c->woken, 1, memory_order_relaxed);
+	else if (errno == ETIMEDOUT)
+		atomic_fetch_add_explicit(&c->timeouts, 1, memory_order_relaxed);
+}
+
+int shm_waitv(struct shm_waiter *w, int n, int64_t deadline_ns, int *which, char *err, size_t errlen)
+{
+	uint32_t s[2];
+	_Atomic uint32_t *seq, *sleeps;
+	int rc;
+	*which = 0;
+	for (int i = 0; i < n; i++)
+		if (w[i].need > w[i].c->ring_bytes) {
+			*which = i;
+			shm_errf(err, errlen, "shm: waiting for %llu bytes, more than the ring's %zu",
+				 (unsigned long long)w[i].need, w[i].c->ring_bytes);
+			return -EMSGSIZE;
+		}
+	if (ready(w, n) || (w[0].c->spin_us > 0 && spin(w, n, deadline_ns)))
 		return 0;
 	for (;;) {
 		/* what was sent before the peer left is still delivered: avail first */
-		if ((rc = stopped(c, err, errlen)) || (rc = peer_gone(c, kind, 0, err, errlen)))
-			return avail(c, kind) >= need && rc != -ECANCELED ? 0 : rc;
+		for (int i = 0; i < n; i++)
+			if ((rc = stopped(w[i].c, err, errlen)) || (rc = peer_gone(w[i].c, w[i].kind, 0, err, errlen))) {
+				*which = i;
+				return shm_avail(w[i].c, w[i].kind) >= w[i].need && rc != -ECANCELED ? 0 : rc;
+			}
 		int64_t now = hora_clock_ns();
 		if (now >= deadline_ns) {
+			*which = n - 1;
 			shm_errf(err, errlen, "shm: %s timed out waiting for %llu bytes from the peer (pid %d)",
-				 kind == SHM_DATA ? "receive" : "send", (unsigned long long)need,
-				 (int)atomic_load(&c->hdr->side[1 - c->side].pid));
+				 n > 1 ? "exchange" : w[0].kind == SHM_DATA ? "receive" : "send",
+				 (unsigned long long)w[n - 1].need,
+				 (int)atomic_load(&w[n - 1].c->hdr->side[1 - w[n - 1].c->side].pid));
 			return -ETIMEDOUT;
 		}
-		uint32_t s = atomic_load_explicit(seq, memory_order_seq_cst);
-		atomic_store_explicit(sleeps, 1, memory_order_seq_cst);
+		for (int i = 0; i < n; i++) {
+			words(&w[i], &seq, &sleeps);
+			s[i] = atomic_load_explicit(seq, memory_order_seq_cst);
+			atomic_store_explicit(sleeps, 1, memory_order_seq_cst);
+		}
 		atomic_thread_fence(memory_order_seq_cst);
-		if (avail(c, kind) >= need) {
-			atomic_store_explicit(sleeps, 0, memory_order_relaxed);
-			return 0;
-		}
-		if (!stopped(c, NULL, 0) && !peer_gone(c, kind, 1, NULL, 0)) {
+		if (!ready(w, n) && !ended(w, n)) {
 			int64_t left = deadline_ns - now, cap = (int64_t)HORA_NET_SHM_POLL_MS * 1000000;
-			if (left > cap)
-				left = cap;
-			struct timespec ts = {.tv_sec = left / 1000000000, .tv_nsec = left % 1000000000};
-			atomic_fetch_add_explicit(&c->sleeps, 1, memory_order_relaxed);
-			/* 0 (woken), EAGAIN (bumped before we slept), EINTR, ETIMEDOUT: look again */
-			if (futex(seq, FUTEX_WAIT, s, &ts) == 0 || errno == EAGAIN)
-				atomic_fetch_add_explicit(&c->woken, 1, memory_order_relaxed);
-			else if (errno == ETIMEDOUT)
-				atomic_fetch_add_explicit(&c->timeouts, 1, memory_order_relaxed);
+			sleep_on(w, n, s, left < cap ? left : cap);
 		}
-		atomic_store_explicit(sleeps, 0, memory_order_relaxed);
-		shm_beat(c);
-		if (avail(c, kind) >= need)
+		for (int i = 0; i < n; i++) {
+			words(&w[i], &seq, &sleeps);
+			atomic_store_explicit(sleeps, 0, memory_order_relaxed);
+			shm_beat(w[i].c);
+		}
+		if (ready(w, n))
 			return 0;
 	}
+}
+
+int shm_wait(struct hora_net_shm *c, enum shm_wait_kind kind, uint64_t need, int64_t deadline_ns,
+	     char *err, size_t errlen)
+{
+	struct shm_waiter w = {.c = c, .kind = kind, .need = need};
+	int which;
+	return shm_waitv(&w, 1, deadline_ns, &which, err, errlen);
 }
 
 void shm_wake(struct hora_net_shm *c, int d, enum shm_wait_kind kind)

@@ -152,6 +152,114 @@ Test(net_shm, both_directions_at_once_between_threads, .timeout = 60)
 	hora_net_shm_detach(b);
 }
 
+/* ---- one thread sending and receiving at once (xchg) ------------------- */
+
+/* Rank k of a ring of n (threads): every size, sent right and received
+ * from the left in one xchg each; with n = 2 both are the same peer. */
+struct ring_rank {
+	struct hora_net_shm *right, *left;
+	int rank, n;
+	int rc, dir;
+	size_t bad_msg;
+	long bad_at;
+	char err[256];
+};
+
+static void *ring_run(void *arg)
+{
+	struct ring_rank *k = arg;
+	uint8_t *out = malloc(BIG), *in = malloc(BIG);
+	k->bad_at = -1;
+	for (size_t i = 0; i < NSIZES && !k->rc; i++) {
+		fill(out, sizes[i], 1000u * (uint64_t)k->rank + i);
+		memset(in, 0xee, sizes[i]);
+		struct hora_net_shm_xchg x = {.out = k->right, .out_buf = out, .out_bytes = sizes[i],
+					      .in = k->left, .in_buf = in, .in_bytes = sizes[i],
+					      .deadline_ns = in_ms(20000), .err = k->err, .errlen = sizeof(k->err)};
+		k->rc = hora_net_shm_xchg(&x);
+		k->dir = x.dir;
+		uint64_t from = (uint64_t)((k->rank + k->n - 1) % k->n);
+		if (!k->rc && (k->bad_at = differs(in, sizes[i], 1000u * from + i)) >= 0) {
+			k->bad_msg = i;
+			k->rc = -EILSEQ;
+		}
+	}
+	free(out);
+	free(in);
+	return NULL;
+}
+
+/* returns the futex sleeps of all endpoints, and their timeouts in *timeouts */
+static uint64_t ring_of(int n, int spin_us, uint64_t *timeouts)
+{
+	struct hora_net_shm *to[8], *from[8]; /* to[k]: k's side 0 toward k + 1 */
+	struct ring_rank k[8];
+	pthread_t t[8];
+	for (int i = 0; i < n; i++)
+		pair(&to[i], &from[(i + 1) % n], RING, spin_us);
+	for (int i = 0; i < n; i++) {
+		/* with n = 2 the pair 0-1 carries both directions: one channel */
+		k[i] = (struct ring_rank){.right = n == 2 && i == 1 ? from[1] : to[i],
+					  .left = n == 2 && i == 0 ? to[0] : from[i], .rank = i, .n = n};
+		pthread_create(&t[i], NULL, ring_run, &k[i]);
+	}
+	for (int i = 0; i < n; i++) {
+		pthread_join(t[i], NULL);
+		cr_expect_eq(k[i].rc, 0, "rank %d: rc %d dir %d (%s), message %zu (%zu bytes) wrong at %ld", i,
+			     k[i].rc, k[i].dir, k[i].err, k[i].bad_msg, sizes[k[i].bad_msg], k[i].bad_at);
+	}
+	uint64_t sleeps = 0;
+	*timeouts = 0;
+	for (int i = 0; i < n; i++) {
+		struct hora_net_shm_stats st[2];
+		hora_net_shm_stats(to[i], &st[0]);
+		hora_net_shm_stats(from[(i + 1) % n], &st[1]);
+		sleeps += st[0].sleeps + st[1].sleeps;
+		*timeouts += st[0].timeouts + st[1].timeouts;
+		hora_net_shm_detach(to[i]);
+		hora_net_shm_detach(from[(i + 1) % n]);
+	}
+	return sleeps;
+}
+
+Test(net_shm, xchg_both_ways_on_one_thread_per_side, .timeout = 60)
+{
+	uint64_t timeouts;
+	ring_of(2, 0, &timeouts); /* send-then-recv of 8 MiB over 64 KiB rings would deadlock */
+}
+
+Test(net_shm, xchg_around_a_ring_of_three_sleeping_on_two_words, .timeout = 60)
+{
+	uint64_t timeouts, sleeps = ring_of(3, -1, &timeouts); /* no spin: waits sleep in futex_waitv */
+	cr_assert_gt(sleeps, 0);
+	cr_log_info("ring of 3: %llu sleeps, %llu ended by their timeout", (unsigned long long)sleeps,
+		    (unsigned long long)timeouts);
+}
+
+Test(net_shm, xchg_names_the_direction_that_failed, .timeout = 30)
+{
+	struct hora_net_shm *a, *b;
+	pair(&a, &b, RING, 0);
+	char err[256] = "";
+	uint8_t buf[16];
+	struct hora_net_shm_xchg x = {.out = b, .out_buf = buf, .out_bytes = 16, .in = b, .in_buf = buf,
+				      .in_bytes = 16, .deadline_ns = in_ms(20000), .err = err,
+				      .errlen = sizeof(err)};
+	cr_assert_eq(hora_net_shm_send(a, buf, 8, in_ms(5000), NULL, 0), 0);
+	cr_assert_eq(hora_net_shm_xchg(&x), -EMSGSIZE, "%s", err);
+	cr_assert_eq(x.dir, 1);
+	cr_assert(strstr(err, "has 8 bytes, 16 expected"), "%s", err);
+	hora_net_shm_detach(a);
+	x.deadline_ns = in_ms(20000);
+	cr_assert_eq(hora_net_shm_xchg(&x), -EPIPE, "%s", err);
+	cr_assert_eq(x.dir, 0);
+	x.out = NULL;
+	cr_assert_eq(hora_net_shm_recv(b, buf, 8, in_ms(5000), NULL, 0), 0, "the 8 bytes are still there");
+	cr_assert_eq(hora_net_shm_xchg(&x), -ECONNRESET, "%s", err);
+	cr_assert_eq(x.dir, 1);
+	hora_net_shm_detach(b);
+}
+
 /* ---- processes -------------------------------------------------------- */
 
 /* fork fn(sock, arg) as a child with one end of a socketpair; *sock: ours */
