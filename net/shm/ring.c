@@ -11,6 +11,7 @@
 #include "net/shm/internal.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <string.h>
 
 void shm_publish(struct hora_net_shm *c, uint64_t n)
@@ -41,6 +42,25 @@ int shm_next_head(struct hora_net_shm *c, struct shm_frame_head *h, int64_t dead
 			 c->rx_seq, h->seq, h->check);
 		return -EPROTO;
 	}
+	return 0;
+}
+
+int hora_net_shm_next_bytes(struct hora_net_shm *c, size_t *len, int64_t deadline_ns, char *err,
+			    size_t errlen)
+{
+	struct shm_frame_head h;
+	if (c->rx_peeked) {
+		shm_errf(err, errlen, "shm: next_bytes while a peeked message is not released");
+		return -EBUSY;
+	}
+	int rc = shm_next_head(c, &h, deadline_ns, err, errlen);
+	if (rc)
+		return rc;
+	if (h.bytes > SIZE_MAX) {
+		shm_errf(err, errlen, "shm: the next message has %llu bytes", (unsigned long long)h.bytes);
+		return -EMSGSIZE;
+	}
+	*len = (size_t)h.bytes;
 	return 0;
 }
 

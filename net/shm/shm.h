@@ -141,6 +141,12 @@ int hora_net_shm_peek(struct hora_net_shm *c, size_t len, const void **p, int64_
 		      char *err, size_t errlen);
 int hora_net_shm_release(struct hora_net_shm *c, char *err, size_t errlen);
 
+/* Wait for the next message and tell its length in *len, consuming
+ * nothing (then recv or peek it with that length): for a receiver that
+ * does not know what comes, e.g. a notice in place of a fingerprint. */
+int hora_net_shm_next_bytes(struct hora_net_shm *c, size_t *len, int64_t deadline_ns, char *err,
+			    size_t errlen);
+
 /* From any thread: make every wait on c, now and later, fail with
  * -ECANCELED at once. Frees nothing. */
 void hora_net_shm_interrupt(struct hora_net_shm *c);

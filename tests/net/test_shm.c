@@ -398,6 +398,21 @@ Test(net_shm, reserve_and_peek_are_contiguous_across_the_wrap, .timeout = 30)
 	cr_assert_eq(differs(got, 10, 42), -1);
 	/* a message whose frame exceeds the ring cannot be reserved or peeked */
 	cr_assert_eq(hora_net_shm_reserve(a, maxlen + 1, &w, in_ms(5000), err, sizeof(err)), -EMSGSIZE);
+	/* a receiver that does not know the length asks for it first */
+	size_t next = 1;
+	cr_assert_eq(hora_net_shm_next_bytes(b, &next, in_ms(30), err, sizeof(err)), -ETIMEDOUT, "%s", err);
+	cr_assert_eq(hora_net_shm_send(a, "0123456789", 10, in_ms(5000), NULL, 0), 0);
+	cr_assert_eq(hora_net_shm_send(a, "", 0, in_ms(5000), NULL, 0), 0);
+	cr_assert_eq(hora_net_shm_next_bytes(b, &next, in_ms(5000), err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(next, 10);
+	cr_assert_eq(hora_net_shm_next_bytes(b, &next, in_ms(5000), err, sizeof(err)), 0, "again: nothing consumed");
+	cr_assert_eq(next, 10);
+	cr_assert_eq(hora_net_shm_peek(b, next, &r, in_ms(5000), err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(memcmp(r, "0123456789", 10), 0);
+	cr_assert_eq(hora_net_shm_release(b, NULL, 0), 0);
+	cr_assert_eq(hora_net_shm_next_bytes(b, &next, in_ms(5000), err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(next, 0);
+	cr_assert_eq(hora_net_shm_recv(b, NULL, 0, in_ms(5000), err, sizeof(err)), 0, "%s", err);
 	cr_assert_eq(hora_net_shm_commit(a, 1, NULL, 0), -EINVAL, "commit without a reserve");
 	cr_assert_eq(hora_net_shm_release(b, NULL, 0), -EINVAL, "release without a peek");
 	/* a message longer than the ring streams: recv takes it, peek cannot */
