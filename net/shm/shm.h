@@ -22,9 +22,9 @@
  *   (closed flag), whose lifeline socket hung up, or whose process exited
  *   (pidfd) fails the wait with -ECONNRESET (receive) or -EPIPE (send).
  *
- * Threads: one thread may send (send, reserve, commit) while another
- * receives (recv, peek, release) on the same endpoint; two senders or two
- * receivers need a lock of the caller's. hora_net_shm_interrupt and the
+ * Threads: one thread may send (send, reserve, commit; xchg's out) while
+ * another receives (recv, peek, release, next_bytes; xchg's in) on the
+ * same endpoint; two senders or two receivers need a lock of the caller's. hora_net_shm_interrupt and the
  * accessors may be called from any thread. Every call that waits takes an
  * absolute deadline on hora_clock_ns() (HORA_NET_SHM_FOREVER: none).
  * Errors are -errno with err (errlen bytes, may be NULL) naming the cause.
