@@ -102,26 +102,37 @@ int hora_net_shm_send(struct hora_net_shm *c, const void *buf, size_t len, int64
 int hora_net_shm_recv(struct hora_net_shm *c, void *buf, size_t len, int64_t deadline_ns,
 		      char *err, size_t errlen);
 
-/* Send one message and receive one at once, on the calling thread: out_buf
- * (out_bytes) on channel `out` and in_buf (in_bytes, exactly) from channel
- * `in` (either may be NULL: one direction only; they may be one endpoint,
- * a pair exchange, or two, a ring's left and right). Both progress
- * together, so two sides exchanging messages larger than their rings cannot
- * deadlock; when neither can move it spins (out's spin_us, or in's when
- * out is NULL), then sleeps on both futex words at once (futex_waitv).
+/* Send one message and receive one at once, on the calling thread: the
+ * message {out_head (head_bytes), out_buf (out_bytes)} on channel `out`,
+ * and {in_head (head_bytes), in_buf (in_bytes)} (exactly that long) from
+ * channel `in` (either channel may be NULL: one direction only; they may be
+ * one endpoint, a pair exchange, or two, a ring's right and left). A
+ * message is one frame, head then body; head_bytes may be 0 (heads NULL).
+ * Both directions progress together, so two sides exchanging messages
+ * larger than their rings cannot deadlock; when neither can move it spins
+ * (the first waiting channel's spin_us), then sleeps on both futex words at
+ * once (futex_waitv). check (optional) runs once on the received head as
+ * soon as it is in, before the body is waited for; a non-zero return stops
+ * the exchange with that code (dir 1), after the rest of our own message
+ * was sent (up to a second: its reader is in the same call), else torn.
  * Returns 0 or -errno as send and recv, with dir the direction that failed
  * (0 send, 1 receive) and err set. For the link's caller-driven exchange. */
 struct hora_net_shm_xchg {
 	struct hora_net_shm *out;
-	const void *out_buf;
+	const void *out_head, *out_buf;
 	size_t out_bytes;
 	struct hora_net_shm *in;
-	void *in_buf;
+	void *in_head, *in_buf;
 	size_t in_bytes;
+	size_t head_bytes;
+	int (*check)(void *arg, const void *head); /* optional */
+	void *check_arg;
 	int64_t deadline_ns;
 	char *err;
 	size_t errlen;
-	int dir; /* result */
+	/* results */
+	int dir;  /* the direction that failed: 0 send, 1 receive */
+	int torn; /* our message is partly out: nothing more may be sent on out */
 };
 int hora_net_shm_xchg(struct hora_net_shm_xchg *x);
 

@@ -165,6 +165,17 @@ struct ring_rank {
 	char err[256];
 };
 
+/* a 32-byte head as a fingerprint: (sender, message index) */
+struct fp {
+	uint64_t from, msg, pad[2];
+};
+
+static int check_fp(void *arg, const void *head)
+{
+	const struct fp *want = arg, *got = head;
+	return got->from == want->from && got->msg == want->msg ? 0 : -EBADMSG;
+}
+
 static void *ring_run(void *arg)
 {
 	struct ring_rank *k = arg;
@@ -173,8 +184,12 @@ static void *ring_run(void *arg)
 	for (size_t i = 0; i < NSIZES && !k->rc; i++) {
 		fill(out, sizes[i], 1000u * (uint64_t)k->rank + i);
 		memset(in, 0xee, sizes[i]);
-		struct hora_net_shm_xchg x = {.out = k->right, .out_buf = out, .out_bytes = sizes[i],
-					      .in = k->left, .in_buf = in, .in_bytes = sizes[i],
+		struct fp mine = {.from = (uint64_t)k->rank, .msg = i}, theirs,
+			  want = {.from = (uint64_t)((k->rank + k->n - 1) % k->n), .msg = i};
+		struct hora_net_shm_xchg x = {.out = k->right, .out_head = &mine, .out_buf = out,
+					      .out_bytes = sizes[i], .in = k->left, .in_head = &theirs,
+					      .in_buf = in, .in_bytes = sizes[i], .head_bytes = sizeof(struct fp),
+					      .check = check_fp, .check_arg = &want,
 					      .deadline_ns = in_ms(20000), .err = k->err, .errlen = sizeof(k->err)};
 		k->rc = hora_net_shm_xchg(&x);
 		k->dir = x.dir;
@@ -234,6 +249,69 @@ Test(net_shm, xchg_around_a_ring_of_three_sleeping_on_two_words, .timeout = 60)
 	cr_assert_gt(sleeps, 0);
 	cr_log_info("ring of 3: %llu sleeps, %llu ended by their timeout", (unsigned long long)sleeps,
 		    (unsigned long long)timeouts);
+}
+
+static int refuse(void *arg, const void *head)
+{
+	(void)arg;
+	(void)head;
+	return 77;
+}
+
+struct refuser {
+	struct hora_net_shm *c;
+	uint8_t *out, *in;
+	struct hora_net_shm_xchg x;
+	int rc;
+	char err[256];
+};
+
+static void *refuser_run(void *arg)
+{
+	struct refuser *f = arg;
+	struct fp h = {.from = 1};
+	f->x = (struct hora_net_shm_xchg){.out = f->c, .out_head = &h, .out_buf = f->out, .out_bytes = BIG,
+					  .in = f->c, .in_head = &(struct fp){0}, .in_buf = f->in,
+					  .in_bytes = BIG, .head_bytes = sizeof(h), .check = refuse,
+					  .deadline_ns = in_ms(20000), .err = f->err, .errlen = sizeof(f->err)};
+	f->rc = hora_net_shm_xchg(&f->x);
+	hora_net_shm_detach(f->c); /* as a refusing rank closes after its notice */
+	return NULL;
+}
+
+Test(net_shm, a_refused_head_stops_the_exchange_after_our_message_is_out, .timeout = 60)
+{
+	struct hora_net_shm *a, *b;
+	pair(&a, &b, RING, 0);
+	struct refuser f = {.c = b, .out = malloc(BIG), .in = malloc(BIG)};
+	fill(f.out, BIG, 4242);
+	uint8_t *out = malloc(BIG), *in = malloc(BIG);
+	fill(out, BIG, 1);
+	pthread_t t;
+	pthread_create(&t, NULL, refuser_run, &f);
+	char err[256] = "";
+	struct fp mine = {.from = 0}, theirs;
+	struct hora_net_shm_xchg x = {.out = a, .out_head = &mine, .out_buf = out, .out_bytes = BIG,
+				      .in = a, .in_head = &theirs, .in_buf = in, .in_bytes = BIG,
+				      .head_bytes = sizeof(mine), .deadline_ns = in_ms(20000), .err = err,
+				      .errlen = sizeof(err)};
+	int rc = hora_net_shm_xchg(&x);
+	pthread_join(t, NULL);
+	/* the refuser stopped at our head, but finished its 8 MiB first */
+	cr_assert_eq(f.rc, 77, "%d %s", f.rc, f.err);
+	cr_assert_eq(f.x.dir, 1);
+	cr_assert_eq(f.x.torn, 0);
+	cr_assert_eq(theirs.from, 1);
+	cr_assert_eq(differs(in, BIG, 4242), -1, "its whole message arrived");
+	/* ours could not finish: it stopped reading and left */
+	cr_assert_eq(rc, -EPIPE, "%d %s", rc, err);
+	cr_assert_eq(x.dir, 0);
+	cr_assert_eq(x.torn, 1);
+	free(out);
+	free(in);
+	free(f.out);
+	free(f.in);
+	hora_net_shm_detach(a);
 }
 
 Test(net_shm, xchg_names_the_direction_that_failed, .timeout = 30)
