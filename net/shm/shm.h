@@ -114,7 +114,9 @@ int hora_net_shm_recv(struct hora_net_shm *c, void *buf, size_t len, int64_t dea
  * once (futex_waitv). check (optional) runs once on the received head as
  * soon as it is in, before the body is waited for; a non-zero return stops
  * the exchange with that code (dir 1), after the rest of our own message
- * was sent (up to a second: its reader is in the same call), else torn.
+ * was sent (up to a second: its reader is in the same call), else torn;
+ * the refused message stays partly unread, so `in` is then out of step
+ * (its next receive fails -EPROTO): the caller closes it.
  * Returns 0 or -errno as send and recv, with dir the direction that failed
  * (0 send, 1 receive) and err set. For the link's caller-driven exchange. */
 struct hora_net_shm_xchg {
