@@ -1,0 +1,91 @@
+/* fdpass.c - handing a channel's memfd to the peer over a Unix-domain
+ * socket (SCM_RIGHTS, with one byte of data so that the message is never
+ * empty). Not the socket's set-up: the caller's (a socketpair before a
+ * fork, or a named socket after the authenticated TCP handshake).
+ */
+#include "net/shm/internal.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+int hora_net_shm_fd_send(int sock, int fd, char *err, size_t errlen)
+{
+	char byte = 'H';
+	struct iovec v = {.iov_base = &byte, .iov_len = 1};
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} u;
+	memset(&u, 0, sizeof(u));
+	struct msghdr m = {.msg_iov = &v, .msg_iovlen = 1, .msg_control = u.buf,
+			   .msg_controllen = sizeof(u.buf)};
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+	ssize_t k;
+	do
+		k = sendmsg(sock, &m, MSG_NOSIGNAL);
+	while (k < 0 && errno == EINTR);
+	if (k != 1) {
+		int e = k < 0 ? errno : EIO;
+		shm_errf(err, errlen, "shm: passing the channel's fd over socket %d: %s", sock, strerror(e));
+		return -e;
+	}
+	return 0;
+}
+
+int hora_net_shm_fd_recv(int sock, int timeout_ms, int *fd, char *err, size_t errlen)
+{
+	char byte;
+	struct iovec v = {.iov_base = &byte, .iov_len = 1};
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} u;
+	struct msghdr m = {.msg_iov = &v, .msg_iovlen = 1, .msg_control = u.buf,
+			   .msg_controllen = sizeof(u.buf)};
+	struct pollfd p = {.fd = sock, .events = POLLIN};
+	int n;
+	do
+		n = poll(&p, 1, timeout_ms < 0 ? -1 : timeout_ms);
+	while (n < 0 && errno == EINTR);
+	if (n == 0) {
+		shm_errf(err, errlen, "shm: no channel fd came over socket %d within %d ms", sock, timeout_ms);
+		return -ETIMEDOUT;
+	}
+	if (n < 0) {
+		int e = errno;
+		shm_errf(err, errlen, "shm: waiting on socket %d for the channel's fd: %s", sock, strerror(e));
+		return -e;
+	}
+	ssize_t k;
+	do
+		k = recvmsg(sock, &m, MSG_CMSG_CLOEXEC);
+	while (k < 0 && errno == EINTR);
+	if (k <= 0) {
+		int e = k < 0 ? errno : ECONNRESET;
+		shm_errf(err, errlen, "shm: receiving the channel's fd over socket %d: %s", sock,
+			 k < 0 ? strerror(e) : "the socket closed");
+		return -e;
+	}
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+	if ((m.msg_flags & MSG_CTRUNC) || !cm || cm->cmsg_level != SOL_SOCKET ||
+	    cm->cmsg_type != SCM_RIGHTS || cm->cmsg_len != CMSG_LEN(sizeof(int))) {
+		if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)
+			for (size_t i = 0; CMSG_LEN((i + 1) * sizeof(int)) <= cm->cmsg_len; i++) {
+				int got; /* fds that did come are ours to close */
+				memcpy(&got, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+				close(got);
+			}
+		shm_errf(err, errlen, "shm: the message on socket %d carried no single fd", sock);
+		return -EPROTO;
+	}
+	memcpy(fd, CMSG_DATA(cm), sizeof(int));
+	return 0;
+}
