@@ -54,29 +54,15 @@ static size_t esz(enum hora_dtype t)
 	return hora_net_dtype_size((enum hora_net_dtype)t);
 }
 
+/* element i of p as a double, and setting it (net/coll/reduce.h) */
 static void put(void *p, size_t i, enum hora_dtype t, double v)
 {
-	switch (t) {
-	case HORA_F32: ((float *)p)[i] = (float)v; break;
-	case HORA_F64: ((double *)p)[i] = v; break;
-	case HORA_F16: ((uint16_t *)p)[i] = hora_net_f32_to_f16((float)v); break;
-	case HORA_BF16: ((uint16_t *)p)[i] = hora_net_f32_to_bf16((float)v); break;
-	case HORA_I32: ((int32_t *)p)[i] = (int32_t)v; break;
-	case HORA_I64: ((int64_t *)p)[i] = (int64_t)v; break;
-	}
+	hora_net_value_put(p, i, (enum hora_net_dtype)t, v);
 }
 
 static double get(const void *p, size_t i, enum hora_dtype t)
 {
-	switch (t) {
-	case HORA_F32: return ((const float *)p)[i];
-	case HORA_F64: return ((const double *)p)[i];
-	case HORA_F16: return hora_net_f16_to_f32(((const uint16_t *)p)[i]);
-	case HORA_BF16: return hora_net_bf16_to_f32(((const uint16_t *)p)[i]);
-	case HORA_I32: return ((const int32_t *)p)[i];
-	case HORA_I64: return (double)((const int64_t *)p)[i];
-	}
-	return 0;
+	return hora_net_value_get(p, i, (enum hora_net_dtype)t);
 }
 
 /* elements per rank-buffer and the "size" of the call for `bytes` */

@@ -168,7 +168,7 @@ void hora_ap_on_reply_sent(void *arg, int status, const char *err) { done(arg, D
 /* ---- a head ------------------------------------------------------------------------ */
 
 /* The posts a head asks for, made after mu is released, in this order. */
-struct todo {
+struct posts {
 	uint8_t *answer;   /* GO, BUSY or ERR to send */
 	bool send_body;    /* our model, after GO */
 	void *recv_into;   /* a body to receive (in or got) */
@@ -185,7 +185,7 @@ static void merge_counters(struct hora_net_apair *a, const uint8_t *h)
 }
 
 /* a request from p (mu held): taken (GO, its body into in) or refused */
-static void request(struct hora_net_apair *a, int p, uint64_t seq, struct todo *td)
+static void request(struct hora_net_apair *a, int p, uint64_t seq, struct posts *td)
 {
 	const bool take = a->role == IDLE && !a->closed && !a->stopping && !a->broken && !a->peer[p].gone;
 	if (take) {
@@ -203,7 +203,7 @@ static void request(struct hora_net_apair *a, int p, uint64_t seq, struct todo *
 }
 
 /* 0, or -EPROTO (the engine is broken; td may hold an ERR to send) */
-static int decide(struct hora_net_apair *a, int p, const uint8_t *h, struct todo *td)
+static int decide(struct hora_net_apair *a, int p, const uint8_t *h, struct posts *td)
 {
 	if (hora_get32(h) != AP_MAGIC || h[4] < K_REQ || h[4] > K_VIEW)
 		return protocol_error(a, p, "a message that is not an asynchronous pair's"), -EPROTO;
@@ -246,7 +246,7 @@ static int decide(struct hora_net_apair *a, int p, const uint8_t *h, struct todo
 
 /* a post made for a head failed (mu not held): what it would have owned
  * is not posted, and p is gone */
-static void post_failed(struct ap_peer *pp, const struct todo *td, int step, int rc)
+static void post_failed(struct ap_peer *pp, const struct posts *td, int step, int rc)
 {
 	struct hora_net_apair *a = pp->a;
 	pthread_mutex_lock(&a->mu);
@@ -265,7 +265,7 @@ static void on_head(void *arg, int status, const char *err)
 	struct ap_peer *pp = arg;
 	struct hora_net_apair *a = pp->a;
 	const int p = pp->rank;
-	struct todo td = {0};
+	struct posts td = {0}; /* what this head asks us to post */
 	pthread_mutex_lock(&a->mu);
 	if (status) {
 		hora_ap_peer_gone(a, p, err);

@@ -402,3 +402,29 @@ void hora_net_scale(void *p, size_t n, enum hora_net_dtype t, int div)
 		break;
 	}
 }
+
+double hora_net_value_get(const void *p, size_t i, enum hora_net_dtype t)
+{
+	switch (t) {
+	case HORA_NET_F32: return ((const float *)p)[i];
+	case HORA_NET_F64: return ((const double *)p)[i];
+	case HORA_NET_F16: return hora_net_f16_to_f32(((const uint16_t *)p)[i]);
+	case HORA_NET_BF16: return hora_net_bf16_to_f32(((const uint16_t *)p)[i]);
+	case HORA_NET_I32: return ((const int32_t *)p)[i];
+	case HORA_NET_I64: return (double)((const int64_t *)p)[i];
+	default: return NAN;
+	}
+}
+
+void hora_net_value_put(void *p, size_t i, enum hora_net_dtype t, double v)
+{
+	switch (t) {
+	case HORA_NET_F32: ((float *)p)[i] = (float)v; break;
+	case HORA_NET_F64: ((double *)p)[i] = v; break;
+	case HORA_NET_F16: ((uint16_t *)p)[i] = hora_net_f32_to_f16((float)v); break;
+	case HORA_NET_BF16: ((uint16_t *)p)[i] = hora_net_f32_to_bf16((float)v); break;
+	case HORA_NET_I32: ((int32_t *)p)[i] = (int32_t)v; break;
+	case HORA_NET_I64: ((int64_t *)p)[i] = (int64_t)v; break;
+	default: break;
+	}
+}

@@ -34,4 +34,10 @@ uint16_t hora_net_f32_to_f16(float f);
 float hora_net_bf16_to_f32(uint16_t h);
 uint16_t hora_net_f32_to_bf16(float f);
 
+/* Element i of p as a double, and setting it from one (f16/bf16 rounded to
+ * nearest even, integers truncated): for tests and benches that fill and
+ * check buffers of any dtype. */
+double hora_net_value_get(const void *p, size_t i, enum hora_net_dtype t);
+void hora_net_value_put(void *p, size_t i, enum hora_net_dtype t, double v);
+
 #endif

@@ -399,29 +399,15 @@ static double val(int r, size_t i)
 	return (double)((r * 7 + (int)(i * 3)) % 23) - 11;
 }
 
+/* element i of p as a double, and setting it (net/coll/reduce.h) */
 static void put(void *p, size_t i, enum hora_dtype t, double v)
 {
-	switch (t) {
-	case HORA_F32: ((float *)p)[i] = (float)v; break;
-	case HORA_F64: ((double *)p)[i] = v; break;
-	case HORA_F16: ((uint16_t *)p)[i] = hora_net_f32_to_f16((float)v); break;
-	case HORA_BF16: ((uint16_t *)p)[i] = hora_net_f32_to_bf16((float)v); break;
-	case HORA_I32: ((int32_t *)p)[i] = (int32_t)v; break;
-	case HORA_I64: ((int64_t *)p)[i] = (int64_t)v; break;
-	}
+	hora_net_value_put(p, i, (enum hora_net_dtype)t, v);
 }
 
 static double get(const void *p, size_t i, enum hora_dtype t)
 {
-	switch (t) {
-	case HORA_F32: return ((const float *)p)[i];
-	case HORA_F64: return ((const double *)p)[i];
-	case HORA_F16: return hora_net_f16_to_f32(((const uint16_t *)p)[i]);
-	case HORA_BF16: return hora_net_bf16_to_f32(((const uint16_t *)p)[i]);
-	case HORA_I32: return ((const int32_t *)p)[i];
-	case HORA_I64: return (double)((const int64_t *)p)[i];
-	}
-	return NAN;
+	return hora_net_value_get(p, i, (enum hora_net_dtype)t);
 }
 
 /* v rounded to dtype t as the library rounds (integers to nearest) */
