@@ -30,31 +30,10 @@ trap 'rm -rf "$TMP"' EXIT INT TERM
 export HORA_SECRET="gossip-$(od -An -tx8 -N8 /dev/urandom | tr -d ' ')"
 mkdir -p "$OUT"
 cd "$ROOT"
+# shellcheck source=gossip_job.sh
+. "$ROOT/bench/gossip_job.sh"
 run() { # data mode
-  local port=$((20000 + 10 * (RANDOM % 1200))) extra=""
-  case $2 in
-    exponential|ring) extra="  sync: gossip
-  gossip: {topology: $2}" ;;
-    async-*) extra="  sync: gossip
-  gossip: {mode: async, topology: ${2#async-}}" ;;
-  esac
-  cat >"$TMP/c.yaml" <<YAML
-cluster:
-  name: gossip-accuracy
-  launcher: local
-  port_base: $port
-  seeds: ["127.0.0.1:$((port + 1))"]
-  nodes:
-    - {host: 127.0.0.1, workers: 4}
-train:
-  model: mnist_mlp
-  data: data/$1
-  epochs: $EPOCHS
-  batch_size: 32
-  seed: 7
-  optimizer: {name: sgd, lr: 0.1, warmup_epochs: 1}
-$extra
-YAML
+  gossip_job_yaml "$TMP/c.yaml" gossip-accuracy "data/$1" "$EPOCHS" "$(gossip_mode_lines "$2")"
   "$HORA" launch "$TMP/c.yaml" --set "train.metrics=$OUT/$1-$2.jsonl" >"$TMP/out" 2>&1 ||
     { cat "$TMP/out" >&2; return 1; }
 }

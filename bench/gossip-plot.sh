@@ -34,6 +34,8 @@ trap 'rm -rf "$TMP"' EXIT INT TERM
 export HORA_SECRET="gossip-plot-$(od -An -tx8 -N8 /dev/urandom | tr -d ' ')"
 mkdir -p "$OUT"
 cd "$ROOT"
+# shellcheck source=gossip_job.sh
+. "$ROOT/bench/gossip_job.sh"
 
 # val_acc against time: one file per (mode, condition): seconds val_acc
 for m in allreduce exponential async; do
@@ -56,25 +58,8 @@ plot '$OUT/plot-valacc-allreduce-even.dat' w lp lc 1 t 'allreduce', '$OUT/plot-v
 
 # consensus against step: sync topologies, every 10 steps
 for topo in ring exponential one_peer_exponential; do
-  port=$((20000 + 10 * (RANDOM % 1200)))
-  cat >"$TMP/c.yaml" <<YAML
-cluster:
-  name: gossip-plot
-  launcher: local
-  port_base: $port
-  seeds: ["127.0.0.1:$((port + 1))"]
-  nodes:
-    - {host: 127.0.0.1, workers: 4}
-train:
-  model: mnist_mlp
-  data: data/fashion-mnist
-  epochs: 10
-  batch_size: 32
-  seed: 7
-  optimizer: {name: sgd, lr: 0.1, warmup_epochs: 1}
-  sync: gossip
-  gossip: {topology: $topo, consensus_every: 20}
-YAML
+  gossip_job_yaml "$TMP/c.yaml" gossip-plot data/fashion-mnist 10 "  sync: gossip
+  gossip: {topology: $topo, consensus_every: 20}"
   "$HORA" launch "$TMP/c.yaml" >"$TMP/out" 2>&1 || { cat "$TMP/out" >&2; exit 1; }
   grep -o 'step [0-9]* consensus [0-9.e+-]*' "$TMP/out" | awk '{print $2, $4}' >"$OUT/plot-consensus-$topo.dat"
   [[ -s $OUT/plot-consensus-$topo.dat ]] || { echo "$topo: no consensus lines" >&2; cat "$TMP/out" >&2; exit 1; }

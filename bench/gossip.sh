@@ -66,34 +66,11 @@ fi
 export HORA_SECRET="gossip-$(od -An -tx8 -N8 /dev/urandom | tr -d ' ')"
 mkdir -p "$OUT"
 cd "$ROOT"
+# shellcheck source=gossip_job.sh
+. "$ROOT/bench/gossip_job.sh"
 run() { # mode throttled(0/1) rep
-  local port=$((20000 + 10 * (RANDOM % 1200))) extra="" name="$1-$([[ $2 == 1 ]] && echo slow || echo even)-$3"
-  case $1 in
-    allreduce) ;;
-    async-fixed) extra="  sync: gossip
-  gossip: {mode: async, adaptive: false}" ;;
-    async) extra="  sync: gossip
-  gossip: {mode: async}" ;;
-    *) extra="  sync: gossip
-  gossip: {topology: $1}" ;;
-  esac
-  cat >"$TMP/c.yaml" <<YAML
-cluster:
-  name: gossip-straggler
-  launcher: local
-  port_base: $port
-  seeds: ["127.0.0.1:$((port + 1))"]
-  nodes:
-    - {host: 127.0.0.1, workers: 4}
-train:
-  model: mnist_mlp
-  data: data/fashion-mnist
-  epochs: $EPOCHS
-  batch_size: 32
-  seed: 7
-  optimizer: {name: sgd, lr: 0.1, warmup_epochs: 1}
-$extra
-YAML
+  local name="$1-$([[ $2 == 1 ]] && echo slow || echo even)-$3"
+  gossip_job_yaml "$TMP/c.yaml" gossip-straggler data/fashion-mnist "$EPOCHS" "$(gossip_mode_lines "$1")"
   "$HORA" launch "$TMP/c.yaml" --set "train.metrics=$OUT/$name.jsonl" >"$TMP/out" 2>&1 &
   L=$!
   local w=""
