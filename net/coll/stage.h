@@ -1,0 +1,68 @@
+/* stage.h - a node-local stage: how the ranks of one host reduce and
+ * gather among themselves through something faster than the network
+ * (net/coll only).
+ *
+ * The hierarchical allreduce (hier.c) is: reduce-scatter within the host
+ * (this stage), allreduce of each shard across hosts among the ranks with
+ * the same local rank (the TCP ring), allgather within the host (this
+ * stage). On one host the stage's allreduce is the whole call. Today's
+ * stage is shared memory (stage_shm.c); NCCL between the GPUs of a node is
+ * another implementation of these ops (the GPU issue), not a special case.
+ *
+ * Local ranks are 0..nlocal-1. Every local rank calls the same ops in the
+ * same order with the same count, dtype and op (the communicator's
+ * fingerprints check that before the stage runs). Shard l of a buffer of
+ * count elements is hora_net_stage_shard(count, nlocal, l): contiguous,
+ * the first count % nlocal shards one element longer.
+ *
+ * Results are bitwise identical on every local rank: each element is
+ * reduced once, by one rank, in local-rank order 0, 1, ..., nlocal-1
+ * (hora_net_reduce pairwise; AVG sums: the caller divides, once, with
+ * hora_net_scale). Errors: -errno with the cause in err (a dead local peer
+ * is -ECONNRESET naming its local rank and pid; no progress for the
+ * stage's timeout is -ETIMEDOUT; interrupt makes every wait -ECANCELED).
+ * After an error the stage is unusable (the communicator breaks).
+ */
+#ifndef HORA_NET_COLL_STAGE_H
+#define HORA_NET_COLL_STAGE_H
+
+#include "net/coll/reduce.h"
+
+#include <stddef.h>
+
+struct hora_net_stage;
+
+struct hora_net_stage_ops {
+	/* buf (count elements) of every local rank: on return, shard lrank
+	 * of this rank's buf holds the reduction of that shard over the local
+	 * ranks; the other shards of buf are left as they were. */
+	int (*reduce_scatter)(struct hora_net_stage *s, void *buf, size_t count, enum hora_net_dtype t,
+			      enum hora_net_op op, char *err, size_t errlen);
+	/* shard lrank of this rank's buf is its contribution: on return,
+	 * every shard l of buf holds local rank l's shard l. */
+	int (*allgather)(struct hora_net_stage *s, void *buf, size_t count, enum hora_net_dtype t,
+			 char *err, size_t errlen);
+	/* both: buf of every local rank gets the reduction (AVG: the sum). */
+	int (*allreduce)(struct hora_net_stage *s, void *buf, size_t count, enum hora_net_dtype t,
+			 enum hora_net_op op, char *err, size_t errlen);
+	/* any thread: every wait, now and later, fails promptly (-ECANCELED) */
+	void (*interrupt)(struct hora_net_stage *s);
+	/* leave and free (local peers blocked on us fail -ECONNRESET) */
+	void (*destroy)(struct hora_net_stage *s);
+};
+
+struct hora_net_stage {
+	const struct hora_net_stage_ops *ops;
+	int lrank, nlocal;
+	const char *name; /* "shm", "nccl": for bench headers and errors */
+};
+
+/* element offset and count of shard l of count elements split nlocal ways */
+static inline void hora_net_stage_shard(size_t count, int nlocal, int l, size_t *off, size_t *len)
+{
+	const size_t q = count / (size_t)nlocal, r = count % (size_t)nlocal, ul = (size_t)l;
+	*off = ul * q + (ul < r ? ul : r);
+	*len = q + (ul < r ? 1 : 0);
+}
+
+#endif
