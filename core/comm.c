@@ -138,6 +138,11 @@ int hora_comm_create(const struct hora_comm_config *cfg, struct hora_comm **out,
 		snprintf(err, errlen, "communicator: unknown algorithm %d", cfg->algorithm);
 		return -EINVAL;
 	}
+	if ((unsigned)cfg->shm > HORA_SHM_OFF || (unsigned)cfg->hierarchical > HORA_HIER_OFF) {
+		snprintf(err, errlen, "communicator: unknown shm (%d) or hierarchical (%d) setting", cfg->shm,
+			 cfg->hierarchical);
+		return -EINVAL;
+	}
 	uint8_t key[HORA_NET_SECRET_MAX];
 	size_t klen;
 	if (cfg->secret) {
@@ -164,7 +169,8 @@ int hora_comm_create(const struct hora_comm_config *cfg, struct hora_comm **out,
 				       .connect_timeout_ms = cfg->connect_timeout_ms,
 				       .small_bytes = cfg->small_bytes, .medium_bytes = cfg->medium_bytes,
 				       .segment_bytes = cfg->segment_bytes,
-				       .slice_bytes = cfg->slice_bytes, .spin_us = cfg->spin_us};
+				       .slice_bytes = cfg->slice_bytes, .spin_us = cfg->spin_us,
+				       .shm = cfg->shm == HORA_SHM_OFF, .hierarchical = (int)cfg->hierarchical};
 	hora_net_opts_default(&nc.opts);
 	nc.opts.secret = key;
 	nc.opts.secret_len = klen;
@@ -911,6 +917,11 @@ void hora_comm_destroy(struct hora_comm *c)
 }
 
 /* (a re-form that failed left no net comm: the rank before it, of one) */
+int hora_comm_describe(const struct hora_comm *c, size_t bytes, char *buf, size_t len)
+{
+	return hora_net_comm_describe(c->net, bytes, buf, len);
+}
+
 int hora_comm_rank(const struct hora_comm *c)
 {
 	return c->net ? hora_net_comm_rank(c->net) : c->last_rank;

@@ -281,6 +281,15 @@ enum hora_algo {
 				  step, up to N MiB (other collectives: as AUTO) */
 };
 
+/* Shared memory between the ranks of one host (same boot id and network
+ * namespace): AUTO uses it, OFF keeps every pair on TCP. */
+enum hora_shm { HORA_SHM_AUTO, HORA_SHM_OFF };
+/* The hierarchical allreduce (reduce-scatter within each host, allreduce
+ * across hosts, allgather within): AUTO when the ranks span several hosts
+ * with several ranks on one, ON whenever it applies, OFF never (the flat
+ * ring). */
+enum hora_hier { HORA_HIER_AUTO, HORA_HIER_ON, HORA_HIER_OFF };
+
 struct hora_comm_config {
 	int rank, size;            /* this rank, number of ranks */
 	const char *const *addrs;  /* size "ip:port": where each rank listens (TCP) */
@@ -301,6 +310,8 @@ struct hora_comm_config {
 	int rcvlowat;              /* large frames wake the receiver once, via SO_RCVLOWAT
 				      (0: default, on; -1: off, a wake-up per TCP segment) */
 	uint32_t view;             /* membership view the ranks agreed on (0 outside one) */
+	enum hora_shm shm;         /* default AUTO */
+	enum hora_hier hierarchical; /* default AUTO */
 };
 
 struct hora_comm;
@@ -315,6 +326,11 @@ HORA_API int hora_comm_create(const struct hora_comm_config *cfg, struct hora_co
 /* Waits for the async calls still queued, then closes. NULL: no-op. */
 HORA_API void hora_comm_destroy(struct hora_comm *c);
 HORA_API int hora_comm_rank(const struct hora_comm *c);
+/* How the communicator reaches its peers and the path an allreduce of
+ * `bytes` takes ("2 ranks on 1 host, shared memory; allreduce of 16777216
+ * bytes: shared-memory stage"), for bench headers and logs. The length
+ * snprintf would write. */
+HORA_API int hora_comm_describe(const struct hora_comm *c, size_t bytes, char *buf, size_t len);
 HORA_API int hora_comm_size(const struct hora_comm *c);
 
 /* Collectives. Every rank calls the same collectives in the same order

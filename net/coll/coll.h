@@ -68,6 +68,8 @@ struct hora_net_comm_cfg {
 	int spin_us;               /* small messages: poll this long before sleeping
 				      (0: HORA_NET_SPIN_DEFAULT; < 0: never). The library reads
 				      no environment: HORA_SPIN_US is read by core/init. */
+	int shm;                   /* 0: shared memory between ranks of one host, 1: TCP only */
+	int hierarchical;          /* 0 auto, 1 on, 2 off (hora.h's enum hora_hier) */
 };
 
 struct hora_net_comm;
@@ -193,6 +195,9 @@ void hora_net_comm_interrupt(struct hora_net_comm *c, const char *why);
 void hora_net_comm_interrupt_lost(struct hora_net_comm *c, int lost_rank, const char *why);
 
 const char *hora_net_comm_error(const struct hora_net_comm *c);
+/* The hosts, the links and the path an allreduce of `bytes` takes
+ * (hora_comm_describe). */
+int hora_net_comm_describe(const struct hora_net_comm *c, size_t bytes, char *buf, size_t len);
 int hora_net_comm_rank(const struct hora_net_comm *c);
 int hora_net_comm_size(const struct hora_net_comm *c);
 

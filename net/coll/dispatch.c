@@ -331,3 +331,15 @@ int hora_net_pair_average(struct hora_net_comm *c, void *buf, size_t count, enum
 {
 	return left_call(c, pair_average(c, buf, count, t, peer));
 }
+
+/* ---- the path a call takes, in words (bench headers) ----------------------------- */
+
+int hora_net_comm_describe(const struct hora_net_comm *c, size_t bytes, char *buf, size_t len)
+{
+	const char *path = "local copy";
+	if (c->n > 1)
+		path = use_small(c, bytes, bytes, false) ? "recursive doubling (latency)"
+		       : use_direct(c, bytes)              ? "direct ring"
+							    : "pipelined ring";
+	return snprintf(buf, len, "%d ranks, TCP; allreduce of %zu bytes: %s", c->n, bytes, path);
+}
