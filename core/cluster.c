@@ -80,6 +80,25 @@ static int set_seeds(void *base, const char *key, const char *v, int line, int c
 	return 0;
 }
 
+static const struct hora_cfg_name shm_modes[] = {{"auto", HORA_SHM_AUTO}, {"off", HORA_SHM_OFF}, {NULL, 0}};
+static const struct hora_cfg_name hier_modes[] = {
+	{"auto", HORA_HIER_AUTO}, {"on", HORA_HIER_ON}, {"off", HORA_HIER_OFF}, {NULL, 0}};
+
+/* collectives.hierarchical, with its place for the check against
+ * transport.shm (which needs the whole file) */
+static int set_hier(void *base, const char *key, const char *v, int line, int col, char *err, size_t errlen)
+{
+	struct hora_cluster_config *c = base;
+	for (const struct hora_cfg_name *n = hier_modes; n->name; n++)
+		if (!strcmp(v, n->name)) {
+			c->coll.hierarchical = n->value;
+			c->coll.hier_line = line;
+			c->coll.hier_col = col;
+			return 0;
+		}
+	return hora_cfg_bad(err, errlen, "%s must be auto, on or off (got '%s')", key, v);
+}
+
 static const struct hora_cfg_name binds[] = {{"none", 0}, {"core", 1}, {NULL, 0}};
 static const struct hora_cfg_name algorithms[] = {{"auto", HORA_ALGO_AUTO},
 						   {"ring", HORA_ALGO_RING},
@@ -120,6 +139,7 @@ static const struct hora_cfg_key cluster_keys[] = {
 	INT("transport.handshake_timeout_ms", transport.handshake_timeout_ms, 1, 600000),
 	INT("transport.io_timeout_ms", transport.io_timeout_ms, 0, 3600000),
 	INT("transport.max_pending_handshakes", transport.max_pending_handshakes, 1, 65536),
+	NAME("transport.shm", shm, shm_modes),
 	INT("membership.probe_interval_ms", membership.probe_interval_ms, 10, 60000),
 	INT("membership.ping_timeout_ms", membership.ping_timeout_ms, 1, 60000),
 	INT("membership.suspect_timeout_ms", membership.suspect_timeout_ms, 10, 600000),
@@ -134,6 +154,7 @@ static const struct hora_cfg_key cluster_keys[] = {
 	SIZE("collectives.segment_size", coll.segment_bytes, 4 * KiB, 64 * MiB),
 	SIZE("collectives.slice_size", coll.slice_bytes, 64 * KiB, GiB),
 	INT("collectives.spin_us", coll.spin_us, -1, 1000000),
+	FN("collectives.hierarchical", set_hier),
 };
 #undef F
 #define F(field) HORA_CFG_FIELD(struct hora_cluster_node, field)
@@ -290,6 +311,10 @@ int hora_cluster_load_edit(struct hora_cluster_config *c, const char *path, hora
 							"cluster.nodes[%d].host",
 					   path, n->host_line, n->host_col, i, n->host, j);
 	}
+	if (tmp.coll.hierarchical == HORA_HIER_ON && tmp.shm == HORA_SHM_OFF)
+		return hora_cfg_bad(err, errlen, "%s:%d:%d: collectives.hierarchical: on needs transport.shm: "
+					"auto (its stage within a host is shared memory)",
+			   path, tmp.coll.hier_line, tmp.coll.hier_col);
 	uint8_t key[HORA_NET_SECRET_MAX];
 	char why[512];
 	if (tmp.secret_file[0]) {

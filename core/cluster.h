@@ -47,7 +47,10 @@ struct hora_cluster_config {
 		size_t small_bytes, medium_bytes, segment_bytes, slice_bytes;
 		int algorithm; /* enum hora_algo */
 		int spin_us;
+		int hierarchical; /* enum hora_hier */
+		int hier_line, hier_col;
 	} coll;
+	int shm; /* enum hora_shm (transport.shm) */
 	int join_timeout_ms;
 };
 

@@ -179,7 +179,8 @@ void hora_joining_net_cfg(const struct joining *j, int rank, int n, const char *
 		.rank = rank, .nranks = n, .addrs = addrs, .connect_timeout_ms = timeout_ms,
 		.small_bytes = j->cc.coll.small_bytes, .medium_bytes = j->cc.coll.medium_bytes,
 		.segment_bytes = j->cc.coll.segment_bytes, .slice_bytes = j->cc.coll.slice_bytes,
-		.spin_us = j->o->spin_us ? j->o->spin_us : j->cc.coll.spin_us};
+		.spin_us = j->o->spin_us ? j->o->spin_us : j->cc.coll.spin_us,
+		.shm = j->cc.shm == HORA_SHM_OFF, .hierarchical = j->cc.coll.hierarchical};
 	nc->opts = j->no;
 	nc->opts.view = (uint32_t)view;
 }

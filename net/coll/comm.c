@@ -40,6 +40,7 @@ static struct hora_net_comm *comm_alloc(const struct hora_net_comm_cfg *cfg)
 	atomic_init(&c->abort_origin, -1);
 	atomic_init(&c->lost_origin, -1);
 	pthread_mutex_init(&c->refusal_mu, NULL);
+	pthread_mutex_init(&c->stage_mu, NULL);
 	c->refusal.by = -1;
 	c->cfg = *cfg;
 	apply_defaults(&c->cfg);
@@ -67,6 +68,8 @@ int hora_net_comm_create(const struct hora_net_comm_cfg *cfg, struct hora_net_co
 		return -ENOMEM;
 	if (c->n > 1) {
 		int rc = hora_net_link_tcp_create(&c->cfg, &c->link, err, errlen);
+		if (!rc)
+			rc = topo_setup(c, err, errlen);
 		if (rc) {
 			hora_net_comm_destroy(c);
 			return rc;
@@ -76,9 +79,29 @@ int hora_net_comm_create(const struct hora_net_comm_cfg *cfg, struct hora_net_co
 	return 0;
 }
 
+struct hora_net_comm *comm_sub(const struct hora_net_comm *parent, int rank, int n, struct hora_net_link *link)
+{
+	struct hora_net_comm_cfg cfg = parent->cfg;
+	cfg.rank = rank;
+	cfg.nranks = n;
+	cfg.addrs = NULL;
+	struct hora_net_comm *c = comm_alloc(&cfg);
+	if (c) {
+		c->link = link;
+		c->algo = parent->algo;
+	}
+	return c;
+}
+
 void hora_net_comm_interrupt(struct hora_net_comm *c, const char *why)
 {
 	atomic_store(&c->interrupted, 1);
+	if (c->cross)
+		atomic_store(&c->cross->interrupted, 1);
+	pthread_mutex_lock(&c->stage_mu); /* a failing call may be leaving the stage */
+	if (c->stage)
+		c->stage->ops->interrupt(c->stage);
+	pthread_mutex_unlock(&c->stage_mu);
 	if (c->link && c->link->ops->interrupt)
 		c->link->ops->interrupt(c->link, why);
 }
@@ -95,9 +118,11 @@ void hora_net_comm_destroy(struct hora_net_comm *c)
 {
 	if (!c)
 		return;
+	topo_free(c); /* the stage before the link: it may watch the link's sockets */
 	if (c->link)
 		c->link->ops->destroy(c->link);
 	pthread_mutex_destroy(&c->refusal_mu);
+	pthread_mutex_destroy(&c->stage_mu);
 	free(c->pool);
 	free(c->small);
 	free(c->scratch);

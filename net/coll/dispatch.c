@@ -12,6 +12,7 @@
  * neighbor.c (the pair average is numbered per pair, not here).
  */
 #include "net/coll/internal.h"
+#include "net/coll/node.h"
 #include "net/util/clock.h"
 
 #include <errno.h>
@@ -90,6 +91,25 @@ static bool use_direct(const struct hora_net_comm *c, size_t bytes)
 	       (c->algo == HORA_NET_ALGO_AUTO && bytes <= c->cfg.medium_bytes);
 }
 
+/* The allreduce's path by size and hosts (net/coll/README.md "Choosing a
+ * path"): the latency algorithm up to small_bytes (over shared memory when
+ * every rank is on one host); above, on one host, the shared-memory stage
+ * (unless collectives.algorithm forces a ring), across hosts of several
+ * ranks each the hierarchical allreduce (collectives.hierarchical: auto
+ * unless an algorithm is forced, on even then), else the direct ring up to
+ * medium_bytes and the pipelined ring above. */
+static enum path allreduce_path(const struct hora_net_comm *c, size_t bytes, size_t count)
+{
+	if (use_small(c, bytes, count, false))
+		return P_SMALL;
+	const bool one_host = c->node && c->node->nhosts == 1;
+	if (c->stage && one_host && c->algo == HORA_NET_ALGO_AUTO)
+		return P_STAGE;
+	if (c->stage && c->cross && (c->algo == HORA_NET_ALGO_AUTO || c->cfg.hierarchical == 1))
+		return P_HIER;
+	return use_direct(c, bytes) ? P_DIRECT : P_RING;
+}
+
 /* Large buffers go round the ring one slice (N x slice_bytes) after the
  * other, so each step moves slice_bytes: a slice's partial sums are still in
  * cache when they are sent on and gathered, where one pass over the whole
@@ -129,13 +149,16 @@ static int allreduce(struct hora_net_comm *c, const void *send, void *recv, size
 			memmove(recv, send, bytes);
 		return 0;
 	}
-	if (use_small(c, bytes, count, false)) {
+	const enum path p = allreduce_path(c, bytes, count);
+	if (p == P_SMALL || p == P_STAGE || p == P_HIER) {
 		if (send != recv && bytes)
 			memmove(recv, send, bytes);
-		fp_via(&f, c, P_SMALL);
-		return doubling_allreduce(c, recv, count, t, op, &f);
+		fp_via(&f, c, p);
+		return p == P_SMALL ? doubling_allreduce(c, recv, count, t, op, &f)
+		       : p == P_STAGE ? stage_allreduce(c, recv, count, t, op, &f)
+				      : hier_allreduce(c, recv, count, t, op, &f);
 	}
-	if (use_direct(c, bytes)) {
+	if (p == P_DIRECT) {
 		fp_via(&f, c, P_DIRECT);
 		return direct_ring_allreduce(c, send, recv, count, t, op, &f);
 	}
@@ -336,10 +359,14 @@ int hora_net_pair_average(struct hora_net_comm *c, void *buf, size_t count, enum
 
 int hora_net_comm_describe(const struct hora_net_comm *c, size_t bytes, char *buf, size_t len)
 {
-	const char *path = "local copy";
-	if (c->n > 1)
-		path = use_small(c, bytes, bytes, false) ? "recursive doubling (latency)"
-		       : use_direct(c, bytes)              ? "direct ring"
-							    : "pipelined ring";
-	return snprintf(buf, len, "%d ranks, TCP; allreduce of %zu bytes: %s", c->n, bytes, path);
+	const size_t count = bytes / 4; /* f32 */
+	const enum path p = c->n > 1 ? allreduce_path(c, bytes, count) : P_NONE;
+	const char *how = p == P_NONE ? "a local copy" : p == P_SMALL ? "recursive doubling (latency)"
+			  : p == P_STAGE ? "the shared-memory stage"
+			  : p == P_HIER ? "hierarchical (shared memory within each host, the TCP ring across)"
+					: fp_path_name(p);
+	int k = topo_describe(c, buf, len);
+	if (k < 0 || (size_t)k >= len)
+		return k;
+	return k + snprintf(buf + k, len - (size_t)k, "; allreduce of %zu bytes: %s", bytes, how);
 }

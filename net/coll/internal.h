@@ -9,6 +9,7 @@
 
 #include "net/coll/coll.h"
 #include "net/coll/link.h"
+#include "net/coll/stage.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -67,6 +68,15 @@ struct hora_net_comm {
 	uint8_t *nbr_buf;         /* chunks in flight: received and scaled copies */
 	size_t nbr_bytes;
 	_Atomic int interrupted;  /* hora_net_comm_interrupt was called (any thread) */
+	/* node-aware paths (topo.c, hier.c): who shares a host, the local
+	 * stage, the cross-host communicator of the hierarchical allreduce */
+	struct node_map *node;         /* NULL when nranks == 1 */
+	struct hora_net_stage *stage;  /* this host's stage; NULL: none (shm off, alone). Set
+					  by the caller's thread; read by others under stage_mu */
+	pthread_mutex_t stage_mu;
+	int *lsocks, nlsocks;          /* the sockets the stage borrows, when no link owns them */
+	struct hora_net_comm *cross;   /* one rank per host, ours among them; NULL: no hierarchy */
+	char flat_why[128];            /* why there is no hierarchy, for describe */
 };
 
 /* ---- the 32-byte fingerprint / notice (wire.c) ---------------------------------- */
@@ -82,7 +92,7 @@ enum notice_kind { NOTICE_LOST = 0xa1, NOTICE_ABORT = 0xab, NOTICE_REFUSED = 0xa
 /* path: which algorithm this rank runs the call with (settings such as
  * small_bytes may differ between ranks: then the data would not line up),
  * layout: the pipelined ring's and chain's segment, slice and depth */
-enum path { P_NONE, P_SMALL, P_DIRECT, P_RING, P_CHAIN, P_PATHS };
+enum path { P_NONE, P_SMALL, P_DIRECT, P_RING, P_CHAIN, P_STAGE, P_HIER, P_PATHS };
 
 /* A fingerprint, or a notice (kind: enum notice_kind) with the rank it names
  * in root and, for a refusal, the refused call's kind in dtype, the reason
@@ -120,6 +130,9 @@ int coll_fail_peer(struct hora_net_comm *c, int rc, int peer, const char *fmt, .
 /* This rank refuses the call it just entered: record it, tell every rank
  * (REFUSED notices), break every connection. Returns -EINVAL. */
 int coll_refuse(struct hora_net_comm *c, enum refusal_reason reason, int64_t value);
+/* Leave the local stage (a broken call): local ranks waiting for us fail
+ * at once instead of at their timeout. */
+void stage_leave(struct hora_net_comm *c);
 /* Compare a received fingerprint (or notice) b with ours, from rank `from`:
  * 0; -EBADE for a mismatch or an ABORT notice, -ECONNRESET for a LOST
  * notice, -EINVAL for a REFUSED one, with the reason in msg. Its only side
@@ -186,6 +199,20 @@ struct nbr_call {
 	bool pair;
 };
 int neighbor_run(struct hora_net_comm *c, const struct nbr_call *x, const struct fp *f);
+/* topo.c: after the TCP link is up, find the hosts and build what they
+ * allow (the shared-memory link and stage, the cross-host communicator);
+ * topo_free undoes it */
+int topo_setup(struct hora_net_comm *c, char *err, size_t errlen);
+void topo_free(struct hora_net_comm *c);
+int topo_describe(const struct hora_net_comm *c, char *buf, size_t len);
+/* hier.c: the allreduce through the local stage alone (one host) and the
+ * hierarchical one (stage, cross-host ring, stage); recv holds the input */
+int stage_allreduce(struct hora_net_comm *c, void *recv, size_t count, enum hora_net_dtype t,
+		    enum hora_net_op op, const struct fp *f);
+int hier_allreduce(struct hora_net_comm *c, void *recv, size_t count, enum hora_net_dtype t,
+		   enum hora_net_op op, const struct fp *f);
+/* comm.c: a communicator of n ranks over link (taken), settings of parent */
+struct hora_net_comm *comm_sub(const struct hora_net_comm *parent, int rank, int n, struct hora_net_link *link);
 /* bcast.c */
 int tree_bcast(struct hora_net_comm *c, void *buf, size_t bytes, int root, const struct fp *f);
 int chain_bcast(struct hora_net_comm *c, uint8_t *buf, size_t bytes, int root, const struct fp *f);

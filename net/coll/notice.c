@@ -140,6 +140,17 @@ static void tell_and_close(struct hora_net_comm *c, const struct fp *f)
 		if (i != c->rank)
 			(void)c->link->ops->notify(c->link, i, b, sizeof(b)); /* best effort */
 	c->link->ops->close(c->link, -1);
+	stage_leave(c);
+}
+
+void stage_leave(struct hora_net_comm *c)
+{
+	pthread_mutex_lock(&c->stage_mu);
+	struct hora_net_stage *s = c->stage;
+	c->stage = NULL;
+	pthread_mutex_unlock(&c->stage_mu);
+	if (s) /* the local ranks waiting for us fail now, naming us */
+		s->ops->destroy(s);
 }
 
 int coll_fail_peer(struct hora_net_comm *c, int rc, int peer, const char *fmt, ...)

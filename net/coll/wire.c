@@ -74,7 +74,8 @@ void fp_via(struct fp *f, const struct hora_net_comm *c, enum path p)
 const char *fp_path_name(enum path p)
 {
 	static const char *const name[P_PATHS] = {"?", "a latency algorithm on the small-message sockets",
-						  "the direct ring", "the pipelined ring", "the pipelined chain"};
+						  "the direct ring", "the pipelined ring", "the pipelined chain",
+						  "the shared-memory stage", "the hierarchical allreduce"};
 	return p < P_PATHS ? name[p] : "?";
 }
 
