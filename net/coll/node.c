@@ -51,7 +51,7 @@ static void id_self(const struct hora_net_comm_cfg *cfg, struct node_id *id)
 	memset(id, 0, sizeof(*id));
 	boot_id(id->boot);
 	struct stat st;
-	id->netns = stat("/proc/self/ns/net", &st) ? (uint64_t)getpid() << 32 : (uint64_t)st.st_ino ^
+	id->netns = stat("/proc/thread-self/ns/net", &st) ? (uint64_t)getpid() << 32 : (uint64_t)st.st_ino ^
 											     ((uint64_t)st.st_dev << 40);
 	id->pid = (uint32_t)getpid();
 	id->uid = (uint32_t)getuid();

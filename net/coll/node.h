@@ -3,7 +3,7 @@
  *
  * At create, right after the TCP link is up (every peer authenticated by
  * the cluster secret), every rank sends every other one its node id on the
- * queued path: boot id, network namespace (the inode of /proc/self/ns/net),
+ * queued path: boot id, network namespace (the inode of /proc/thread-self/ns/net: a thread may have entered another),
  * pid, uid, and its shm and hierarchical settings (which must agree: a rank
  * with other settings is named). Ranks with the same boot id and namespace
  * are one host (ranks in different namespaces are different hosts on

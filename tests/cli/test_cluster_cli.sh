@@ -47,6 +47,12 @@ expect "bad collective size" $'cluster:\n  nodes:\n    - {host: 127.0.0.1, worke
   "c.yaml:5:17: collectives.segment_size must be a size in 4KiB..64MiB"
 expect "bad slice size" $'cluster:\n  nodes:\n    - {host: 127.0.0.1, workers: 1}\ncollectives:\n  slice_size: 2GiB\n' \
   "c.yaml:5:15: collectives.slice_size must be a size in 64KiB..1GiB"
+expect "unknown shm mode" $'cluster:\n  nodes:\n    - {host: 127.0.0.1, workers: 1}\ntransport:\n  shm: maybe\n' \
+  "c.yaml:5:8: transport.shm must be auto or off (got 'maybe')"
+expect "unknown hierarchical mode" $'cluster:\n  nodes:\n    - {host: 127.0.0.1, workers: 1}\ncollectives:\n  hierarchical: always\n' \
+  "c.yaml:5:17: collectives.hierarchical must be auto, on or off (got 'always')"
+expect "hierarchical on without shared memory" $'cluster:\n  nodes:\n    - {host: 127.0.0.1, workers: 1}\ntransport:\n  shm: off\ncollectives:\n  hierarchical: on\n' \
+  "c.yaml:7:17: collectives.hierarchical: on needs transport.shm: auto (its stage within a host is shared memory)"
 expect "ping timeout not below the period" $'cluster:\n  nodes:\n    - {host: 127.0.0.1, workers: 1}\nmembership:\n  ping_timeout_ms: 300\n' \
   "c.yaml: membership.ping_timeout_ms (300) must be at least 1 and below membership.probe_interval_ms (200)"
 expect "suspect timeout below the period" $'cluster:\n  nodes:\n    - {host: 127.0.0.1, workers: 1}\nmembership:\n  probe_interval_ms: 500\n  suspect_timeout_ms: 400\n' \

@@ -15,6 +15,8 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
+#include <fcntl.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -40,6 +42,9 @@ struct rank_arg {
 static size_t t_segment = 64 << 10; /* several segments per chunk even in tests */
 static size_t t_slice = 24 << 10;   /* and several slices (N x 24 KiB) for 40009 elements */
 static int t_sockets = 1;
+static int t_shm;           /* cfg.shm: 0 shared memory between ranks of one host, 1 TCP only */
+static int t_hier;          /* cfg.hierarchical */
+static int t_nsfd[MAXR] = {-1, -1, -1, -1, -1, -1, -1, -1}; /* a network namespace to enter */
 
 static void *create_rank(void *p)
 {
@@ -53,13 +58,21 @@ static void *create_rank(void *p)
 	cfg.segment_bytes = t_segment;
 	cfg.slice_bytes = t_slice;
 	cfg.opts.sockets_per_peer = t_sockets;
+	cfg.shm = t_shm;
+	cfg.hierarchical = t_hier;
+	if (t_nsfd[a->rank] >= 0 && setns(t_nsfd[a->rank], CLONE_NEWNET)) {
+		a->rc = -errno;
+		snprintf(a->err, sizeof(a->err), "setns: %s", strerror(errno));
+		return NULL;
+	}
 	a->rc = hora_net_comm_create(&cfg, &a->comm, a->err, sizeof(a->err));
 	return NULL;
 }
 
 static void make_comms(struct rank_arg *ra, int n)
 {
-	pick_ports(n);
+	if (t_nsfd[0] < 0)
+		pick_ports(n);
 	pthread_t th[MAXR];
 	for (int i = 0; i < n; i++) {
 		ra[i] = (struct rank_arg){.rank = i, .n = n};
@@ -187,6 +200,91 @@ static void all_cases(int n)
 		hora_net_comm_destroy(ra[r].comm);
 }
 
+/* the same over TCP alone (transport.shm: off), which is what ranks on
+ * different hosts use */
+static void all_cases_tcp(int n)
+{
+	t_shm = 1;
+	all_cases(n);
+	t_shm = 0;
+}
+
+/* ---- the hierarchical path: hosts as network namespaces ------------------------- */
+
+/* Hosts as network namespaces of deploy/netns-cluster.sh (root only),
+ * sizes[h] ranks on host h (threads that entered its namespace; ranks
+ * numbered host by host); then fn. Returns 0 when skipped. */
+static int with_hosts(const int *sizes, int nh, void (*fn)(int n))
+{
+	if (getuid() != 0 || system("command -v ip >/dev/null && command -v tc >/dev/null")) {
+		cr_log_warn("SKIP: the hierarchical tests need root and iproute2");
+		return 0;
+	}
+	char tag[32], cmd[600];
+	snprintf(tag, sizeof(tag), "hh%d", (int)getpid());
+	snprintf(cmd, sizeof(cmd), "bash '%s/deploy/netns-cluster.sh' up %d --tag %s >/dev/null", HORA_SOURCE_DIR,
+		 nh, tag);
+	cr_assert_eq(system(cmd), 0, "%s failed", cmd);
+	int n = 0, base = 20000 + (int)(getpid() % 20000);
+	for (int h = 0; h < nh; h++) {
+		char ns[64];
+		snprintf(ns, sizeof(ns), "/run/netns/%s-%d", tag, h + 1);
+		for (int k = 0; k < sizes[h]; k++, n++) {
+			t_nsfd[n] = open(ns, O_RDONLY | O_CLOEXEC);
+			snprintf(addr[n], sizeof(addr[n]), "10.213.8.%d:%d", h + 1, base + n);
+			addrs[n] = addr[n];
+		}
+	}
+	fn(n);
+	for (int i = 0; i < n; i++)
+		close(t_nsfd[i]), t_nsfd[i] = -1;
+	snprintf(cmd, sizeof(cmd), "bash '%s/deploy/netns-cluster.sh' down --tag %s >/dev/null", HORA_SOURCE_DIR,
+		 tag);
+	cr_assert_eq(system(cmd), 0, "%s failed", cmd);
+	return 1;
+}
+
+/* the matrix on hierarchical communicators: the path is the hierarchical
+ * one above small_bytes when the hosts are equal (checked), the flat ring
+ * when not */
+static void hier_matrix(int n)
+{
+	struct rank_arg ra[MAXR];
+	make_comms(ra, n);
+	char d[300];
+	hora_net_comm_describe(ra[0].comm, 4u << 20, d, sizeof(d));
+	cr_log_info("%s", d);
+	cr_assert(strstr(d, t_hier == 2 || strstr(d, "unequal") ? "pipelined ring" : "hierarchical (shared"),
+		  "%s", d);
+	size_t counts[] = {0, 1, (size_t)n - 1, (size_t)n + 1, 1009, 40009};
+	for (int algo = 0; algo <= 1; algo++) { /* auto, then the ring forced (hierarchical: on keeps it) */
+		for (int r = 0; r < n; r++)
+			hora_net_comm_set_algo(ra[r].comm, (enum hora_net_algo)algo);
+		for (int t = 0; t < HORA_NET_DTYPES; t++)
+			for (int op = 0; op < HORA_NET_OPS; op++)
+				for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++)
+					check_one(ra, n, counts[c], (enum hora_net_dtype)t, (enum hora_net_op)op);
+	}
+	check_one(ra, n, 3u << 20, HORA_NET_F32, HORA_NET_SUM);
+	for (int r = 0; r < n; r++)
+		hora_net_comm_destroy(ra[r].comm);
+}
+
+Test(net_hier, two_hosts_of_two, .timeout = 240)
+{
+	t_hier = 1;
+	with_hosts((int[]){2, 2}, 2, hier_matrix);
+	t_hier = 0;
+}
+Test(net_hier, two_hosts_of_three, .timeout = 240) { with_hosts((int[]){3, 3}, 2, hier_matrix); }
+Test(net_hier, three_plus_one_falls_back_to_the_flat_ring, .timeout = 240)
+{
+	with_hosts((int[]){3, 1}, 2, hier_matrix);
+}
+
+Test(net_coll, every_dtype_op_count_tcp_n2, .timeout = 120) { all_cases_tcp(2); }
+Test(net_coll, every_dtype_op_count_tcp_n3, .timeout = 120) { all_cases_tcp(3); }
+Test(net_coll, every_dtype_op_count_tcp_n5, .timeout = 120) { all_cases_tcp(5); }
 Test(net_coll, every_dtype_op_count_n1, .timeout = 120) { all_cases(1); }
 Test(net_coll, every_dtype_op_count_n2, .timeout = 120) { all_cases(2); }
 Test(net_coll, every_dtype_op_count_n3, .timeout = 120) { all_cases(3); }
