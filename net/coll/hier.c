@@ -10,6 +10,11 @@
  *   shard in parallel, each on its own TCP connections), allgather within
  *   the host. Each host's link carries the buffer's size once each way,
  *   where the flat ring carries 2(N-1)/N of it.
+ *   Large buffers go in slices, pipelined: a stage thread runs the
+ *   slices' reduce-scatters and allgathers while the caller runs the
+ *   cross-host allreduce of the slice before, so that the network is busy
+ *   all the time and only the first reduce-scatter and the last allgather
+ *   are not hidden behind it.
  *
  * Every element is reduced in a fixed order (the stage: local ranks in
  * order; the cross ring: its own fixed schedule), so every rank ends with
@@ -20,7 +25,9 @@
 #include "net/coll/internal.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
+#include <string.h>
 
 static int stage_failed(struct hora_net_comm *c, int rc, const char *what, const char *err)
 {
@@ -43,25 +50,154 @@ int stage_allreduce(struct hora_net_comm *c, void *recv, size_t count, enum hora
 	return 0;
 }
 
+/* The pipeline of one call: the stage thread runs RS(0), then for each
+ * slice k: RS(k+1), wait for X(k), AG(k); the caller runs, for each k:
+ * wait for RS(k), X(k). Both orders are the same on every local rank. */
+struct pipe {
+	struct hora_net_comm *c;
+	uint8_t *buf;
+	size_t count, slice, esz;
+	int nslices;
+	enum hora_net_dtype t;
+	enum hora_net_op op;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int rs_done, x_done; /* slices whose RS / X finished */
+	int stage_rc, stop;  /* the stage thread's failure; the caller's stop */
+	char err[300];
+	const char *what;
+};
+
+static void slice_of(const struct pipe *p, int k, uint8_t **b, size_t *n)
+{
+	const size_t o = (size_t)k * p->slice;
+	*b = p->buf + o * p->esz;
+	*n = p->count - o < p->slice ? p->count - o : p->slice;
+}
+
+/* the stage thread waits for X(k) (or the caller's stop) */
+static int wait_cross(struct pipe *p, int k)
+{
+	pthread_mutex_lock(&p->mu);
+	while (p->x_done <= k && !p->stop)
+		pthread_cond_wait(&p->cv, &p->mu);
+	const int go = p->x_done > k;
+	pthread_mutex_unlock(&p->mu);
+	return go;
+}
+
+static void stage_done(struct pipe *p, int rc, const char *what, int rs)
+{
+	pthread_mutex_lock(&p->mu);
+	if (rc && !p->stage_rc)
+		p->stage_rc = rc, p->what = what;
+	p->rs_done += rs;
+	pthread_cond_broadcast(&p->cv);
+	pthread_mutex_unlock(&p->mu);
+}
+
+static void *stage_thread(void *arg)
+{
+	struct pipe *p = arg;
+	struct hora_net_stage *s = p->c->stage;
+	uint8_t *b;
+	size_t n;
+	char e[300] = "";
+	int rc = 0;
+	slice_of(p, 0, &b, &n);
+	rc = s->ops->reduce_scatter(s, b, n, p->t, p->op, e, sizeof(e));
+	stage_done(p, rc, "reduce-scatter within the host", !rc);
+	for (int k = 0; k < p->nslices && !rc; k++) {
+		if (k + 1 < p->nslices) {
+			slice_of(p, k + 1, &b, &n);
+			rc = s->ops->reduce_scatter(s, b, n, p->t, p->op, e, sizeof(e));
+			stage_done(p, rc, "reduce-scatter within the host", !rc);
+		}
+		if (rc || !wait_cross(p, k))
+			break;
+		slice_of(p, k, &b, &n);
+		if ((rc = s->ops->allgather(s, b, n, p->t, e, sizeof(e))))
+			stage_done(p, rc, "allgather within the host", 0);
+	}
+	if (rc) {
+		pthread_mutex_lock(&p->mu);
+		snprintf(p->err, sizeof(p->err), "%s", e);
+		pthread_mutex_unlock(&p->mu);
+	}
+	return NULL;
+}
+
+/* the caller's half: X(k) once RS(k) is in; 0, or the first failure */
+static int cross_slices(struct pipe *p)
+{
+	struct hora_net_comm *c = p->c;
+	const enum hora_net_op cross_op = p->op == HORA_NET_AVG ? HORA_NET_SUM : p->op;
+	for (int k = 0; k < p->nslices; k++) {
+		pthread_mutex_lock(&p->mu);
+		while (p->rs_done <= k && !p->stage_rc)
+			pthread_cond_wait(&p->cv, &p->mu);
+		const int failed = p->stage_rc;
+		pthread_mutex_unlock(&p->mu);
+		if (failed)
+			return failed;
+		uint8_t *b;
+		size_t n, off, len;
+		slice_of(p, k, &b, &n);
+		hora_net_stage_shard(n, c->stage->nlocal, c->stage->lrank, &off, &len);
+		uint8_t *shard = b + off * p->esz;
+		int rc = hora_net_allreduce(c->cross, shard, shard, len, p->t, cross_op);
+		if (rc)
+			return rc;
+		if (p->op == HORA_NET_AVG)
+			hora_net_scale(shard, len, p->t, c->n);
+		pthread_mutex_lock(&p->mu);
+		p->x_done = k + 1;
+		pthread_cond_broadcast(&p->cv);
+		pthread_mutex_unlock(&p->mu);
+	}
+	return 0;
+}
+
+/* slices of HIER_SLICE per local rank (at least slice_bytes): large enough
+ * for the cross ring to run at the link's rate, small enough that the
+ * first reduce-scatter and last allgather, not hidden, are a few % */
+#define HIER_SLICE (4u << 20)
+
 int hier_allreduce(struct hora_net_comm *c, void *recv, size_t count, enum hora_net_dtype t,
 		   enum hora_net_op op, const struct fp *f)
 {
 	int rc = coll_fp_xchg(c, (c->rank + 1) % c->n, (c->rank - 1 + c->n) % c->n, f);
 	if (rc)
 		return rc;
-	struct hora_net_stage *s = c->stage;
-	char err[300] = "";
-	if ((rc = s->ops->reduce_scatter(s, recv, count, t, op, err, sizeof(err))))
-		return stage_failed(c, rc, "reduce-scatter within the host", err);
-	size_t off, len;
-	hora_net_stage_shard(count, s->nlocal, s->lrank, &off, &len);
-	uint8_t *shard = (uint8_t *)recv + off * hora_net_dtype_size(t);
-	const enum hora_net_op cross_op = op == HORA_NET_AVG ? HORA_NET_SUM : op;
-	if ((rc = hora_net_allreduce(c->cross, shard, shard, len, t, cross_op)))
+	const size_t esz = hora_net_dtype_size(t);
+	const size_t per = c->cfg.slice_bytes > HIER_SLICE ? c->cfg.slice_bytes : HIER_SLICE;
+	struct pipe p = {.c = c, .buf = recv, .count = count, .esz = esz, .t = t, .op = op,
+			 .slice = (size_t)c->stage->nlocal * (per / esz)};
+	p.nslices = count ? (int)((count + p.slice - 1) / p.slice) : 1;
+	pthread_mutex_init(&p.mu, NULL);
+	pthread_cond_init(&p.cv, NULL);
+	pthread_t th;
+	if ((rc = -pthread_create(&th, NULL, stage_thread, &p))) {
+		pthread_mutex_destroy(&p.mu);
+		pthread_cond_destroy(&p.cv);
+		return coll_fail(c, rc, "cannot start the stage thread: %s", strerror(-rc));
+	}
+	rc = cross_slices(&p);
+	pthread_mutex_lock(&p.mu);
+	const int cross_failed = rc && !p.stage_rc;
+	p.stop = rc != 0; /* the stage thread must not wait for us, nor we for it */
+	pthread_cond_broadcast(&p.cv);
+	pthread_mutex_unlock(&p.mu);
+	if (rc) {
+		if (cross_failed)
+			c->stage->ops->interrupt(c->stage);
+	}
+	pthread_join(th, NULL);
+	pthread_mutex_destroy(&p.mu);
+	pthread_cond_destroy(&p.cv);
+	if (!rc && p.stage_rc)
+		rc = p.stage_rc;
+	if (cross_failed)
 		return stage_failed(c, rc, "allreduce across hosts", hora_net_comm_error(c->cross));
-	if (op == HORA_NET_AVG)
-		hora_net_scale(shard, len, t, c->n);
-	if ((rc = s->ops->allgather(s, recv, count, t, err, sizeof(err))))
-		return stage_failed(c, rc, "allgather within the host", err);
-	return 0;
+	return rc ? stage_failed(c, rc, p.what ? p.what : "the shared-memory stage", p.err) : 0;
 }
