@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -150,6 +151,39 @@ static inline void th_make_dataset(const char *dir, int n_train, int n_test, int
 		free(px);
 		free(y);
 	}
+}
+
+
+/* The names in /dev/shm, as one string "\nname\nname\n" (free it). */
+static inline char *th_dev_shm(void)
+{
+	size_t cap = 1 << 16, n = 0;
+	char *s = calloc(1, cap);
+	DIR *d = opendir("/dev/shm");
+	if (!d)
+		return s;
+	for (struct dirent *e; (e = readdir(d));)
+		n += (size_t)snprintf(s + n, n < cap ? cap - n : 0, "\n%s", e->d_name);
+	if (n < cap - 1)
+		s[n] = '\n';
+	closedir(d);
+	return s;
+}
+
+/* The first name of `now` (th_dev_shm) that `before` lacks, into name;
+ * 0 when there is none (others' files may come and go: only new ones count). */
+static inline int th_dev_shm_new(const char *before, const char *now, char *name, size_t len)
+{
+	for (const char *p = now; (p = strchr(p, '\n')) && p[1];) {
+		const char *e = strchr(p + 1, '\n');
+		size_t k = e ? (size_t)(e - p) + 1 : strlen(p);
+		if (!memmem(before, strlen(before), p, k)) {
+			snprintf(name, len, "%.*s", (int)(k > 2 ? k - 2 : 0), p + 1);
+			return 1;
+		}
+		p += k - 1;
+	}
+	return 0;
 }
 
 #endif

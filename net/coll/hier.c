@@ -23,17 +23,28 @@
  * stopped.
  */
 #include "net/coll/internal.h"
+#include "net/coll/node.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
+/* the stage names local ranks: say which ranks they are when they differ */
 static int stage_failed(struct hora_net_comm *c, int rc, const char *what, const char *err)
 {
 	if (c->broken)
 		return c->broken;
-	return coll_fail(c, rc, "%s: %s", what, err);
+	char map[160] = "";
+	const struct node_map *m = c->node;
+	if (m && m->nhosts > 1) {
+		int k = snprintf(map, sizeof(map), " (local ranks 0..%d of this host are ranks", m->nlocal - 1);
+		for (int l = 0; l < m->nlocal && k > 0 && (size_t)k < sizeof(map); l++)
+			k += snprintf(map + k, sizeof(map) - (size_t)k, "%s %d", l ? "," : "", m->local[l]);
+		if (k > 0 && (size_t)k < sizeof(map))
+			snprintf(map + k, sizeof(map) - (size_t)k, ")");
+	}
+	return coll_fail(c, rc, "%s: %s%s", what, err, map);
 }
 
 int stage_allreduce(struct hora_net_comm *c, void *recv, size_t count, enum hora_net_dtype t,

@@ -559,6 +559,7 @@ static double kill_during(struct rank_arg *ra, struct job *jobs, int nj, size_t 
 Test(net_coll, killed_rank_fails_the_others_fast, .timeout = 60)
 {
 	const int n = 3;
+	char *shm_before = th_dev_shm(); /* and no file is left in /dev/shm */
 	pick_ports(n);
 	pid_t pid = fork();
 	if (pid == 0) { /* rank 2, in its own process: joins, starts, is killed */
@@ -602,6 +603,10 @@ Test(net_coll, killed_rank_fails_the_others_fast, .timeout = 60)
 		free(jobs[r].buf);
 		hora_net_comm_destroy(ra[r].comm);
 	}
+	char *shm_after = th_dev_shm(), name[256];
+	cr_expect(!th_dev_shm_new(shm_before, shm_after, name, sizeof(name)), "/dev/shm/%s was left", name);
+	free(shm_before);
+	free(shm_after);
 }
 
 /* Rank 2 of 4 joins, never calls, and is killed while the others wait in an
