@@ -2,7 +2,9 @@
  * HORA_TSAN=ON; Criterion's runner cannot start under TSan here). Four ranks
  * as threads of one process, each with its own loop, comm thread and
  * sockets, run allreduces of 2 ... 1 Mi f32 elements (latency algorithm,
- * direct ring, sliced ring) over one and two sockets per peer, check every
+ * direct ring, sliced ring; the shared-memory stage and link when the
+ * ranks share the host, as threads do) over shared memory, then TCP alone
+ * with one and two sockets per peer, check every
  * result, then make one rank call another count and check that every rank
  * fails; then neighbour allreduces and pair averages (net/coll/neighbor.c);
  * last, async calls of the public API are waited for after their
@@ -27,7 +29,7 @@ static char addr[N][32];
 static const char *addrs[N];
 
 struct rank {
-	int rank, sockets, mismatch, rc;
+	int rank, sockets, mismatch, rc, tcp;
 	size_t count;
 	struct hora_net_comm *comm;
 	char err[512];
@@ -45,6 +47,7 @@ static void *create(void *p)
 	cfg.opts.sockets_per_peer = a->sockets;
 	cfg.segment_bytes = 64 << 10; /* several segments and slices per call */
 	cfg.slice_bytes = 24 << 10;
+	cfg.shm = a->tcp; /* 0: shared memory between the threads (one host), 1: TCP alone */
 	a->rc = hora_net_comm_create(&cfg, &a->comm, a->err, sizeof(a->err));
 	return NULL;
 }
@@ -113,13 +116,13 @@ static void *gossip_job(void *p)
 	return NULL;
 }
 
-static int run(int sockets, int mismatch)
+static int run(int sockets, int mismatch, int tcp)
 {
 	th_rank_addrs(addr, addrs, N);
 	struct rank a[N];
 	pthread_t t[N];
 	for (int i = 0; i < N; i++) {
-		a[i] = (struct rank){.rank = i, .sockets = sockets};
+		a[i] = (struct rank){.rank = i, .sockets = sockets, .tcp = tcp};
 		pthread_create(&t[i], NULL, create, &a[i]);
 	}
 	int bad = 0;
@@ -159,8 +162,8 @@ static int run(int sockets, int mismatch)
 	}
 	for (int i = 0; i < N; i++)
 		hora_net_comm_destroy(a[i].comm);
-	printf("%d ranks, %d socket(s) per peer%s: %s\n", N, sockets, mismatch ? ", one mismatched call" : "",
-	       bad ? "FAILED" : "ok");
+	printf("%d ranks, %s, %d socket(s) per peer%s: %s\n", N, tcp ? "TCP" : "shared memory", sockets,
+	       mismatch ? ", one mismatched call" : "", bad ? "FAILED" : "ok");
 	return bad;
 }
 
@@ -202,5 +205,5 @@ static int wait_after_destroy(void)
 
 int main(void)
 {
-	return run(1, 0) | run(2, 0) | run(1, 1) | wait_after_destroy();
+	return run(1, 0, 0) | run(1, 1, 0) | run(1, 0, 1) | run(2, 0, 1) | run(1, 1, 1) | wait_after_destroy();
 }
