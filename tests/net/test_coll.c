@@ -214,14 +214,31 @@ static void all_cases_tcp(int n)
 /* Hosts as network namespaces of deploy/netns-cluster.sh (root only),
  * sizes[h] ranks on host h (threads that entered its namespace; ranks
  * numbered host by host); then fn. Returns 0 when skipped. */
+static char t_tag[32]; /* the hosts made, for hosts_down */
+
+/* .fini of the hierarchical tests: a failed assertion ends the test before
+ * with_hosts removes the namespaces; this runs either way */
+static void hosts_down(void)
+{
+	if (!t_tag[0])
+		return;
+	char cmd[600];
+	snprintf(cmd, sizeof(cmd), "bash '%s/deploy/netns-cluster.sh' down --tag %s >/dev/null 2>&1",
+		 HORA_SOURCE_DIR, t_tag);
+	if (system(cmd))
+		fprintf(stderr, "%s failed\n", cmd);
+	t_tag[0] = 0;
+}
+
 static int with_hosts(const int *sizes, int nh, void (*fn)(int n))
 {
 	if (getuid() != 0 || system("command -v ip >/dev/null && command -v tc >/dev/null")) {
 		cr_log_warn("SKIP: the hierarchical tests need root and iproute2");
 		return 0;
 	}
-	char tag[32], cmd[600];
-	snprintf(tag, sizeof(tag), "hh%d", (int)getpid());
+	char cmd[600];
+	const char *tag = t_tag;
+	snprintf(t_tag, sizeof(t_tag), "hh%d", (int)getpid());
 	snprintf(cmd, sizeof(cmd), "bash '%s/deploy/netns-cluster.sh' up %d --tag %s >/dev/null", HORA_SOURCE_DIR,
 		 nh, tag);
 	cr_assert_eq(system(cmd), 0, "%s failed", cmd);
@@ -238,9 +255,7 @@ static int with_hosts(const int *sizes, int nh, void (*fn)(int n))
 	fn(n);
 	for (int i = 0; i < n; i++)
 		close(t_nsfd[i]), t_nsfd[i] = -1;
-	snprintf(cmd, sizeof(cmd), "bash '%s/deploy/netns-cluster.sh' down --tag %s >/dev/null", HORA_SOURCE_DIR,
-		 tag);
-	cr_assert_eq(system(cmd), 0, "%s failed", cmd);
+	hosts_down();
 	return 1;
 }
 
@@ -270,14 +285,14 @@ static void hier_matrix(int n)
 		hora_net_comm_destroy(ra[r].comm);
 }
 
-Test(net_hier, two_hosts_of_two, .timeout = 240)
+Test(net_hier, two_hosts_of_two, .timeout = 240, .fini = hosts_down)
 {
 	t_hier = 1;
 	with_hosts((int[]){2, 2}, 2, hier_matrix);
 	t_hier = 0;
 }
-Test(net_hier, two_hosts_of_three, .timeout = 240) { with_hosts((int[]){3, 3}, 2, hier_matrix); }
-Test(net_hier, three_plus_one_falls_back_to_the_flat_ring, .timeout = 240)
+Test(net_hier, two_hosts_of_three, .timeout = 240, .fini = hosts_down) { with_hosts((int[]){3, 3}, 2, hier_matrix); }
+Test(net_hier, three_plus_one_falls_back_to_the_flat_ring, .timeout = 240, .fini = hosts_down)
 {
 	with_hosts((int[]){3, 1}, 2, hier_matrix);
 }
