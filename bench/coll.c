@@ -268,6 +268,82 @@ static double busbw_factor(const struct opts *o)
 	return o->coll == HORA_NET_COLL_ALLREDUCE ? 2 * (n - 1) / n : o->coll == HORA_NET_COLL_BROADCAST ? 1 : (n - 1) / n;
 }
 
+/* --crossover: allreduce by the latency algorithm, the direct ring and the
+ * pipelined ring from 1 KiB to 4 MiB; the sizes where each stops winning */
+static int crossover(struct hora_comm *c, const struct opts *o, uint8_t *send, uint8_t *recv, double *t,
+		     FILE *out)
+{
+	int rc = 0;
+	size_t small = 0, medium = 0;
+	int small_done = 0, medium_done = 0; /* the first loss ends each run of wins */
+	if (out)
+		fprintf(out, "# %s crossover, %d ranks (%s): median us per call\n%12s %12s %12s %12s\n",
+			hora_net_coll_name(o->coll), o->n, o->setup, "size", "latency", "direct", "ring");
+	static const enum hora_algo algs[3] = {HORA_ALGO_LATENCY, HORA_ALGO_DIRECT_RING, HORA_ALGO_RING};
+	for (size_t sz = 1024; sz <= (4u << 20) && sz <= o->hi && !rc; sz *= 2) {
+		size_t count = count_for(o, sz);
+		double tm[3];
+		for (int a = 0; a < 3 && !rc; a++) {
+			if (sz > (1u << 20) && a == 0) { /* past the latency path's buffers */
+				tm[a] = 1e30;
+				continue;
+			}
+			hora_comm_set_algorithm(c, algs[a]);
+			tm[a] = time_calls(c, o, send, recv, count, sz, t, &rc);
+		}
+		if (rc)
+			break;
+		if (!small_done && tm[0] <= tm[1] && tm[0] <= tm[2])
+			small = sz;
+		else
+			small_done = 1;
+		if (!medium_done && (tm[1] <= tm[2] || tm[0] <= tm[2]))
+			medium = sz;
+		else
+			medium_done = 1;
+		if (out)
+			fprintf(out, "%12zu %12.2f %12.2f %12.2f\n", sz, tm[0] < 1e29 ? tm[0] : 0.0, tm[1], tm[2]);
+	}
+	if (out && !rc)
+		fprintf(out, "crossover: latency up to %zu bytes, direct ring up to %zu bytes\n"
+			     "(collectives.small_bytes: %zu, collectives.medium_bytes: %zu)\n",
+			small, medium, small, medium);
+	return rc;
+}
+
+/* one size's results */
+struct row {
+	size_t bytes, count;
+	double time_us, algbw, busbw, wrong, memcpy_gbps;
+};
+
+/* a size's line of the table (out) and its JSON object (json), either NULL */
+static void print_row(FILE *out, FILE *json, struct hora_comm *c, const struct opts *o, const struct row *r,
+		      const char *tn, const char *on, int first)
+{
+	const double frac = r->memcpy_gbps > 0 ? r->busbw / r->memcpy_gbps : 0;
+	if (out) {
+		fprintf(out, "%12zu %12zu %6s %6s %12.2f %12.4f %12.4f %6.0f", r->bytes, r->count, tn, on, r->time_us,
+			r->algbw, r->busbw, r->wrong);
+		if (o->with_memcpy)
+			fprintf(out, " %12.4f %11.3f", r->memcpy_gbps, frac);
+		fprintf(out, "\n");
+		fflush(out);
+	}
+	if (json) {
+		char d[512];
+		hora_comm_describe(c, r->bytes, d, sizeof(d));
+		fprintf(json, "%s\n {\"size_bytes\":%zu,\"time_us\":%.3f,\"algbw_gbps\":%.5f,"
+			      "\"busbw_gbps\":%.5f,\"wrong\":%.0f",
+			first ? "" : ",", r->bytes, r->time_us, r->algbw, r->busbw, r->wrong);
+		if (o->with_memcpy)
+			fprintf(json, ",\"memcpy_gbps\":%.5f,\"busbw_per_memcpy\":%.5f", r->memcpy_gbps, frac);
+		fprintf(json, ",\"path\":");
+		json_str(json, d);
+		fprintf(json, "}");
+	}
+}
+
 static int run_rank(const struct opts *o, int rank, const char *const *addrs, const uint8_t *secret,
 		    size_t slen, FILE *out, FILE *json)
 {
@@ -312,42 +388,8 @@ static int run_rank(const struct opts *o, int rank, const char *const *addrs, co
 	if (json)
 		fprintf(json, "[");
 	int first = 1;
-	if (o->crossover) { /* allreduce: latency vs direct ring vs pipelined ring */
-		size_t small = 0, medium = 0;
-		int small_done = 0, medium_done = 0; /* the first loss ends each run of wins */
-		if (out)
-			fprintf(out, "# %s crossover, %d ranks (%s): median us per call\n%12s %12s %12s %12s\n",
-				hora_net_coll_name(o->coll), o->n, o->setup, "size", "latency", "direct", "ring");
-		static const enum hora_algo algs[3] = {HORA_ALGO_LATENCY, HORA_ALGO_DIRECT_RING, HORA_ALGO_RING};
-		for (size_t sz = 1024; sz <= (4u << 20) && sz <= o->hi && !rc; sz *= 2) {
-			size_t count = count_for(o, sz);
-			double tm[3];
-			for (int a = 0; a < 3 && !rc; a++) {
-				if (sz > (1u << 20) && a == 0) { /* past the latency path's buffers */
-					tm[a] = 1e30;
-					continue;
-				}
-				hora_comm_set_algorithm(c, algs[a]);
-				tm[a] = time_calls(c, o, send, recv, count, sz, t, &rc);
-			}
-			if (rc)
-				break;
-			if (!small_done && tm[0] <= tm[1] && tm[0] <= tm[2])
-				small = sz;
-			else
-				small_done = 1;
-			if (!medium_done && (tm[1] <= tm[2] || tm[0] <= tm[2]))
-				medium = sz;
-			else
-				medium_done = 1;
-			if (out)
-				fprintf(out, "%12zu %12.2f %12.2f %12.2f\n", sz, tm[0] < 1e29 ? tm[0] : 0.0, tm[1], tm[2]);
-		}
-		if (out && !rc)
-			fprintf(out, "crossover: latency up to %zu bytes, direct ring up to %zu bytes\n"
-				     "(collectives.small_bytes: %zu, collectives.medium_bytes: %zu)\n",
-				small, medium, small, medium);
-	}
+	if (o->crossover)
+		rc = crossover(c, o, send, recv, t, out);
 	for (size_t sz = o->lo; sz <= o->hi && !rc && !o->crossover; sz = next_size(sz)) {
 		size_t count = count_for(o, sz);
 		if (!count && sz)
@@ -363,28 +405,9 @@ static int run_rank(const struct opts *o, int rank, const char *const *addrs, co
 		double mc = o->with_memcpy ? memcpy_gbps(c, send, recv, bytes, t, &rc) : 0;
 		if (rc)
 			break;
-		if (out) {
-			fprintf(out, "%12zu %12zu %6s %6s %12.2f %12.4f %12.4f %6.0f", bytes, count, tn, on, med,
-				algbw, busbw, wrong);
-			if (o->with_memcpy)
-				fprintf(out, " %12.4f %11.3f", mc, mc > 0 ? busbw / mc : 0);
-			fprintf(out, "\n");
-			fflush(out);
-		}
-		if (json) {
-			char d[512];
-			hora_comm_describe(c, bytes, d, sizeof(d));
-			fprintf(json, "%s\n {\"size_bytes\":%zu,\"time_us\":%.3f,\"algbw_gbps\":%.5f,"
-				      "\"busbw_gbps\":%.5f,\"wrong\":%.0f",
-				first ? "" : ",", bytes, med, algbw, busbw, wrong);
-			if (o->with_memcpy)
-				fprintf(json, ",\"memcpy_gbps\":%.5f,\"busbw_per_memcpy\":%.5f", mc,
-					mc > 0 ? busbw / mc : 0);
-			fprintf(json, ",\"path\":");
-			json_str(json, d);
-			fprintf(json, "}");
-			first = 0;
-		}
+		const struct row row = {bytes, count, med, algbw, busbw, wrong, mc};
+		print_row(out, json, c, o, &row, tn, on, first);
+		first = 0;
 		if (wrong)
 			rc = 1;
 	}
@@ -441,7 +464,8 @@ static int anchor_rows(const char *js, const char *name, FILE *dat)
 		rows++;
 		p = b;
 	}
-	fprintf(dat, "\n\n");
+	if (rows) /* gnuplot merges empty blocks into one separator: a block only with rows */
+		fprintf(dat, "\n\n");
 	return rows;
 }
 
@@ -485,13 +509,11 @@ static int plot(const struct opts *o, const char *hora_json)
 			 "set title '%s, %d ranks (%s), %s'; plot ",
 			 o->plot, hora_net_coll_name(o->coll), o->n, o->setup,
 			 hora_net_dtype_name((enum hora_net_dtype)o->t));
-	int idx = 0, any = 0;
-	for (int i = 0; i < NAMES; i++) {
+	int any = 0;
+	for (int i = 0; i < NAMES; i++) /* the blocks in the file are those with rows, in order */
 		if (present[i])
 			k += snprintf(cmd + k, sizeof(cmd) - (size_t)k, "%s'%s' index %d with linespoints lw %d title '%s'",
-				      any++ ? ", " : "", path, idx, i ? 1 : 3, names[i]);
-		idx++; /* every block (even an empty one) is an index */
-	}
+				      any ? ", " : "", path, any, i ? 1 : 3, names[i]), any++;
 	snprintf(cmd + k, sizeof(cmd) - (size_t)k, "\"");
 	int rc = any ? system(cmd) : -1;
 	unlink(path);
@@ -679,7 +701,15 @@ static void usage(FILE *f)
 		   "       hora bench <coll> --rank R --addrs IP:PORT,IP:PORT,... [same options]\n");
 }
 
-int hora_bench_coll(const char *what, int argc, char **argv)
+/* the command line's other values */
+struct cli {
+	int port, rank;
+	const char *from;
+	char *addrlist;
+};
+
+/* argv into o and a: 0, 1 after --help, 2 on a bad flag (said why) */
+static int parse_args(const char *what, int argc, char **argv, struct opts *o, struct cli *a)
 {
 	static const struct option lopts[] = {
 		{"ranks", required_argument, 0, 'n'}, {"sizes", required_argument, 0, 's'},
@@ -697,86 +727,97 @@ int hora_bench_coll(const char *what, int argc, char **argv)
 		{"with-memcpy", no_argument, 0, 'C'},
 		{"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
 	};
-	struct opts o = {.n = 2, .bind = -2, .lo = 8, .hi = 64 << 20, .t = HORA_F32, .op = HORA_SUM, .setup = "lo",
-			 .rate = "1gbit"};
-	int port = 0, c, rank = -1, ranks_given = 0;
-	const char *from = NULL, *hosts = NULL;
-	char *addrlist = NULL;
+	int c, ranks_given = 0;
+	const char *hosts = NULL;
 	for (int i = 0; i < HORA_NET_COLL_KINDS; i++)
 		if (!strcmp(what, hora_net_coll_name((uint32_t)i)))
-			o.coll = (enum hora_net_coll_kind)i;
+			o->coll = (enum hora_net_coll_kind)i;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "", lopts, NULL)) != -1) {
 		switch (c) {
-		case 'n': o.n = atoi(optarg); ranks_given = 1; break;
+		case 'n': o->n = atoi(optarg); ranks_given = 1; break;
 		case 's': {
 			const char *colon = strchr(optarg, ':');
-			o.lo = hora_bench_size(optarg);
-			o.hi = colon ? hora_bench_size(colon + 1) : o.lo;
+			o->lo = hora_bench_size(optarg);
+			o->hi = colon ? hora_bench_size(colon + 1) : o->lo;
 			break;
 		}
-		case 'j': o.json = optarg; break;
+		case 'j': o->json = optarg; break;
 		case 'a':
-			o.algo = !strcmp(optarg, "ring")			       ? HORA_ALGO_RING
+			o->algo = !strcmp(optarg, "ring")			       ? HORA_ALGO_RING
 				 : !strcmp(optarg, "latency") || !strcmp(optarg, "doubling") ? HORA_ALGO_LATENCY
 				 : !strcmp(optarg, "direct")			       ? HORA_ALGO_DIRECT_RING
 				 : !strcmp(optarg, "auto")			       ? HORA_ALGO_AUTO
 										       : -1;
 			break;
-		case 'p': port = atoi(optarg); break;
-		case 'g': o.segment = hora_bench_size(optarg); break;
-		case 'l': o.slice = hora_bench_size(optarg); break;
-		case 'I': o.iters = atoi(optarg); break;
+		case 'p': a->port = atoi(optarg); break;
+		case 'g': o->segment = hora_bench_size(optarg); break;
+		case 'l': o->slice = hora_bench_size(optarg); break;
+		case 'I': o->iters = atoi(optarg); break;
 		case 't':
-			o.t = (enum hora_dtype)-1;
+			o->t = (enum hora_dtype)-1;
 			for (int i = 0; i < HORA_NET_DTYPES; i++)
 				if (!strcmp(optarg, hora_net_dtype_name((enum hora_net_dtype)i)))
-					o.t = (enum hora_dtype)i;
+					o->t = (enum hora_dtype)i;
 			break;
 		case 'o':
-			o.op = (enum hora_op)-1;
+			o->op = (enum hora_op)-1;
 			for (int i = 0; i < HORA_NET_OPS; i++)
 				if (!strcmp(optarg, hora_net_op_name((enum hora_net_op)i)))
-					o.op = (enum hora_op)i;
+					o->op = (enum hora_op)i;
 			break;
-		case 'S': o.setup = optarg; break;
-		case 'R': o.rate = optarg; break;
-		case 'P': o.plot = optarg; break;
-		case 'A': o.anchors = optarg; break;
-		case 'x': o.crossover = 1; break;
-		case 'r': rank = atoi(optarg); break;
-		case 'd': addrlist = optarg; break;
-		case 'K': o.sockets = atoi(optarg); break;
-		case 'L': o.rcvlowat = !strcmp(optarg, "on") ? 0 : !strcmp(optarg, "off") ? -1 : -2; break;
-		case 'F': from = optarg; break;
-		case 'b': o.bind = !strcmp(optarg, "core") ? 1 : !strcmp(optarg, "none") ? 0 : -1; break;
-		case 'M': o.shm = lookup(optarg, shm_names, 2); break;
-		case 'H': o.hier = lookup(optarg, hier_names, 3); break;
+		case 'S': o->setup = optarg; break;
+		case 'R': o->rate = optarg; break;
+		case 'P': o->plot = optarg; break;
+		case 'A': o->anchors = optarg; break;
+		case 'x': o->crossover = 1; break;
+		case 'r': a->rank = atoi(optarg); break;
+		case 'd': a->addrlist = optarg; break;
+		case 'K': o->sockets = atoi(optarg); break;
+		case 'L': o->rcvlowat = !strcmp(optarg, "on") ? 0 : !strcmp(optarg, "off") ? -1 : -2; break;
+		case 'F': a->from = optarg; break;
+		case 'b': o->bind = !strcmp(optarg, "core") ? 1 : !strcmp(optarg, "none") ? 0 : -1; break;
+		case 'M': o->shm = lookup(optarg, shm_names, 2); break;
+		case 'H': o->hier = lookup(optarg, hier_names, 3); break;
 		case 'T': hosts = optarg; break;
-		case 'C': o.with_memcpy = 1; break;
-		case 'h': usage(stdout); return 0;
+		case 'C': o->with_memcpy = 1; break;
+		case 'h': usage(stdout); return 1;
 		default: usage(stderr); return 2;
 		}
 	}
-	if (o.shm < 0 || o.hier < 0) {
+	if (o->shm < 0 || o->hier < 0) {
 		usage(stderr);
 		fprintf(stderr, "hora bench %s: --shm is auto or off, --hier auto, on or off\n", what);
 		return 2;
 	}
-	if (hosts && strcmp(o.setup, "netns"))
+	if (hosts && strcmp(o->setup, "netns"))
 		return fprintf(stderr, "hora bench %s: --hosts needs --setup netns (on lo every rank is on one host)\n",
 			       what), 2;
-	if (o.n >= 1 && o.n <= 64 && parse_hosts(&o, hosts, ranks_given))
+	if (o->n >= 1 && o->n <= 64 && parse_hosts(o, hosts, ranks_given))
 		return 2;
-	if (o.bind == -2) /* mpirun's default: bind to a core unless oversubscribed */
-		o.bind = o.n <= sysconf(_SC_NPROCESSORS_ONLN);
-	if (o.n < 1 || o.n > 64 || o.lo > o.hi || o.iters < 0 || o.iters > 1000 || o.algo < 0 || o.bind < 0 || o.sockets < 0 || o.sockets > 64 || o.rcvlowat < -1 || (int)o.t < 0 || (int)o.op < 0 ||
-	    (strcmp(o.setup, "lo") && strcmp(o.setup, "netns"))) {
+	if (o->bind == -2) /* mpirun's default: bind to a core unless oversubscribed */
+		o->bind = o->n <= sysconf(_SC_NPROCESSORS_ONLN);
+	if (o->n < 1 || o->n > 64 || o->lo > o->hi || o->iters < 0 || o->iters > 1000 || o->algo < 0 || o->bind < 0 || o->sockets < 0 || o->sockets > 64 || o->rcvlowat < -1 || (int)o->t < 0 || (int)o->op < 0 ||
+	    (strcmp(o->setup, "lo") && strcmp(o->setup, "netns"))) {
 		usage(stderr);
 		fprintf(stderr, "hora bench %s: need 1 <= ranks <= 64, lo <= hi sizes, a known dtype, op, algo and setup\n",
 			what);
 		return 2;
 	}
+	return 0;
+}
+
+int hora_bench_coll(const char *what, int argc, char **argv)
+{
+	struct opts o = {.n = 2, .bind = -2, .lo = 8, .hi = 64 << 20, .t = HORA_F32, .op = HORA_SUM, .setup = "lo",
+			 .rate = "1gbit"};
+	struct cli cl = {.rank = -1};
+	int prc = parse_args(what, argc, argv, &o, &cl);
+	if (prc)
+		return prc == 1 ? 0 : prc;
+	int port = cl.port, rank = cl.rank;
+	const char *from = cl.from;
+	char *addrlist = cl.addrlist;
 	if (o.plot && !o.json)
 		o.json = "bench-coll.json"; /* the plot reads the rows back */
 	if (o.plot && from) { /* plot rows measured before (e.g. by allreduce-compare.sh) */

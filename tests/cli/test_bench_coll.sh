@@ -46,6 +46,28 @@ refuse "--hosts 3,1 with --ranks 3 refused" "--hosts 3,1 is 4 ranks, --ranks say
 refuse "--hosts 5 with 4 ranks refused" "--hosts 5: more hosts than the 4 ranks" --setup netns --hosts 5 --ranks 4
 refuse "--hosts 2,x refused" "--hosts wants H or ranks per host" --setup netns --hosts 2,x
 
+# --plot --from --anchors with an anchors file holding only some variants
+# (here openmpi_sm alone, as run.sh --only openmpi_sm writes it): each
+# series is its own block of the data file (before: an index per variant,
+# missing ones included, which gnuplot does not count, so it plotted nothing)
+if command -v gnuplot >/dev/null; then
+  cat >"$T/rows.json" <<'JSON'
+[
+ {"size_bytes":8,"time_us":9.0,"algbw_gbps":0.001,"busbw_gbps":0.001,"wrong":0,"path":"a [bracketed] path"},
+ {"size_bytes":1024,"time_us":10.0,"algbw_gbps":0.1,"busbw_gbps":0.1,"wrong":0,"path":"x"}
+]
+JSON
+  cat >"$T/anchors.json" <<'JSON'
+{"setup": "lo", "results": {"openmpi_sm": [{"size_bytes": 8, "time_us": 0.2, "busbw_gbps": 0.04},
+ {"size_bytes": 1024, "time_us": 1.0, "busbw_gbps": 1.0}]}}
+JSON
+  "$HORA" bench allreduce --plot "$T/p.png" --from "$T/rows.json" --anchors "$T/anchors.json" >"$T/out" 2>&1; rc=$?
+  [[ $rc == 0 && -s $T/p.png ]] && ! grep -qi 'no valid points\|warning' "$T/out"
+  check "--plot --anchors with openmpi_sm alone: both series plotted, no gnuplot warning (rc=$rc)" $?
+else
+  echo "skip --plot (no gnuplot)"
+fi
+
 if [[ $(id -u) == 0 ]] && command -v ip >/dev/null && command -v tc >/dev/null; then
   for spec in "--ranks 4 --hosts 2:2,2" "--hosts 3,1:3,1"; do
     args=${spec%%:*} per=${spec##*:}
