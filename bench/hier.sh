@@ -118,6 +118,9 @@ for lay in layouts:
     for z in sorted(rows["on"]):
         print(f"# path at {z} bytes, --hier on:  {paths['on'][z]}")
         print(f"# path at {z} bytes, --hier off: {paths['off'][z]}")
+        if not re.search(r"allreduce of \d+ bytes: .*hierarch", paths["on"][z], re.I):
+            print(f"# NOTE: --hier on did not take the hierarchical path at {z} bytes (a fallback, or a build"
+                  " without it): hier/flat compares two flat runs there")
     hdr = f"{'size':>10} {'hier algbw':>11} {'flat algbw':>11} {'hier/flat':>9} {'bound hier':>10} {'bound flat':>10}"
     hdr += f" {'hier/tbf':>9}" + (f" {'hier/iperf3':>11} {'flat/iperf3':>11}" if ip else "")
     print(hdr)
