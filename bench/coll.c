@@ -3,12 +3,20 @@
  *
  *   hora bench allreduce [--ranks N] [--sizes 8:64M] [--dtype f32] [--op sum]
  *        [--algo auto|ring|latency] [--segment B] [--slice B] [--setup lo|netns --rate 1gbit]
+ *        [--hosts H|3,1] [--shm auto|off] [--hier auto|on|off] [--with-memcpy]
  *        [--json F] [--plot F.png [--anchors A.json]] [--crossover]
  *   hora bench allreduce --rank R --addrs ip:port,ip:port,...   (one rank of a
  *        cluster started elsewhere; rank 0 prints)
  *
- * N ranks are forked here, over 127.0.0.1 (lo) or in N network namespaces of
- * deploy/netns-cluster.sh (netns: one per rank, tbf-shaped like the anchors).
+ * N ranks are forked here, over 127.0.0.1 (lo) or in network namespaces of
+ * deploy/netns-cluster.sh (netns: one per rank, tbf-shaped like the anchors;
+ * --hosts H or --hosts 3,1: H namespace hosts, the ranks split over them
+ * contiguously, those of one host on its address with ports P, P+1, ...).
+ * The header names the path (hora_comm_describe) at the smallest and the
+ * largest size, the JSON rows at every size. --with-memcpy adds, per size,
+ * the memcpy bandwidth of the same bytes with every rank copying at once
+ * (timed like the calls: per pass the max over ranks, the median) and
+ * busbw / memcpy: the physical limit beside a shared-memory figure.
  * For each size: one verification call (integer-valued data, exact in every
  * dtype, checked on every rank), 3 warm-up calls, then about 200 ms of timed
  * calls (5..1000), one timestamp pair per call, no barrier between calls.
@@ -43,11 +51,24 @@
 struct opts {
 	enum hora_net_coll_kind coll;
 	int n, algo, crossover, bind, sockets, iters, rcvlowat;
+	int shm, hier, with_memcpy; /* enum hora_shm, enum hora_hier; --with-memcpy */
+	int nhosts, host[64];       /* netns: namespace hosts, host (0-based) of each rank */
 	size_t lo, hi, segment, slice;
 	enum hora_dtype t;
 	enum hora_op op;
 	const char *json, *plot, *anchors, *setup, *rate;
 };
+
+static const char *const shm_names[] = {"auto", "off"}, *const hier_names[] = {"auto", "on", "off"};
+
+/* index of s in names[0..n), or -1 */
+static int lookup(const char *s, const char *const *names, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (!strcmp(s, names[i]))
+			return i;
+	return -1;
+}
 
 static size_t esz(enum hora_dtype t)
 {
@@ -157,10 +178,170 @@ static double time_calls(struct hora_comm *c, const struct opts *o, uint8_t *sen
 	return hora_bench_median(t, iters) * 1e6;
 }
 
+/* --with-memcpy: GB/s of memcpy(recv, send, bytes) with every rank copying
+ * at the same time (after a barrier), per pass the max over ranks, the
+ * median; a pass copies at least 64 KiB (small sizes repeat). */
+static double memcpy_gbps(struct hora_comm *c, uint8_t *send, uint8_t *recv, size_t bytes, double *t, int *rc)
+{
+	const size_t each = bytes ? bytes : 1, reps = each < 65536 ? 65536 / each : 1;
+	int iters = (int)(1e8 / (double)(each * reps));
+	iters = iters < 5 ? 5 : iters > 200 ? 200 : iters;
+	double go = 0;
+	if ((*rc = hora_allreduce(c, &go, &go, 1, HORA_F64, HORA_SUM)))
+		return 0;
+	for (int i = 0; i < iters; i++) {
+		double t0 = hora_bench_now();
+		for (size_t k = 0; k < reps; k++) {
+			memcpy(recv, send, bytes);
+			__asm__ __volatile__("" ::: "memory"); /* every copy happens */
+		}
+		t[i] = (hora_bench_now() - t0) / (double)reps;
+	}
+	if ((*rc = hora_allreduce(c, t, t, (size_t)iters, HORA_F64, HORA_MAX)))
+		return 0;
+	double med = hora_bench_median(t, iters);
+	return med > 0 ? (double)bytes / med / 1e9 : 0;
+}
+
+/* s as a JSON string */
+static void json_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		if (*s == '"' || *s == '\\')
+			fprintf(f, "\\%c", *s);
+		else if ((unsigned char)*s < 0x20)
+			fprintf(f, "\\u%04x", (unsigned char)*s);
+		else
+			fputc(*s, f);
+	}
+	fputc('"', f);
+}
+
+/* the sizes the table runs: lo, 16, 64, ... (x4) up to hi */
+static size_t next_size(size_t sz)
+{
+	return sz < 16 ? 16 : sz * 4;
+}
+
+static size_t bytes_for(const struct opts *o, size_t sz)
+{
+	size_t count = count_for(o, sz);
+	return o->coll == HORA_NET_COLL_ALLGATHER || o->coll == HORA_NET_COLL_REDUCE_SCATTER
+		       ? count * (size_t)o->n * esz(o->t) : count * esz(o->t);
+}
+
+/* the header of the table: the setup, the settings and the path an
+ * allreduce takes at the smallest and the largest size */
+static void print_header(FILE *out, const struct opts *o, struct hora_comm *c, const char *tn, const char *on)
+{
+	fprintf(out, "# hora bench %s: %d ranks (%s), %s %s, %s, %s algorithm, %s, shm %s, hierarchical %s\n",
+		hora_net_coll_name(o->coll), o->n, o->setup, tn, on,
+		o->coll == HORA_NET_COLL_BROADCAST ? "root 0" : "out of place",
+		o->algo == 1 ? "ring" : o->algo == 2 ? "latency" : o->algo == 3 ? "direct ring" : "auto",
+		o->bind ? "rank r on CPU r mod ncpu" : "not bound", shm_names[o->shm], hier_names[o->hier]);
+	if (o->rcvlowat)
+		fprintf(out, "# SO_RCVLOWAT off\n");
+	size_t last = o->lo;
+	for (size_t sz = o->lo; sz <= o->hi; sz = next_size(sz))
+		last = sz;
+	char d[512];
+	for (size_t sz = o->lo;; sz = last) {
+		hora_comm_describe(c, bytes_for(o, sz), d, sizeof(d));
+		fprintf(out, "# path: %s\n", d);
+		if (sz == last)
+			break;
+	}
+	if (o->with_memcpy)
+		fprintf(out, "# memcpy_GBps: memcpy of the same bytes, all %d ranks copying at once (max over ranks, "
+			     "median); bus/memcpy = busbw / memcpy_GBps\n", o->n);
+	fprintf(out, "%12s %12s %6s %6s %12s %12s %12s %6s", "size", "count", "type", "redop", "time_us",
+		"algbw_GBps", "busbw_GBps", "wrong");
+	if (o->with_memcpy)
+		fprintf(out, " %12s %11s", "memcpy_GBps", "bus/memcpy");
+	fprintf(out, "\n");
+}
+
 static double busbw_factor(const struct opts *o)
 {
 	double n = o->n;
 	return o->coll == HORA_NET_COLL_ALLREDUCE ? 2 * (n - 1) / n : o->coll == HORA_NET_COLL_BROADCAST ? 1 : (n - 1) / n;
+}
+
+/* --crossover: allreduce by the latency algorithm, the direct ring and the
+ * pipelined ring from 1 KiB to 4 MiB; the sizes where each stops winning */
+static int crossover(struct hora_comm *c, const struct opts *o, uint8_t *send, uint8_t *recv, double *t,
+		     FILE *out)
+{
+	int rc = 0;
+	size_t small = 0, medium = 0;
+	int small_done = 0, medium_done = 0; /* the first loss ends each run of wins */
+	if (out)
+		fprintf(out, "# %s crossover, %d ranks (%s): median us per call\n%12s %12s %12s %12s\n",
+			hora_net_coll_name(o->coll), o->n, o->setup, "size", "latency", "direct", "ring");
+	static const enum hora_algo algs[3] = {HORA_ALGO_LATENCY, HORA_ALGO_DIRECT_RING, HORA_ALGO_RING};
+	for (size_t sz = 1024; sz <= (4u << 20) && sz <= o->hi && !rc; sz *= 2) {
+		size_t count = count_for(o, sz);
+		double tm[3];
+		for (int a = 0; a < 3 && !rc; a++) {
+			if (sz > (1u << 20) && a == 0) { /* past the latency path's buffers */
+				tm[a] = 1e30;
+				continue;
+			}
+			hora_comm_set_algorithm(c, algs[a]);
+			tm[a] = time_calls(c, o, send, recv, count, sz, t, &rc);
+		}
+		if (rc)
+			break;
+		if (!small_done && tm[0] <= tm[1] && tm[0] <= tm[2])
+			small = sz;
+		else
+			small_done = 1;
+		if (!medium_done && (tm[1] <= tm[2] || tm[0] <= tm[2]))
+			medium = sz;
+		else
+			medium_done = 1;
+		if (out)
+			fprintf(out, "%12zu %12.2f %12.2f %12.2f\n", sz, tm[0] < 1e29 ? tm[0] : 0.0, tm[1], tm[2]);
+	}
+	if (out && !rc)
+		fprintf(out, "crossover: latency up to %zu bytes, direct ring up to %zu bytes\n"
+			     "(collectives.small_bytes: %zu, collectives.medium_bytes: %zu)\n",
+			small, medium, small, medium);
+	return rc;
+}
+
+/* one size's results */
+struct row {
+	size_t bytes, count;
+	double time_us, algbw, busbw, wrong, memcpy_gbps;
+};
+
+/* a size's line of the table (out) and its JSON object (json), either NULL */
+static void print_row(FILE *out, FILE *json, struct hora_comm *c, const struct opts *o, const struct row *r,
+		      const char *tn, const char *on, int first)
+{
+	const double frac = r->memcpy_gbps > 0 ? r->busbw / r->memcpy_gbps : 0;
+	if (out) {
+		fprintf(out, "%12zu %12zu %6s %6s %12.2f %12.4f %12.4f %6.0f", r->bytes, r->count, tn, on, r->time_us,
+			r->algbw, r->busbw, r->wrong);
+		if (o->with_memcpy)
+			fprintf(out, " %12.4f %11.3f", r->memcpy_gbps, frac);
+		fprintf(out, "\n");
+		fflush(out);
+	}
+	if (json) {
+		char d[512];
+		hora_comm_describe(c, r->bytes, d, sizeof(d));
+		fprintf(json, "%s\n {\"size_bytes\":%zu,\"time_us\":%.3f,\"algbw_gbps\":%.5f,"
+			      "\"busbw_gbps\":%.5f,\"wrong\":%.0f",
+			first ? "" : ",", r->bytes, r->time_us, r->algbw, r->busbw, r->wrong);
+		if (o->with_memcpy)
+			fprintf(json, ",\"memcpy_gbps\":%.5f,\"busbw_per_memcpy\":%.5f", r->memcpy_gbps, frac);
+		fprintf(json, ",\"path\":");
+		json_str(json, d);
+		fprintf(json, "}");
+	}
 }
 
 static int run_rank(const struct opts *o, int rank, const char *const *addrs, const uint8_t *secret,
@@ -183,6 +364,8 @@ static int run_rank(const struct opts *o, int rank, const char *const *addrs, co
 	cfg.algorithm = (enum hora_algo)o->algo;
 	cfg.sockets_per_peer = o->sockets;
 	cfg.rcvlowat = o->rcvlowat;
+	cfg.shm = (enum hora_shm)o->shm;
+	cfg.hierarchical = (enum hora_hier)o->hier;
 	if (secret) {
 		cfg.secret = secret;
 		cfg.secret_len = slen;
@@ -200,62 +383,18 @@ static int run_rank(const struct opts *o, int rank, const char *const *addrs, co
 	const char *on = o->coll == HORA_NET_COLL_ALLREDUCE || o->coll == HORA_NET_COLL_REDUCE_SCATTER
 				 ? hora_net_op_name((enum hora_net_op)o->op) : "none";
 	int rc = 0;
-	if (out && !o->crossover) {
-		fprintf(out, "# hora bench %s: %d ranks (%s), %s %s, %s, %s algorithm, %s\n",
-			hora_net_coll_name(o->coll), o->n, o->setup, tn, on,
-			o->coll == HORA_NET_COLL_BROADCAST ? "root 0" : "out of place",
-			o->algo == 1 ? "ring" : o->algo == 2 ? "latency" : o->algo == 3 ? "direct ring" : "auto",
-			o->bind ? "rank r on CPU r mod ncpu" : "not bound");
-		if (o->rcvlowat)
-			fprintf(out, "# SO_RCVLOWAT off\n");
-		fprintf(out, "%12s %12s %6s %6s %12s %12s %12s %6s\n", "size", "count", "type", "redop",
-			"time_us", "algbw_GBps", "busbw_GBps", "wrong");
-	}
+	if (out && !o->crossover)
+		print_header(out, o, c, tn, on);
 	if (json)
 		fprintf(json, "[");
 	int first = 1;
-	if (o->crossover) { /* allreduce: latency vs direct ring vs pipelined ring */
-		size_t small = 0, medium = 0;
-		int small_done = 0, medium_done = 0; /* the first loss ends each run of wins */
-		if (out)
-			fprintf(out, "# %s crossover, %d ranks (%s): median us per call\n%12s %12s %12s %12s\n",
-				hora_net_coll_name(o->coll), o->n, o->setup, "size", "latency", "direct", "ring");
-		static const enum hora_algo algs[3] = {HORA_ALGO_LATENCY, HORA_ALGO_DIRECT_RING, HORA_ALGO_RING};
-		for (size_t sz = 1024; sz <= (4u << 20) && sz <= o->hi && !rc; sz *= 2) {
-			size_t count = count_for(o, sz);
-			double tm[3];
-			for (int a = 0; a < 3 && !rc; a++) {
-				if (sz > (1u << 20) && a == 0) { /* past the latency path's buffers */
-					tm[a] = 1e30;
-					continue;
-				}
-				hora_comm_set_algorithm(c, algs[a]);
-				tm[a] = time_calls(c, o, send, recv, count, sz, t, &rc);
-			}
-			if (rc)
-				break;
-			if (!small_done && tm[0] <= tm[1] && tm[0] <= tm[2])
-				small = sz;
-			else
-				small_done = 1;
-			if (!medium_done && (tm[1] <= tm[2] || tm[0] <= tm[2]))
-				medium = sz;
-			else
-				medium_done = 1;
-			if (out)
-				fprintf(out, "%12zu %12.2f %12.2f %12.2f\n", sz, tm[0] < 1e29 ? tm[0] : 0.0, tm[1], tm[2]);
-		}
-		if (out && !rc)
-			fprintf(out, "crossover: latency up to %zu bytes, direct ring up to %zu bytes\n"
-				     "(collectives.small_bytes: %zu, collectives.medium_bytes: %zu)\n",
-				small, medium, small, medium);
-	}
-	for (size_t sz = o->lo; sz <= o->hi && !rc && !o->crossover; sz = sz < 16 ? 16 : sz * 4) {
+	if (o->crossover)
+		rc = crossover(c, o, send, recv, t, out);
+	for (size_t sz = o->lo; sz <= o->hi && !rc && !o->crossover; sz = next_size(sz)) {
 		size_t count = count_for(o, sz);
 		if (!count && sz)
 			continue;
-		size_t bytes = o->coll == HORA_NET_COLL_ALLGATHER || o->coll == HORA_NET_COLL_REDUCE_SCATTER
-				       ? count * (size_t)o->n * esz(o->t) : count * esz(o->t);
+		size_t bytes = bytes_for(o, sz);
 		double wrong = (double)verify(c, o, rank, send, recv, count, &rc);
 		if (rc || (rc = hora_allreduce(c, &wrong, &wrong, 1, HORA_F64, HORA_SUM)))
 			break;
@@ -263,17 +402,12 @@ static int run_rank(const struct opts *o, int rank, const char *const *addrs, co
 		if (rc)
 			break;
 		double algbw = (double)bytes / med / 1e3, busbw = algbw * busbw_factor(o);
-		if (out) {
-			fprintf(out, "%12zu %12zu %6s %6s %12.2f %12.4f %12.4f %6.0f\n", bytes, count, tn, on, med,
-				algbw, busbw, wrong);
-			fflush(out);
-		}
-		if (json) {
-			fprintf(json, "%s\n {\"size_bytes\":%zu,\"time_us\":%.3f,\"algbw_gbps\":%.5f,"
-				      "\"busbw_gbps\":%.5f,\"wrong\":%.0f}",
-				first ? "" : ",", bytes, med, algbw, busbw, wrong);
-			first = 0;
-		}
+		double mc = o->with_memcpy ? memcpy_gbps(c, send, recv, bytes, t, &rc) : 0;
+		if (rc)
+			break;
+		const struct row row = {bytes, count, med, algbw, busbw, wrong, mc};
+		print_row(out, json, c, o, &row, tn, on, first);
+		first = 0;
 		if (wrong)
 			rc = 1;
 	}
@@ -290,6 +424,27 @@ static int run_rank(const struct opts *o, int rank, const char *const *addrs, co
 
 /* ---- --plot: busbw vs size, hora and the anchors, with gnuplot ------------------- */
 
+/* the ']' that closes the array opening at p, past strings (a row's "path" may hold one) */
+static const char *array_end(const char *p)
+{
+	int depth = 0, str = 0;
+	for (; *p; p++) {
+		if (str) {
+			if (*p == '\\' && p[1])
+				p++;
+			else if (*p == '"')
+				str = 0;
+		} else if (*p == '"') {
+			str = 1;
+		} else if (*p == '[') {
+			depth++;
+		} else if (*p == ']' && !--depth) {
+			return p;
+		}
+	}
+	return p;
+}
+
 /* rows of one anchor variant in run.sh's JSON: "name": [ {...,"size_bytes": S,...,"busbw_gbps": B,...}, ... ] */
 static int anchor_rows(const char *js, const char *name, FILE *dat)
 {
@@ -298,7 +453,7 @@ static int anchor_rows(const char *js, const char *name, FILE *dat)
 	const char *p = strstr(js, key);
 	if (!p || !(p = strchr(p, '[')))
 		return 0;
-	const char *end = strchr(p, ']');
+	const char *end = array_end(p);
 	int rows = 0;
 	while ((p = strstr(p, "\"size_bytes\":")) && p < end) {
 		double s = strtod(p + 13, NULL);
@@ -309,7 +464,8 @@ static int anchor_rows(const char *js, const char *name, FILE *dat)
 		rows++;
 		p = b;
 	}
-	fprintf(dat, "\n\n");
+	if (rows) /* gnuplot merges empty blocks into one separator: a block only with rows */
+		fprintf(dat, "\n\n");
 	return rows;
 }
 
@@ -329,8 +485,9 @@ static int plot(const struct opts *o, const char *hora_json)
 	if (js && asprintf(&wrapped, "{\"hora\": %s}", js) < 0)
 		wrapped = NULL;
 	static const char *const names[] = {"hora", "gloo", "gloo_ring_chunked", "gloo_halving_doubling",
-					    "openmpi", "openmpi_ring"};
-	int present[6] = {0};
+					    "openmpi", "openmpi_ring", "openmpi_sm"};
+	enum { NAMES = sizeof(names) / sizeof(names[0]) };
+	int present[NAMES] = {0};
 	present[0] = wrapped ? anchor_rows(wrapped, "hora", f) : 0;
 	char *as = NULL;
 	if (o->anchors) {
@@ -338,7 +495,7 @@ static int plot(const struct opts *o, const char *hora_json)
 		if (!as) {
 			fprintf(stderr, "hora bench: --anchors %s: %s\n", o->anchors, strerror(errno));
 		} else {
-			for (int i = 1; i < 6; i++)
+			for (int i = 1; i < NAMES; i++)
 				present[i] = anchor_rows(as, names[i], f);
 		}
 	}
@@ -352,13 +509,11 @@ static int plot(const struct opts *o, const char *hora_json)
 			 "set title '%s, %d ranks (%s), %s'; plot ",
 			 o->plot, hora_net_coll_name(o->coll), o->n, o->setup,
 			 hora_net_dtype_name((enum hora_net_dtype)o->t));
-	int idx = 0, any = 0;
-	for (int i = 0; i < 6; i++) {
+	int any = 0;
+	for (int i = 0; i < NAMES; i++) /* the blocks in the file are those with rows, in order */
 		if (present[i])
 			k += snprintf(cmd + k, sizeof(cmd) - (size_t)k, "%s'%s' index %d with linespoints lw %d title '%s'",
-				      any++ ? ", " : "", path, idx, i ? 1 : 3, names[i]);
-		idx++; /* every block (even an empty one) is an index */
-	}
+				      any ? ", " : "", path, any, i ? 1 : 3, names[i]), any++;
 	snprintf(cmd + k, sizeof(cmd) - (size_t)k, "\"");
 	int rc = any ? system(cmd) : -1;
 	unlink(path);
@@ -393,12 +548,151 @@ static int netns_script(char *out, size_t n)
 	return access(out, R_OK) ? -1 : 0;
 }
 
+/* --hosts H (the ranks split contiguously, the first hosts one more when
+ * they do not divide) or --hosts 3,1 (ranks per host; their sum is the
+ * rank count, and --ranks, if given, must agree). Without it: one host per
+ * rank. 0, or -1 with a message. */
+static int parse_hosts(struct opts *o, const char *arg, int ranks_given)
+{
+	if (!arg) {
+		o->nhosts = o->n;
+		for (int r = 0; r < o->n; r++)
+			o->host[r] = r;
+		return 0;
+	}
+	int per[64], h = 0, sum = 0;
+	const char *p = arg;
+	while (*p && h < 64) {
+		char *e;
+		long v = strtol(p, &e, 10);
+		if (e == p || v < 1 || v > 64 || (*e && *e != ','))
+			return fprintf(stderr, "hora bench: --hosts wants H or ranks per host like 3,1 (got '%s')\n",
+				       arg), -1;
+		per[h++] = (int)v;
+		sum += (int)v;
+		p = *e ? e + 1 : e;
+	}
+	if (*p)
+		return fprintf(stderr, "hora bench: --hosts: at most 64 hosts\n"), -1;
+	if (h == 1) { /* a host count */
+		h = per[0];
+		if (h > o->n)
+			return fprintf(stderr, "hora bench: --hosts %d: more hosts than the %d ranks\n", h, o->n), -1;
+		for (int i = 0; i < h; i++)
+			per[i] = o->n / h + (i < o->n % h);
+	} else {
+		if (ranks_given && sum != o->n)
+			return fprintf(stderr, "hora bench: --hosts %s is %d ranks, --ranks says %d\n", arg, sum, o->n),
+			       -1;
+		if (sum > 64)
+			return fprintf(stderr, "hora bench: --hosts %s: more than 64 ranks\n", arg), -1;
+		o->n = sum;
+	}
+	o->nhosts = h;
+	for (int i = 0, r = 0; i < h; i++)
+		for (int k = 0; k < per[i]; k++)
+			o->host[r++] = i;
+	return 0;
+}
+
+/* "2,2": ranks per host */
+static void hosts_text(const struct opts *o, char *buf, size_t len)
+{
+	size_t k = 0;
+	buf[0] = 0;
+	for (int i = 0, r = 0; i < o->nhosts && k < len; i++) {
+		int c = 0;
+		while (r < o->n && o->host[r] == i)
+			c++, r++;
+		k += (size_t)snprintf(buf + k, len - k, "%s%d", i ? "," : "", c);
+	}
+}
+
+/* the fork of rank r: enter its host's namespace (netns), run, exit */
+static void rank_child(const struct opts *o, int r, const char *tag, const char *const *addrs,
+		       const uint8_t *secret, size_t slen)
+{
+	if (tag) {
+		char p[128];
+		snprintf(p, sizeof(p), "/run/netns/%s-%d", tag, o->host[r] + 1);
+		int fd = open(p, O_RDONLY | O_CLOEXEC);
+		if (fd < 0 || setns(fd, CLONE_NEWNET)) {
+			fprintf(stderr, "hora bench: rank %d: entering %s: %s\n", r, p, strerror(errno));
+			_exit(1);
+		}
+		close(fd);
+	}
+	FILE *jf = r == 0 && o->json ? hora_bench_json_open(o->json) : NULL;
+	int x = run_rank(o, r, addrs, secret, slen, r == 0 ? stdout : NULL, jf);
+	hora_bench_json_close(jf);
+	fflush(stdout);
+	_exit(x);
+}
+
+/* N ranks forked here: on 127.0.0.1 (rank 0 in this process), or in the
+ * namespace hosts of deploy/netns-cluster.sh (made and removed here); the
+ * ranks of one host listen on its address at port, port + 1, ... */
+static int launch(const struct opts *o, int port, const uint8_t *secret, size_t slen)
+{
+	int netns = !strcmp(o->setup, "netns");
+	char script[PATH_MAX], tag[32], cmd[2 * PATH_MAX];
+	snprintf(tag, sizeof(tag), "hb%d", (int)getpid() % 100000);
+	if (netns) {
+		if (netns_script(script, sizeof(script)))
+			return fprintf(stderr, "hora bench: deploy/netns-cluster.sh not found\n"), 1;
+		snprintf(cmd, sizeof(cmd), "bash '%s' up %d --rate '%s' --tag %s >/dev/null", script, o->nhosts,
+			 o->rate, tag);
+		if (system(cmd))
+			return fprintf(stderr, "hora bench: could not create %d namespaces (root needed)\n", o->nhosts), 1;
+		char per[256];
+		hosts_text(o, per, sizeof(per));
+		printf("# netns: %d hosts 10.213.8.1..%d, egress tbf %s, ranks per host %s (contiguous)\n", o->nhosts,
+		       o->nhosts, o->rate, per);
+	}
+	char (*addr)[32] = calloc((size_t)o->n, 32);
+	const char **addrs = calloc((size_t)o->n, sizeof(*addrs));
+	pid_t *pids = calloc((size_t)o->n, sizeof(pid_t));
+	for (int i = 0, local = 0; i < o->n; i++) {
+		local = i && o->host[i] == o->host[i - 1] ? local + 1 : 0;
+		if (netns)
+			snprintf(addr[i], 32, "10.213.8.%d:%d", o->host[i] + 1, port + local);
+		else
+			snprintf(addr[i], 32, "127.0.0.1:%d", port + i);
+		addrs[i] = addr[i];
+	}
+	fflush(stdout);
+	int rc = 0;
+	for (int r = netns ? 0 : 1; r < o->n; r++)
+		if ((pids[r] = fork()) == 0)
+			rank_child(o, r, netns ? tag : NULL, addrs, secret, slen);
+	if (!netns) {
+		FILE *jf = o->json ? hora_bench_json_open(o->json) : NULL;
+		rc = run_rank(o, 0, addrs, secret, slen, stdout, jf);
+		hora_bench_json_close(jf);
+	}
+	for (int r = netns ? 0 : 1; r < o->n; r++) {
+		int st;
+		if (pids[r] < 0 || waitpid(pids[r], &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st))
+			rc = 1;
+	}
+	if (netns) {
+		snprintf(cmd, sizeof(cmd), "bash '%s' down --tag %s >/dev/null", script, tag);
+		if (system(cmd))
+			rc = 1;
+	}
+	free(pids);
+	free(addr);
+	free(addrs);
+	return rc;
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: hora bench allreduce|broadcast|allgather|reduce_scatter [--ranks N] [--sizes 8:64M]\n"
 		   "         [--dtype f32|f64|f16|bf16|i32|i64] [--op sum|avg|min|max|prod]\n"
 		   "         [--algo auto|ring|latency|direct] [--segment BYTES] [--slice BYTES] [--iters K]\n"
-		   "         [--setup lo|netns] [--rate 1gbit]\n"
+		   "         [--setup lo|netns] [--rate 1gbit] [--hosts H|3,1]  (netns: H hosts, ranks contiguous)\n"
+		   "         [--shm auto|off] [--hier auto|on|off] [--with-memcpy]\n"
 		   "         [--json F] [--plot F.png] [--anchors RUN.json] [--crossover] [--port BASE]\n"
 		   "         [--bind core|none]   (default: core when ranks <= CPUs, as mpirun)\n"
 		   "         [--sockets K]        (TCP streams per peer for the ring, default 1)\n"
@@ -407,7 +701,15 @@ static void usage(FILE *f)
 		   "       hora bench <coll> --rank R --addrs IP:PORT,IP:PORT,... [same options]\n");
 }
 
-int hora_bench_coll(const char *what, int argc, char **argv)
+/* the command line's other values */
+struct cli {
+	int port, rank;
+	const char *from;
+	char *addrlist;
+};
+
+/* argv into o and a: 0, 1 after --help, 2 on a bad flag (said why) */
+static int parse_args(const char *what, int argc, char **argv, struct opts *o, struct cli *a)
 {
 	static const struct option lopts[] = {
 		{"ranks", required_argument, 0, 'n'}, {"sizes", required_argument, 0, 's'},
@@ -420,75 +722,102 @@ int hora_bench_coll(const char *what, int argc, char **argv)
 		{"crossover", no_argument, 0, 'x'}, {"rank", required_argument, 0, 'r'},
 		{"addrs", required_argument, 0, 'd'}, {"bind", required_argument, 0, 'b'},
 		{"sockets", required_argument, 0, 'K'}, {"from", required_argument, 0, 'F'},
-		{"rcvlowat", required_argument, 0, 'L'},
+		{"rcvlowat", required_argument, 0, 'L'}, {"shm", required_argument, 0, 'M'},
+		{"hier", required_argument, 0, 'H'}, {"hosts", required_argument, 0, 'T'},
+		{"with-memcpy", no_argument, 0, 'C'},
 		{"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
 	};
-	struct opts o = {.n = 2, .bind = -2, .lo = 8, .hi = 64 << 20, .t = HORA_F32, .op = HORA_SUM, .setup = "lo",
-			 .rate = "1gbit"};
-	int port = 0, c, rank = -1;
-	const char *from = NULL;
-	char *addrlist = NULL;
+	int c, ranks_given = 0;
+	const char *hosts = NULL;
 	for (int i = 0; i < HORA_NET_COLL_KINDS; i++)
 		if (!strcmp(what, hora_net_coll_name((uint32_t)i)))
-			o.coll = (enum hora_net_coll_kind)i;
+			o->coll = (enum hora_net_coll_kind)i;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "", lopts, NULL)) != -1) {
 		switch (c) {
-		case 'n': o.n = atoi(optarg); break;
+		case 'n': o->n = atoi(optarg); ranks_given = 1; break;
 		case 's': {
 			const char *colon = strchr(optarg, ':');
-			o.lo = hora_bench_size(optarg);
-			o.hi = colon ? hora_bench_size(colon + 1) : o.lo;
+			o->lo = hora_bench_size(optarg);
+			o->hi = colon ? hora_bench_size(colon + 1) : o->lo;
 			break;
 		}
-		case 'j': o.json = optarg; break;
+		case 'j': o->json = optarg; break;
 		case 'a':
-			o.algo = !strcmp(optarg, "ring")			       ? HORA_ALGO_RING
+			o->algo = !strcmp(optarg, "ring")			       ? HORA_ALGO_RING
 				 : !strcmp(optarg, "latency") || !strcmp(optarg, "doubling") ? HORA_ALGO_LATENCY
 				 : !strcmp(optarg, "direct")			       ? HORA_ALGO_DIRECT_RING
 				 : !strcmp(optarg, "auto")			       ? HORA_ALGO_AUTO
 										       : -1;
 			break;
-		case 'p': port = atoi(optarg); break;
-		case 'g': o.segment = hora_bench_size(optarg); break;
-		case 'l': o.slice = hora_bench_size(optarg); break;
-		case 'I': o.iters = atoi(optarg); break;
+		case 'p': a->port = atoi(optarg); break;
+		case 'g': o->segment = hora_bench_size(optarg); break;
+		case 'l': o->slice = hora_bench_size(optarg); break;
+		case 'I': o->iters = atoi(optarg); break;
 		case 't':
-			o.t = (enum hora_dtype)-1;
+			o->t = (enum hora_dtype)-1;
 			for (int i = 0; i < HORA_NET_DTYPES; i++)
 				if (!strcmp(optarg, hora_net_dtype_name((enum hora_net_dtype)i)))
-					o.t = (enum hora_dtype)i;
+					o->t = (enum hora_dtype)i;
 			break;
 		case 'o':
-			o.op = (enum hora_op)-1;
+			o->op = (enum hora_op)-1;
 			for (int i = 0; i < HORA_NET_OPS; i++)
 				if (!strcmp(optarg, hora_net_op_name((enum hora_net_op)i)))
-					o.op = (enum hora_op)i;
+					o->op = (enum hora_op)i;
 			break;
-		case 'S': o.setup = optarg; break;
-		case 'R': o.rate = optarg; break;
-		case 'P': o.plot = optarg; break;
-		case 'A': o.anchors = optarg; break;
-		case 'x': o.crossover = 1; break;
-		case 'r': rank = atoi(optarg); break;
-		case 'd': addrlist = optarg; break;
-		case 'K': o.sockets = atoi(optarg); break;
-		case 'L': o.rcvlowat = !strcmp(optarg, "on") ? 0 : !strcmp(optarg, "off") ? -1 : -2; break;
-		case 'F': from = optarg; break;
-		case 'b': o.bind = !strcmp(optarg, "core") ? 1 : !strcmp(optarg, "none") ? 0 : -1; break;
-		case 'h': usage(stdout); return 0;
+		case 'S': o->setup = optarg; break;
+		case 'R': o->rate = optarg; break;
+		case 'P': o->plot = optarg; break;
+		case 'A': o->anchors = optarg; break;
+		case 'x': o->crossover = 1; break;
+		case 'r': a->rank = atoi(optarg); break;
+		case 'd': a->addrlist = optarg; break;
+		case 'K': o->sockets = atoi(optarg); break;
+		case 'L': o->rcvlowat = !strcmp(optarg, "on") ? 0 : !strcmp(optarg, "off") ? -1 : -2; break;
+		case 'F': a->from = optarg; break;
+		case 'b': o->bind = !strcmp(optarg, "core") ? 1 : !strcmp(optarg, "none") ? 0 : -1; break;
+		case 'M': o->shm = lookup(optarg, shm_names, 2); break;
+		case 'H': o->hier = lookup(optarg, hier_names, 3); break;
+		case 'T': hosts = optarg; break;
+		case 'C': o->with_memcpy = 1; break;
+		case 'h': usage(stdout); return 1;
 		default: usage(stderr); return 2;
 		}
 	}
-	if (o.bind == -2) /* mpirun's default: bind to a core unless oversubscribed */
-		o.bind = o.n <= sysconf(_SC_NPROCESSORS_ONLN);
-	if (o.n < 1 || o.n > 64 || o.lo > o.hi || o.iters < 0 || o.iters > 1000 || o.algo < 0 || o.bind < 0 || o.sockets < 0 || o.sockets > 64 || o.rcvlowat < -1 || (int)o.t < 0 || (int)o.op < 0 ||
-	    (strcmp(o.setup, "lo") && strcmp(o.setup, "netns"))) {
+	if (o->shm < 0 || o->hier < 0) {
+		usage(stderr);
+		fprintf(stderr, "hora bench %s: --shm is auto or off, --hier auto, on or off\n", what);
+		return 2;
+	}
+	if (hosts && strcmp(o->setup, "netns"))
+		return fprintf(stderr, "hora bench %s: --hosts needs --setup netns (on lo every rank is on one host)\n",
+			       what), 2;
+	if (o->n >= 1 && o->n <= 64 && parse_hosts(o, hosts, ranks_given))
+		return 2;
+	if (o->bind == -2) /* mpirun's default: bind to a core unless oversubscribed */
+		o->bind = o->n <= sysconf(_SC_NPROCESSORS_ONLN);
+	if (o->n < 1 || o->n > 64 || o->lo > o->hi || o->iters < 0 || o->iters > 1000 || o->algo < 0 || o->bind < 0 || o->sockets < 0 || o->sockets > 64 || o->rcvlowat < -1 || (int)o->t < 0 || (int)o->op < 0 ||
+	    (strcmp(o->setup, "lo") && strcmp(o->setup, "netns"))) {
 		usage(stderr);
 		fprintf(stderr, "hora bench %s: need 1 <= ranks <= 64, lo <= hi sizes, a known dtype, op, algo and setup\n",
 			what);
 		return 2;
 	}
+	return 0;
+}
+
+int hora_bench_coll(const char *what, int argc, char **argv)
+{
+	struct opts o = {.n = 2, .bind = -2, .lo = 8, .hi = 64 << 20, .t = HORA_F32, .op = HORA_SUM, .setup = "lo",
+			 .rate = "1gbit"};
+	struct cli cl = {.rank = -1};
+	int prc = parse_args(what, argc, argv, &o, &cl);
+	if (prc)
+		return prc == 1 ? 0 : prc;
+	int port = cl.port, rank = cl.rank;
+	const char *from = cl.from;
+	char *addrlist = cl.addrlist;
 	if (o.plot && !o.json)
 		o.json = "bench-coll.json"; /* the plot reads the rows back */
 	if (o.plot && from) { /* plot rows measured before (e.g. by allreduce-compare.sh) */
@@ -515,68 +844,7 @@ int hora_bench_coll(const char *what, int argc, char **argv)
 		return 1;
 	if (!port)
 		port = 10000 + (int)((getpid() * 31 + time(NULL)) % 20000);
-	int netns = !strcmp(o.setup, "netns");
-	char script[PATH_MAX], tag[32], cmd[2 * PATH_MAX];
-	snprintf(tag, sizeof(tag), "hb%d", (int)getpid() % 100000);
-	if (netns) {
-		if (netns_script(script, sizeof(script)))
-			return fprintf(stderr, "hora bench: deploy/netns-cluster.sh not found\n"), 1;
-		snprintf(cmd, sizeof(cmd), "bash '%s' up %d --rate '%s' --tag %s >/dev/null", script, o.n, o.rate, tag);
-		if (system(cmd))
-			return fprintf(stderr, "hora bench: could not create %d namespaces (root needed)\n", o.n), 1;
-		printf("# netns: %d hosts 10.213.8.1..%d, egress tbf %s\n", o.n, o.n, o.rate);
-	}
-	char (*addr)[32] = calloc((size_t)o.n, 32);
-	const char **addrs = calloc((size_t)o.n, sizeof(*addrs));
-	for (int i = 0; i < o.n; i++) {
-		if (netns)
-			snprintf(addr[i], 32, "10.213.8.%d:%d", i + 1, port);
-		else
-			snprintf(addr[i], 32, "127.0.0.1:%d", port + i);
-		addrs[i] = addr[i];
-	}
-	fflush(stdout);
-	pid_t *pids = calloc((size_t)o.n, sizeof(pid_t));
-	int rc = 0;
-	for (int r = netns ? 0 : 1; r < o.n; r++) {
-		pids[r] = fork();
-		if (pids[r] == 0) {
-			if (netns) {
-				char p[128];
-				snprintf(p, sizeof(p), "/run/netns/%s-%d", tag, r + 1);
-				int fd = open(p, O_RDONLY | O_CLOEXEC);
-				if (fd < 0 || setns(fd, CLONE_NEWNET)) {
-					fprintf(stderr, "hora bench: rank %d: entering %s: %s\n", r, p, strerror(errno));
-					_exit(1);
-				}
-				close(fd);
-			}
-			FILE *jf = r == 0 && o.json ? hora_bench_json_open(o.json) : NULL;
-			int x = run_rank(&o, r, addrs, secret, sizeof(secret), r == 0 ? stdout : NULL, jf);
-			hora_bench_json_close(jf);
-			fflush(stdout);
-			_exit(x);
-		}
-	}
-	if (!netns) {
-		FILE *jf = o.json ? hora_bench_json_open(o.json) : NULL;
-		rc = run_rank(&o, 0, addrs, secret, sizeof(secret), stdout, jf);
-		hora_bench_json_close(jf);
-	}
-	for (int r = netns ? 0 : 1; r < o.n; r++) {
-		int st;
-		waitpid(pids[r], &st, 0);
-		if (!WIFEXITED(st) || WEXITSTATUS(st))
-			rc = 1;
-	}
-	if (netns) {
-		snprintf(cmd, sizeof(cmd), "bash '%s' down --tag %s", script, tag);
-		if (system(cmd))
-			rc = 1;
-	}
-	free(pids);
-	free(addr);
-	free(addrs);
+	int rc = launch(&o, port, secret, sizeof(secret));
 	if (!rc && o.plot)
 		rc = plot(&o, o.json);
 	return rc;

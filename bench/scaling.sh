@@ -1,14 +1,23 @@
 #!/usr/bin/env bash
 # scaling.sh [--batch 32] [--epochs 6] [--reps 3] [--data data/mnist] [--skip-lo]
-#            [--skip-netns] [--set K=V]... - training throughput of the
-# distributed job (hora launch, the MNIST MLP on --data):
-#   lo:    1 worker vs 2 workers, each bound to its own core (cluster.bind:
-#          core), the same per-worker batch:
-#          efficiency = samples/s(2) / (2 x samples/s(1))
-#   netns: 4 workers on 4 namespace hosts shaped to 1 Gbit/s
+#            [--skip-netns] [--set K=V]... [--shm auto|off] [--hier auto|on|off]
+#            [--compare-shm] [--netns-layout HxW] [--compare-hier] - training
+# throughput of the distributed job (hora launch, the MNIST MLP on --data):
+#   lo:    1 worker vs 2 workers on one host, each bound to its own core
+#          (cluster.bind: core), the same per-worker batch:
+#          efficiency = samples/s(2) / (2 x samples/s(1));
+#          --compare-shm: the 2 workers with transport.shm auto and off,
+#          interleaved, an efficiency each (issue 15, point 4)
+#   netns: H namespace hosts with W workers each (--netns-layout HxW,
+#          default 4x1; 2x2 for issue 15) shaped to 1 Gbit/s
 #          (deploy/netns-cluster.sh), gradient averaging on vs off
-#          (train.communication: false), the same 4 workers otherwise:
-#          efficiency = samples/s(on) / samples/s(off)
+#          (train.communication: false), the same workers otherwise:
+#          efficiency = samples/s(on) / samples/s(off);
+#          --compare-hier: averaging with collectives.hierarchical on and
+#          off (the flat ring), interleaved with no communication
+# --shm / --hier are --set transport.shm=V / collectives.hierarchical=V for
+# every run (as any --set, they reach every worker; a key the build does not
+# know fails the launch, which prints why); each result line names them.
 # samples/s per run = median over epochs 2..E of the job's samples_per_s (all
 # workers); each figure is the median of --reps runs, interleaved. Needs
 # the data (deploy/get-data.sh) and root for netns. data/mnist has 8,000
@@ -16,7 +25,7 @@
 # epoch costs weigh in; data/fashion-mnist (60,000) measures the steady state.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-BATCH=32 EPOCHS=6 REPS=3 NETNS=1 LO=1 DATA=data/mnist SETS=()
+BATCH=32 EPOCHS=6 REPS=3 NETNS=1 LO=1 DATA=data/mnist SETS=() CMP_SHM=0 CMP_HIER=0 LAYOUT=4x1
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --batch) BATCH="$2"; shift 2 ;;
@@ -26,9 +35,17 @@ while [[ $# -gt 0 ]]; do
     --skip-lo) LO=0; shift ;;
     --skip-netns) NETNS=0; shift ;;
     --set) SETS+=(--set "$2"); shift 2 ;;
+    --shm) SETS+=(--set "transport.shm=$2"); shift 2 ;;
+    --hier) SETS+=(--set "collectives.hierarchical=$2"); shift 2 ;;
+    --compare-shm) CMP_SHM=1; shift ;;
+    --compare-hier) CMP_HIER=1; shift ;;
+    --netns-layout) LAYOUT="$2"; shift 2 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
+[[ $LAYOUT =~ ^([0-9]+)x([0-9]+)$ ]] && (( BASH_REMATCH[1] >= 1 && BASH_REMATCH[2] >= 1 )) ||
+  { echo "--netns-layout wants HOSTSxWORKERS, e.g. 2x2 (got '$LAYOUT')" >&2; exit 2; }
+NH=${BASH_REMATCH[1]} NW=${BASH_REMATCH[2]}
 HORA="$ROOT/build/hora"
 [[ -x $HORA ]] || { echo "build hora first" >&2; exit 1; }
 [[ -d $ROOT/$DATA ]] || { echo "no $DATA (deploy/get-data.sh)" >&2; exit 1; }
@@ -74,7 +91,7 @@ cluster:
   seeds: ["10.213.8.1:30601"]
   nodes:
 EOF
-    for i in 1 2 3 4; do echo "    - {host: 10.213.8.$i, netns: $TAG-$i, workers: 1}"; done
+    for i in $(seq 1 "$NH"); do echo "    - {host: 10.213.8.$i, netns: $TAG-$i, workers: $NW}"; done
     train_section
   } >"$TMP/ns.yaml"
 }
@@ -92,27 +109,45 @@ med() { python3 -c "import statistics, sys; print(statistics.median(float(x) for
 
 if [[ $LO == 1 ]]; then
   local_file 1; local_file 2
-  one=() two=()
+  one=() two=() twooff=()
+  two_sets=() two_label="" # --compare-shm: the 2 workers' runs name the setting they compare
+  (( CMP_SHM )) && two_sets=(--set transport.shm=auto) two_label=", transport.shm=auto"
   for r in $(seq "$REPS"); do
-    one+=("$(run "$TMP/lo1.yaml")"); two+=("$(run "$TMP/lo2.yaml")")
+    one+=("$(run "$TMP/lo1.yaml")"); two+=("$(run "$TMP/lo2.yaml" "${two_sets[@]}")")
+    (( CMP_SHM )) && twooff+=("$(run "$TMP/lo2.yaml" --set transport.shm=off)")
   done
   m1=$(med "${one[@]}") m2=$(med "${two[@]}")
   echo "# lo, $DATA, batch $BATCH per worker, $EPOCHS epochs, $REPS interleaved reps, median samples/s ${SETS[*]}"
   echo "1 worker (CPU 0): $m1   runs: ${one[*]}"
-  echo "2 workers (CPU 0, 1): $m2   runs: ${two[*]}"
-  python3 -c "print(f'efficiency 2 workers: {$m2 / (2 * $m1):.3f}')"
+  echo "2 workers (CPU 0, 1)$two_label: $m2   runs: ${two[*]}"
+  python3 -c "print(f'efficiency 2 workers$two_label: {$m2 / (2 * $m1):.3f}')"
+  if (( CMP_SHM )); then
+    m2o=$(med "${twooff[@]}")
+    echo "2 workers (CPU 0, 1), transport.shm=off: $m2o   runs: ${twooff[*]}"
+    python3 -c "print(f'efficiency 2 workers, transport.shm=off: {$m2o / (2 * $m1):.3f}')"
+  fi
 fi
 
 if [[ $NETNS == 1 ]]; then
-  bash deploy/netns-cluster.sh up 4 --rate 1gbit --tag "$TAG" >/dev/null
+  bash deploy/netns-cluster.sh up "$NH" --rate 1gbit --tag "$TAG" >/dev/null
   netns_file
-  on=() off=()
+  NWK=$((NH * NW))
+  on=() off=() flat=()
+  on_sets=() on_label="" # --compare-hier: averaging with collectives.hierarchical on, and off (flat)
+  (( CMP_HIER )) && on_sets=(--set collectives.hierarchical=on) on_label=", collectives.hierarchical=on"
   for r in $(seq "$REPS"); do
-    on+=("$(run "$TMP/ns.yaml")"); off+=("$(run "$TMP/ns.yaml" --set train.communication=false)")
+    on+=("$(run "$TMP/ns.yaml" "${on_sets[@]}")"); off+=("$(run "$TMP/ns.yaml" --set train.communication=false)")
+    (( CMP_HIER )) && flat+=("$(run "$TMP/ns.yaml" --set collectives.hierarchical=off)")
   done
   mo=$(med "${on[@]}") mf=$(med "${off[@]}")
-  echo "# netns, 4 hosts, tbf 1gbit, $DATA, batch $BATCH per worker, $EPOCHS epochs, $REPS reps ${SETS[*]}"
-  echo "4 workers, gradients averaged: $mo   runs: ${on[*]}"
-  echo "4 workers, no communication:   $mf   runs: ${off[*]}"
-  python3 -c "print(f'efficiency 4 workers vs no communication: {$mo / $mf:.3f}')"
+  echo "# netns, $NH hosts x $NW workers, tbf 1gbit, $DATA, batch $BATCH per worker, $EPOCHS epochs, $REPS reps ${SETS[*]}"
+  echo "$NWK workers, gradients averaged$on_label: $mo   runs: ${on[*]}"
+  echo "$NWK workers, no communication:   $mf   runs: ${off[*]}"
+  python3 -c "print(f'efficiency $NWK workers vs no communication$on_label: {$mo / $mf:.3f}')"
+  if (( CMP_HIER )); then
+    mfl=$(med "${flat[@]}")
+    echo "$NWK workers, gradients averaged, collectives.hierarchical=off (flat ring): $mfl   runs: ${flat[*]}"
+    python3 -c "print(f'efficiency $NWK workers vs no communication, collectives.hierarchical=off: {$mfl / $mf:.3f}')"
+    python3 -c "print(f'hierarchical / flat: {$mo / $mfl:.3f}')"
+  fi
 fi
