@@ -610,6 +610,9 @@ static int setup(struct link_shm *s, const struct hora_net_link_shm_cfg *cfg, ch
 	const struct hello mine = {HELLO_MAGIC, (uint32_t)me, (uint32_t)n, 0};
 	char e[ERRLEN] = "";
 	int rc = 0;
+	for (int j = 0; j < n; j++)
+		if (j != me && s->p[j].sock < 0)
+			return snprintf(err, errlen, "rank %d: no socket to rank %d", me, j), -EINVAL;
 	for (int j = me + 1; j < n && !rc; j++)
 		rc = give(s, cfg, j, err, errlen);
 	for (int j = 0; j < me && !rc; j++)

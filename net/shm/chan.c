@@ -240,8 +240,10 @@ int hora_net_shm_xchg(struct hora_net_shm_xchg *x)
 		int moved = 0, tx_left = x->out && t.done < t.f, rx_left = x->in && r.done < r.f;
 		if (tx_left)
 			moved |= tx_step(x->out, &t);
-		if (rx_left && (rc = rx_step(x->in, &r, x->err, x->errlen)) < 0)
+		if (rx_left && (rc = rx_step(x->in, &r, x->err, x->errlen)) < 0) {
+			x->torn = x->out && t.done > 0 && t.done < t.f;
 			return rc; /* dir 1 */
+		}
 		moved |= rx_left && rc > 0;
 		if (!checked && r.head && r.done >= HORA_NET_SHM_FRAME_HEAD + x->head_bytes) {
 			checked = 1; /* the head is in: check it before waiting for the body */
