@@ -287,7 +287,9 @@ int shm_waitb(struct shm_waiter *w, int n, const struct shm_bellw *b, int spin_u
 		}
 		atomic_thread_fence(memory_order_seq_cst);
 		if (!ready(w, n, b) && !ended(w, n)) {
-			int64_t left = deadline_ns - now, cap = (int64_t)HORA_NET_SHM_POLL_MS * 1000000;
+			/* no peer to check: only the bell or the deadline ends it */
+			int64_t left = deadline_ns - now,
+				cap = n ? (int64_t)HORA_NET_SHM_POLL_MS * 1000000 : (int64_t)3600 * 1000000000;
 			sleep_on(w, n, s, b, left < cap ? left : cap);
 		}
 		if (b && b->bell)
