@@ -88,6 +88,8 @@ struct link_shm {
 	bool stop;              /* mu */
 	_Atomic int interrupted;
 	struct hora_net_shm_bell bell; /* rung by every post, close, interrupt, stop */
+	struct hora_net_shm_msg **waitm; /* the progress thread's: 2 × nranks, what idle waits on */
+	int *waitwho;                    /* and whose */
 };
 
 static struct link_shm *shm_of(struct hora_net_link *l)
@@ -193,8 +195,10 @@ static void take_heads(struct link_shm *s)
 			p->rx_op = p->rq.head;
 			rc = hora_net_shm_msg_recv(&p->rx, p->q, p->rx_op->in, p->rx_op->len, e, sizeof(e));
 		}
-		if (rc)
+		if (rc) { /* the next sweep completes them: nothing to wait for */
 			fail_locked(p, rc, "rank %d: %s", i, e);
+			p->tx_op = p->rx_op = NULL;
+		}
 	}
 }
 
@@ -209,7 +213,8 @@ static void completed(struct link_shm *s, struct fifo *q, struct hora_net_link_r
 	*op = NULL;
 }
 
-/* One step of every moving message; the I/O timeout. 1 when bytes moved. */
+/* One step of every moving message; the I/O timeout. 1 when bytes moved
+ * or a peer failed (the next sweep is due, not a sleep). */
 static int step_all(struct link_shm *s, struct fifo *done)
 {
 	const int64_t now = hora_clock_ns();
@@ -233,6 +238,8 @@ static int step_all(struct link_shm *s, struct fifo *done)
 			pthread_mutex_lock(&s->mu);
 			fail_locked(p, rc, "rank %d: %s", i, e);
 			pthread_mutex_unlock(&s->mu);
+			p->tx_op = p->rx_op = NULL;
+			any = 1;
 			continue;
 		}
 		if (moved || !p->busy) {
@@ -243,6 +250,8 @@ static int step_all(struct link_shm *s, struct fifo *done)
 			fail_locked(p, -ETIMEDOUT, "rank %d: no progress on the shared-memory link for %d ms", i,
 				    s->io_timeout_ms);
 			pthread_mutex_unlock(&s->mu);
+			p->tx_op = p->rx_op = NULL;
+			moved = 1;
 		}
 		any |= moved;
 	}
@@ -255,8 +264,8 @@ static int step_all(struct link_shm *s, struct fifo *done)
 static void idle(struct link_shm *s, uint32_t seen)
 {
 	const int n = s->base.nranks;
-	struct hora_net_shm_msg *m[2 * n + 1];
-	int who[2 * n + 1], k = 0, which;
+	struct hora_net_shm_msg **m = s->waitm;
+	int *who = s->waitwho, k = 0, which;
 	int64_t deadline = HORA_NET_SHM_FOREVER;
 	for (int i = 0; i < n; i++) {
 		struct shm_peer *p = &s->p[i];
@@ -504,6 +513,8 @@ static void shm_destroy(struct hora_net_link *l)
 	pthread_cond_destroy(&s->done_cv);
 	pthread_mutex_destroy(&s->mu);
 	free(s->p);
+	free(s->waitm);
+	free(s->waitwho);
 	free(s);
 }
 
@@ -631,14 +642,20 @@ int hora_net_link_shm_create(const struct hora_net_link_shm_cfg *cfg, struct hor
 {
 	*out = NULL;
 	const int n = cfg->nranks;
-	struct link_shm *s = n >= 1 && cfg->rank >= 0 && cfg->rank < n && cfg->socks ? calloc(1, sizeof(*s)) : NULL;
-	if (s)
+	const bool valid = n >= 1 && n <= 65535 && cfg->rank >= 0 && cfg->rank < n && cfg->socks;
+	struct link_shm *s = valid ? calloc(1, sizeof(*s)) : NULL;
+	if (s) {
 		s->p = calloc((size_t)n, sizeof(*s->p));
-	if (!s || !s->p) {
-		const int rc = s ? -ENOMEM : n >= 1 && cfg->rank >= 0 && cfg->rank < n && cfg->socks ? -ENOMEM : -EINVAL;
+		s->waitm = calloc(2 * (size_t)n, sizeof(*s->waitm));
+		s->waitwho = calloc(2 * (size_t)n, sizeof(*s->waitwho));
+	}
+	if (!s || !s->p || !s->waitm || !s->waitwho) {
+		const int rc = valid ? -ENOMEM : -EINVAL;
 		for (int i = 0; cfg->socks && i < n; i++) /* ours from here on, success or not */
 			if (cfg->socks[i] >= 0)
 				close(cfg->socks[i]);
+		if (s)
+			free(s->p), free(s->waitm), free(s->waitwho);
 		free(s);
 		return snprintf(err, errlen, "rank %d of %d: %s", cfg->rank, n,
 				rc == -EINVAL ? "invalid arguments" : "out of memory"),
