@@ -222,6 +222,23 @@ static int tx_flush(struct hora_net_shm *c, struct tx *t, int64_t deadline_ns)
 	return t->done < t->f;
 }
 
+/* The next message on `in` has another length than the one expected (rc
+ * -EMSGSIZE): its head is still checked first, as a stream's would be, so
+ * that a mismatched call is named by the check, not by a length. The
+ * message stays unread either way. */
+static int xchg_other_length(struct hora_net_shm_xchg *x, struct tx *t, int rc)
+{
+	if (x->head_bytes && !hora_net_shm_look(x->in, x->in_head, x->head_bytes, x->deadline_ns, NULL, 0)) {
+		const int refused = x->check(x->check_arg, x->in_head);
+		if (refused) {
+			x->torn = x->out ? tx_flush(x->out, t, x->deadline_ns) : 0;
+			return refused;
+		}
+	}
+	x->torn = x->out && t->done > 0 && t->done < t->f;
+	return rc;
+}
+
 int hora_net_shm_xchg(struct hora_net_shm_xchg *x)
 {
 	const struct parts_in pin = {.p = {x->out_head, x->out_buf}, .n = {x->head_bytes, x->out_bytes}};
@@ -241,6 +258,8 @@ int hora_net_shm_xchg(struct hora_net_shm_xchg *x)
 		if (tx_left)
 			moved |= tx_step(x->out, &t);
 		if (rx_left && (rc = rx_step(x->in, &r, x->err, x->errlen)) < 0) {
+			if (rc == -EMSGSIZE && !checked)
+				return xchg_other_length(x, &t, rc); /* dir 1 */
 			x->torn = x->out && t.done > 0 && t.done < t.f;
 			return rc; /* dir 1 */
 		}

@@ -117,7 +117,10 @@ int hora_net_shm_recv(struct hora_net_shm *c, void *buf, size_t len, int64_t dea
  * the exchange with that code (dir 1), after the rest of our own message
  * was sent (up to a second: its reader is in the same call), else torn;
  * the refused message stays partly unread, so `in` is then out of step
- * (its next receive fails -EPROTO): the caller closes it.
+ * (its next receive fails -EPROTO): the caller closes it. A received
+ * message of another length than in_bytes + head_bytes is -EMSGSIZE, but
+ * its head is checked first (a refusal's code wins): a mismatched call is
+ * named by the check, as on a stream.
  * Returns 0 or -errno as send and recv, with dir the direction that failed
  * (0 send, 1 receive) and err set. For the link's caller-driven exchange. */
 struct hora_net_shm_xchg {

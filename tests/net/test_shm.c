@@ -996,3 +996,36 @@ Test(net_shm, xchg_is_torn_when_the_receive_fails_midway_through_our_send, .time
 	hora_net_shm_detach(a);
 	hora_net_shm_detach(b);
 }
+
+/* A message of another length than expected still has its head checked
+ * first: the check's refusal (a mismatched call, named by the caller) wins
+ * over -EMSGSIZE; a head the check accepts leaves -EMSGSIZE. */
+Test(net_shm, xchg_checks_the_head_of_a_message_of_another_length, .timeout = 30)
+{
+	struct hora_net_shm *a, *b;
+	pair(&a, &b, RING, 0);
+	char err[256] = "";
+	uint8_t body[300] = {0}, in[288];
+	struct fp h = {.from = 1, .msg = 5}, got, want = {.from = 1, .msg = 6};
+	for (int k = 0; k < 2; k++) {
+		struct hora_net_shm_xchg s = {.out = b, .out_head = &h, .out_buf = body, .out_bytes = 284,
+					      .head_bytes = sizeof(h), .deadline_ns = in_ms(20000)};
+		cr_assert_eq(hora_net_shm_xchg(&s), 0);
+		if (k)
+			want.msg = 5;
+		struct hora_net_shm_xchg x = {.in = a, .in_head = &got, .in_buf = in, .in_bytes = 288,
+					      .head_bytes = sizeof(h), .check = check_fp, .check_arg = &want,
+					      .deadline_ns = in_ms(20000), .err = err, .errlen = sizeof(err)};
+		int rc = hora_net_shm_xchg(&x);
+		cr_assert_eq(rc, k ? -EMSGSIZE : -EBADMSG, "%d %s", rc, err);
+		cr_assert_eq(x.dir, 1);
+		cr_assert_eq(got.msg, 5);
+		struct fp skip;
+		uint8_t rest[284];
+		struct hora_net_shm_xchg y = {.in = a, .in_head = &skip, .in_buf = rest, .in_bytes = 284,
+					      .head_bytes = sizeof(h), .deadline_ns = in_ms(20000)};
+		cr_assert_eq(hora_net_shm_xchg(&y), 0, "the message stayed unread");
+	}
+	hora_net_shm_detach(a);
+	hora_net_shm_detach(b);
+}
