@@ -835,6 +835,8 @@ Test(net_shm, no_file_is_left_in_dev_shm, .timeout = 60)
 	for (char *list[2] = {during, after}, **l = list; l < list + 2; l++)
 		for (char *tok = strtok(*l, "\n"); tok; tok = strtok(NULL, "\n")) {
 			char key[300];
+			if (!strncmp(tok, "bxfi_", 5))
+				continue; /* Criterion's own, for the tests running beside this one */
 			snprintf(key, sizeof(key), "\n%s\n", tok);
 			size_t bl = strlen(before);
 			char *b2 = malloc(bl + 2);
