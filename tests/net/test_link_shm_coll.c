@@ -270,7 +270,7 @@ static int proc_rank(int me, int n, struct report *rep, int ready_w)
 	struct hora_net_comm *c;
 	char e[512] = "";
 	if (hora_net_comm_create(&cfg, &c, e, sizeof(e)) || swap_link(c, me, e, sizeof(e))) {
-		snprintf(rep->err[me], sizeof(rep->err[me]), "setup: %s", e);
+		snprintf(rep->err[me], sizeof(rep->err[me]), "setup: %.400s", e);
 		return 1;
 	}
 	const size_t count = 1 << 20;
