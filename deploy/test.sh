@@ -38,7 +38,7 @@ if [[ ${HORA_SKIP_TSAN:-0} != 1 ]]; then
   step "ThreadSanitizer: ranks as threads through allreduces and training (tests/tsan)"
   cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHORA_TSAN=ON -DHORA_CUDA=OFF \
     -DHORA_BUILD_BENCH=OFF >/dev/null
-  cmake --build build-tsan -j"$JOBS" --target tsan_coll tsan_train tsan_lost tsan_elastic tsan_apair
+  cmake --build build-tsan -j"$JOBS" --target tsan_coll tsan_train tsan_lost tsan_elastic tsan_apair tsan_link_shm
   export TSAN_OPTIONS="halt_on_error=1 exitcode=66"
   build-tsan/tests/tsan_coll
   build-tsan/tests/tsan_train 3 0 1024
@@ -46,6 +46,7 @@ if [[ ${HORA_SKIP_TSAN:-0} != 1 ]]; then
   build-tsan/tests/tsan_train 4 0 100000
   build-tsan/tests/tsan_train 4 0 1024 2
   build-tsan/tests/tsan_apair
+  build-tsan/tests/tsan_link_shm
   build-tsan/tests/tsan_lost
   build-tsan/tests/tsan_elastic
   unset TSAN_OPTIONS

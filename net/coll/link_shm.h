@@ -21,13 +21,20 @@
 struct hora_net_link_shm_cfg {
 	int rank, nranks;
 	int *socks;           /* nranks: socks[r] to rank r (-1 at rank); owned by the link */
-	size_t queued_ring;   /* bytes per direction of a queued-path channel (0: default) */
-	size_t fast_ring;     /* bytes per direction of a caller-driven channel (0: default) */
-	int spin_us;          /* caller-driven path: poll this long before sleeping */
+	size_t queued_ring;   /* bytes per direction of a queued-path channel (0: 4 MiB) */
+	size_t fast_ring;     /* bytes per direction of a caller-driven channel (0: 512 KiB) */
+	int spin_us;          /* both paths: poll this long before sleeping (0: 200, < 0: never) */
 	int io_timeout_ms;    /* no progress for this long fails the operation (0: never) */
-	int connect_timeout_ms; /* setup: the whole exchange of memfds */
+	int connect_timeout_ms; /* setup: the whole exchange of memfds and hellos (0: 30 s, < 0: none) */
 };
 
+/* Collective: every rank of the communicator calls it at about the same
+ * time (the sockets connected). Blocks until every pair's channels are up
+ * and every peer's hello (its rank and size) was checked, or fails: a rank
+ * that never calls it -ETIMEDOUT naming it after connect_timeout_ms (at
+ * once -ECONNRESET when its end of the socket closed), a rank of another
+ * size -EINVAL naming both sizes. Starts the link's progress thread
+ * (net/coll/README.md "The shared-memory link"). 0 or -errno with err. */
 int hora_net_link_shm_create(const struct hora_net_link_shm_cfg *cfg, struct hora_net_link **out,
 			     char *err, size_t errlen);
 

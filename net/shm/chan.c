@@ -222,6 +222,23 @@ static int tx_flush(struct hora_net_shm *c, struct tx *t, int64_t deadline_ns)
 	return t->done < t->f;
 }
 
+/* The next message on `in` has another length than the one expected (rc
+ * -EMSGSIZE): its head is still checked first, as a stream's would be, so
+ * that a mismatched call is named by the check, not by a length. The
+ * message stays unread either way. */
+static int xchg_other_length(struct hora_net_shm_xchg *x, struct tx *t, int rc)
+{
+	if (x->head_bytes && !hora_net_shm_look(x->in, x->in_head, x->head_bytes, x->deadline_ns, NULL, 0)) {
+		const int refused = x->check(x->check_arg, x->in_head);
+		if (refused) {
+			x->torn = x->out ? tx_flush(x->out, t, x->deadline_ns) : 0;
+			return refused;
+		}
+	}
+	x->torn = x->out && t->done > 0 && t->done < t->f;
+	return rc;
+}
+
 int hora_net_shm_xchg(struct hora_net_shm_xchg *x)
 {
 	const struct parts_in pin = {.p = {x->out_head, x->out_buf}, .n = {x->head_bytes, x->out_bytes}};
@@ -240,8 +257,12 @@ int hora_net_shm_xchg(struct hora_net_shm_xchg *x)
 		int moved = 0, tx_left = x->out && t.done < t.f, rx_left = x->in && r.done < r.f;
 		if (tx_left)
 			moved |= tx_step(x->out, &t);
-		if (rx_left && (rc = rx_step(x->in, &r, x->err, x->errlen)) < 0)
+		if (rx_left && (rc = rx_step(x->in, &r, x->err, x->errlen)) < 0) {
+			if (rc == -EMSGSIZE && !checked)
+				return xchg_other_length(x, &t, rc); /* dir 1 */
+			x->torn = x->out && t.done > 0 && t.done < t.f;
 			return rc; /* dir 1 */
+		}
 		moved |= rx_left && rc > 0;
 		if (!checked && r.head && r.done >= HORA_NET_SHM_FRAME_HEAD + x->head_bytes) {
 			checked = 1; /* the head is in: check it before waiting for the body */
@@ -268,4 +289,83 @@ int hora_net_shm_xchg(struct hora_net_shm_xchg *x)
 			return rc;
 		}
 	}
+}
+
+/* ---- messages moved by steps (one thread driving many channels) ---- */
+
+int hora_net_shm_msg_send(struct hora_net_shm_msg *m, struct hora_net_shm *c, const void *buf,
+			  size_t len, char *err, size_t errlen)
+{
+	struct tx t;
+	const struct parts_in pl = {.p = {NULL, buf}, .n = {0, len}};
+	int rc = tx_begin(c, &t, &pl, err, errlen);
+	*m = (struct hora_net_shm_msg){.c = c, .out = buf, .len = len, .frame = t.f};
+	return rc;
+}
+
+int hora_net_shm_msg_recv(struct hora_net_shm_msg *m, struct hora_net_shm *c, void *buf, size_t len,
+			  char *err, size_t errlen)
+{
+	struct rx r;
+	const struct parts_out pl = {.p = {NULL, buf}, .n = {0, len}};
+	int rc = rx_begin(c, &r, &pl, err, errlen);
+	*m = (struct hora_net_shm_msg){.c = c, .in = buf, .len = len, .frame = r.f, .recv = 1};
+	return rc;
+}
+
+/* m's state as chan.c's own: the frame head of a send is the channel's
+ * next (tx_seq moves only when the frame is out) */
+static struct tx msg_tx(const struct hora_net_shm_msg *m)
+{
+	return (struct tx){.pl = {.p = {NULL, m->out}, .n = {0, m->len}}, .len = m->len, .f = m->frame,
+			   .done = m->done, .h = shm_head(m->c->tx_seq, m->len)};
+}
+
+static struct rx msg_rx(const struct hora_net_shm_msg *m)
+{
+	return (struct rx){.pl = {.p = {NULL, m->in}, .n = {0, m->len}}, .len = m->len, .f = m->frame,
+			   .done = m->done, .head = m->head};
+}
+
+int hora_net_shm_msg_step(struct hora_net_shm_msg *m, char *err, size_t errlen)
+{
+	if (m->done >= m->frame)
+		return 0;
+	if (!m->recv) {
+		struct tx t = msg_tx(m);
+		int moved = tx_step(m->c, &t);
+		m->done = t.done;
+		return moved;
+	}
+	struct rx r = msg_rx(m);
+	int rc = rx_step(m->c, &r, err, errlen);
+	m->done = r.done;
+	m->head = r.head;
+	return rc;
+}
+
+int hora_net_shm_msg_done(const struct hora_net_shm_msg *m)
+{
+	return m->done >= m->frame;
+}
+
+int hora_net_shm_msg_wait(struct hora_net_shm_msg *const *m, int n, struct hora_net_shm_bell *bell,
+			  uint32_t seen, int spin_us, int64_t deadline_ns, int *which, char *err,
+			  size_t errlen)
+{
+	struct shm_waiter w[128];
+	const struct shm_bellw b = {.bell = bell, .seen = seen};
+	if (n > 128)
+		n = 128; /* shm_waitb waits on 127 at most; the caller steps the rest */
+	for (int i = 0; i < n; i++) {
+		struct hora_net_shm *c = m[i]->c;
+		if (m[i]->recv) {
+			const struct rx r = msg_rx(m[i]);
+			w[i] = (struct shm_waiter){.c = c, .kind = SHM_DATA, .need = rx_want(c, &r)};
+		} else {
+			const struct tx t = msg_tx(m[i]);
+			w[i] = (struct shm_waiter){.c = c, .kind = SHM_SPACE, .need = tx_want(c, &t)};
+		}
+	}
+	return shm_waitb(w, n, &b, spin_us, deadline_ns, which, err, errlen);
 }

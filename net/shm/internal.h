@@ -130,9 +130,18 @@ struct shm_waiter {
 	enum shm_wait_kind kind;
 	uint64_t need;
 };
-/* wait.c: wait until any of w[0..n) (n <= 2) is ready, as shm_wait; *which
- * is the waiter that failed. Two waiters sleep in futex_waitv. */
+/* wait.c: wait until any of w[0..n) (n >= 1) is ready, as shm_wait; *which
+ * is the waiter that failed. Several waiters sleep in futex_waitv. */
 int shm_waitv(struct shm_waiter *w, int n, int64_t deadline_ns, int *which, char *err, size_t errlen);
+/* A bell and the seq its waiter last saw: the wait ends when seq moves. */
+struct shm_bellw {
+	struct hora_net_shm_bell *bell; /* NULL: none */
+	uint32_t seen;
+};
+/* wait.c: shm_waitv with n >= 0 waiters (at most 127 waited on at once; past
+ * that the sleep lasts at most 1 ms), an optional bell, and its own spin. */
+int shm_waitb(struct shm_waiter *w, int n, const struct shm_bellw *b, int spin_us, int64_t deadline_ns,
+	      int *which, char *err, size_t errlen);
 /* wait.c: the bytes that can be read (SHM_DATA) or written (SHM_SPACE) now
  * (an acquire load of the peer's counter) */
 uint64_t shm_avail(struct hora_net_shm *c, enum shm_wait_kind kind);

@@ -144,3 +144,26 @@ int hora_net_shm_release(struct hora_net_shm *c, char *err, size_t errlen)
 	shm_beat(c);
 	return 0;
 }
+
+int hora_net_shm_look(struct hora_net_shm *c, void *buf, size_t len, int64_t deadline_ns, char *err,
+		      size_t errlen)
+{
+	struct shm_frame_head h;
+	int rc;
+	if (c->rx_peeked) {
+		shm_errf(err, errlen, "shm: look while a peeked message is not released");
+		return -EBUSY;
+	}
+	if ((rc = shm_next_head(c, &h, deadline_ns, err, errlen)))
+		return rc;
+	const uint64_t need = HORA_NET_SHM_FRAME_HEAD + (uint64_t)len;
+	if (h.bytes < len || need > c->ring_bytes) {
+		shm_errf(err, errlen, "shm: the next message has %llu bytes: no look at %zu of them",
+			 (unsigned long long)h.bytes, len);
+		return -EMSGSIZE;
+	}
+	if (c->rx_head_seen - c->rx_tail < need && (rc = shm_wait(c, SHM_DATA, need, deadline_ns, err, errlen)))
+		return rc;
+	memcpy(buf, c->ring[1 - c->side] + c->rx_tail % c->ring_bytes + HORA_NET_SHM_FRAME_HEAD, len);
+	return 0;
+}

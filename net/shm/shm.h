@@ -33,6 +33,7 @@
 #ifndef HORA_NET_SHM_SHM_H
 #define HORA_NET_SHM_SHM_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -116,7 +117,10 @@ int hora_net_shm_recv(struct hora_net_shm *c, void *buf, size_t len, int64_t dea
  * the exchange with that code (dir 1), after the rest of our own message
  * was sent (up to a second: its reader is in the same call), else torn;
  * the refused message stays partly unread, so `in` is then out of step
- * (its next receive fails -EPROTO): the caller closes it.
+ * (its next receive fails -EPROTO): the caller closes it. A received
+ * message of another length than in_bytes + head_bytes is -EMSGSIZE, but
+ * its head is checked first (a refusal's code wins): a mismatched call is
+ * named by the check, as on a stream.
  * Returns 0 or -errno as send and recv, with dir the direction that failed
  * (0 send, 1 receive) and err set. For the link's caller-driven exchange. */
 struct hora_net_shm_xchg {
@@ -159,6 +163,63 @@ int hora_net_shm_release(struct hora_net_shm *c, char *err, size_t errlen);
  * does not know what comes, e.g. a notice in place of a fingerprint. */
 int hora_net_shm_next_bytes(struct hora_net_shm *c, size_t *len, int64_t deadline_ns, char *err,
 			    size_t errlen);
+
+/* Copy the first len bytes of the next message (which must have at least
+ * len bytes, and FRAME_HEAD + len must fit the ring: else -EMSGSIZE) into
+ * buf, consuming nothing, waiting until deadline_ns for them: a look at a
+ * message of unknown length (the link's peek at a notice). */
+int hora_net_shm_look(struct hora_net_shm *c, void *buf, size_t len, int64_t deadline_ns, char *err,
+		      size_t errlen);
+
+/* ---- one thread driving many channels (the link's progress thread) ----
+ * A message in progress moved by non-blocking steps, so that one thread
+ * can move messages on many channels at once and sleep on all of them
+ * when none can move. At most one sent and one received message per
+ * endpoint at a time, and nothing else sent (received) on that endpoint
+ * while one is in progress. The fields are the library's. */
+struct hora_net_shm_msg {
+	struct hora_net_shm *c;
+	const void *out; /* a send's payload */
+	void *in;        /* a receive's */
+	size_t len;
+	uint64_t frame, done;
+	int recv, head;
+};
+/* Begin sending buf (len bytes) on c, or receiving the next message
+ * (exactly len bytes) into buf. 0 or -errno (-EPIPE: the peer left;
+ * -EBUSY: a reserve or peek is open). Nothing moves yet. */
+int hora_net_shm_msg_send(struct hora_net_shm_msg *m, struct hora_net_shm *c, const void *buf,
+			  size_t len, char *err, size_t errlen);
+int hora_net_shm_msg_recv(struct hora_net_shm_msg *m, struct hora_net_shm *c, void *buf, size_t len,
+			  char *err, size_t errlen);
+/* Move what can move now, without waiting: 1 when bytes moved, 0 when
+ * none could, -errno for a receive whose message has another length
+ * (-EMSGSIZE) or a damaged head (-EPROTO). */
+int hora_net_shm_msg_step(struct hora_net_shm_msg *m, char *err, size_t errlen);
+/* 1 once the whole message moved */
+int hora_net_shm_msg_done(const struct hora_net_shm_msg *m);
+
+/* A wake-up word of this process: a waiter in hora_net_shm_msg_wait
+ * returns when another thread rings it (e.g. it queued work). Zero it
+ * before use. ring: any thread, a syscall only when the waiter sleeps. */
+struct hora_net_shm_bell {
+	_Atomic uint32_t seq;
+	_Atomic uint32_t sleeps;
+};
+void hora_net_shm_bell_ring(struct hora_net_shm_bell *b);
+/* the bell's count now: read it before looking for work, pass it to the wait */
+uint32_t hora_net_shm_bell_seq(struct hora_net_shm_bell *b);
+
+/* Wait until one of m[0..n) can move (n >= 0; messages not done), bell
+ * (optional) rang since it read `seen`, or deadline_ns: poll for spin_us
+ * (< 0: never), then sleep on every word at once (futex_waitv; more than
+ * 127 messages: the first 127, waking every millisecond), checking each
+ * peer as the other waits do. 0 (look again), -ETIMEDOUT (the deadline),
+ * or the error of message *which: -ECONNRESET / -EPIPE (its peer is gone,
+ * with nothing more to read), -ECANCELED (its endpoint interrupted). */
+int hora_net_shm_msg_wait(struct hora_net_shm_msg *const *m, int n, struct hora_net_shm_bell *bell,
+			  uint32_t seen, int spin_us, int64_t deadline_ns, int *which, char *err,
+			  size_t errlen);
 
 /* From any thread: make every wait on c, now and later, fail with
  * -ECANCELED at once. Frees nothing. */

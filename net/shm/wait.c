@@ -144,9 +144,11 @@ static void words(const struct shm_waiter *w, _Atomic uint32_t **seq, _Atomic ui
 	*sleeps = w->kind == SHM_DATA ? &d->reader_sleeps : &d->writer_sleeps;
 }
 
-/* 1 when any waiter's need is there */
-static int ready(struct shm_waiter *w, int n)
+/* 1 when any waiter's need is there, or the bell rang (its seq moved) */
+static int ready(struct shm_waiter *w, int n, const struct shm_bellw *b)
 {
+	if (b && b->bell && atomic_load_explicit(&b->bell->seq, memory_order_seq_cst) != b->seen)
+		return 1;
 	for (int i = 0; i < n; i++)
 		if (shm_avail(w[i].c, w[i].kind) >= w[i].need)
 			return 1;
@@ -162,15 +164,15 @@ static int ended(const struct shm_waiter *w, int n)
 	return 0;
 }
 
-/* Poll for up to the first endpoint's spin_us (never past the deadline),
- * yielding the CPU every SPIN_CHECK_EVERY polls. 1 when a need is there. */
-static int spin(struct shm_waiter *w, int n, int64_t deadline_ns)
+/* Poll for up to spin_us (never past the deadline), yielding the CPU every
+ * SPIN_CHECK_EVERY polls. 1 when a need is there (or the bell rang). */
+static int spin(struct shm_waiter *w, int n, const struct shm_bellw *b, int spin_us, int64_t deadline_ns)
 {
-	int64_t end = hora_clock_ns() + (int64_t)w[0].c->spin_us * 1000;
+	int64_t end = hora_clock_ns() + (int64_t)spin_us * 1000;
 	if (end > deadline_ns)
 		end = deadline_ns;
 	for (unsigned i = 1;; i++) {
-		if (ready(w, n))
+		if (ready(w, n, b))
 			return 1;
 		CPU_RELAX();
 		if (i % SPIN_CHECK_EVERY == 0) {
@@ -181,32 +183,55 @@ static int spin(struct shm_waiter *w, int n, int64_t deadline_ns)
 	}
 }
 
-/* Sleep on the waiters' words (announced, s their values) until woken, for
- * at most left_ns; counted in the first endpoint's stats. */
-static void sleep_on(struct shm_waiter *w, int n, const uint32_t *s, int64_t left_ns)
+/* futex_waitv takes at most this many words (the kernel's FUTEX_WAITV_MAX) */
+#define WAITV_MAX 128
+
+/* Sleep on the waiters' words (announced, s their values) and the bell's,
+ * until woken, for at most left_ns; counted in the first endpoint's stats
+ * (none with no endpoint). More words than futex_waitv takes, or a kernel
+ * without it (before 5.16): the first word alone, 1 ms at a time. */
+static void sleep_on(struct shm_waiter *w, int n, const uint32_t *s, const struct shm_bellw *b,
+		     int64_t left_ns)
 {
-	struct hora_net_shm *c = w[0].c;
-	_Atomic uint32_t *seq[2], *sl;
+	struct hora_net_shm *c = n ? w[0].c : NULL;
+	_Atomic uint32_t *seq[WAITV_MAX], *sl;
+	uint32_t val[WAITV_MAX];
+	int k = 0;
 	long r;
-	for (int i = 0; i < n; i++)
-		words(&w[i], &seq[i], &sl);
-	atomic_fetch_add_explicit(&c->sleeps, 1, memory_order_relaxed);
-	if (n == 1) {
+	if (b && b->bell) {
+		seq[k] = &b->bell->seq;
+		val[k++] = b->seen;
+	}
+	for (int i = 0; i < n && k < WAITV_MAX; i++, k++) {
+		words(&w[i], &seq[k], &sl);
+		val[k] = s[i];
+	}
+	if (!k) { /* nothing to wait on: just the time */
 		struct timespec ts = {.tv_sec = left_ns / 1000000000, .tv_nsec = left_ns % 1000000000};
-		r = futex(seq[0], FUTEX_WAIT, s[0], &ts);
+		nanosleep(&ts, NULL);
+		return;
+	}
+	if (c)
+		atomic_fetch_add_explicit(&c->sleeps, 1, memory_order_relaxed);
+	if (k == 1 || k < n + (b && b->bell)) {
+		int64_t cap = k == 1 ? left_ns : left_ns < 1000000 ? left_ns : 1000000;
+		struct timespec ts = {.tv_sec = cap / 1000000000, .tv_nsec = cap % 1000000000};
+		r = futex(seq[0], FUTEX_WAIT, val[0], &ts);
 	} else {
-		struct futex_waitv v[2];
-		memset(v, 0, sizeof(v));
-		for (int i = 0; i < 2; i++)
-			v[i] = (struct futex_waitv){.val = s[i], .uaddr = (uintptr_t)seq[i], .flags = FUTEX_32};
+		struct futex_waitv v[WAITV_MAX];
+		memset(v, 0, sizeof(v[0]) * (size_t)k);
+		for (int i = 0; i < k; i++)
+			v[i] = (struct futex_waitv){.val = val[i], .uaddr = (uintptr_t)seq[i], .flags = FUTEX_32};
 		int64_t at = hora_clock_ns() + left_ns;
 		struct timespec ts = {.tv_sec = at / 1000000000, .tv_nsec = at % 1000000000};
-		r = syscall(SYS_futex_waitv, v, 2u, 0u, &ts, CLOCK_MONOTONIC);
+		r = syscall(SYS_futex_waitv, v, (unsigned)k, 0u, &ts, CLOCK_MONOTONIC);
 		if (r < 0 && errno == ENOSYS) { /* before Linux 5.16: the first word, 1 ms at a time */
 			ts = (struct timespec){.tv_sec = 0, .tv_nsec = left_ns < 1000000 ? left_ns : 1000000};
-			r = futex(seq[0], FUTEX_WAIT, s[0], &ts);
+			r = futex(seq[0], FUTEX_WAIT, val[0], &ts);
 		}
 	}
+	if (!c)
+		return;
 	/* >= 0 (woken), EAGAIN (bumped before we slept), EINTR, ETIMEDOUT: look again */
 	if (r >= 0 || errno == EAGAIN)
 		atomic_fetch_add_explicit(&c->woken, 1, memory_order_relaxed);
@@ -216,10 +241,18 @@ static void sleep_on(struct shm_waiter *w, int n, const uint32_t *s, int64_t lef
 
 int shm_waitv(struct shm_waiter *w, int n, int64_t deadline_ns, int *which, char *err, size_t errlen)
 {
-	uint32_t s[2];
+	return shm_waitb(w, n, NULL, w[0].c->spin_us, deadline_ns, which, err, errlen);
+}
+
+int shm_waitb(struct shm_waiter *w, int n, const struct shm_bellw *b, int spin_us, int64_t deadline_ns,
+	      int *which, char *err, size_t errlen)
+{
+	uint32_t s[WAITV_MAX];
 	_Atomic uint32_t *seq, *sleeps;
 	int rc;
 	*which = 0;
+	if (n > WAITV_MAX)
+		n = WAITV_MAX; /* the caller drives the rest: it gets back within 1 ms (sleep_on) */
 	for (int i = 0; i < n; i++)
 		if (w[i].need > w[i].c->ring_bytes) {
 			*which = i;
@@ -227,7 +260,7 @@ int shm_waitv(struct shm_waiter *w, int n, int64_t deadline_ns, int *which, char
 				 (unsigned long long)w[i].need, w[i].c->ring_bytes);
 			return -EMSGSIZE;
 		}
-	if (ready(w, n) || (w[0].c->spin_us > 0 && spin(w, n, deadline_ns)))
+	if (ready(w, n, b) || (spin_us > 0 && spin(w, n, b, spin_us, deadline_ns)))
 		return 0;
 	for (;;) {
 		/* what was sent before the peer left is still delivered: avail first */
@@ -240,27 +273,33 @@ int shm_waitv(struct shm_waiter *w, int n, int64_t deadline_ns, int *which, char
 		if (now >= deadline_ns) {
 			*which = n - 1;
 			shm_errf(err, errlen, "shm: %s timed out waiting for %llu bytes from the peer (pid %d)",
-				 n > 1 ? "exchange" : w[0].kind == SHM_DATA ? "receive" : "send",
-				 (unsigned long long)w[n - 1].need,
-				 (int)atomic_load(&w[n - 1].c->hdr->side[1 - w[n - 1].c->side].pid));
+				 n > 1 ? "exchange" : !n ? "wait" : w[0].kind == SHM_DATA ? "receive" : "send",
+				 n ? (unsigned long long)w[n - 1].need : 0ull,
+				 n ? (int)atomic_load(&w[n - 1].c->hdr->side[1 - w[n - 1].c->side].pid) : 0);
 			return -ETIMEDOUT;
 		}
+		if (b && b->bell)
+			atomic_store_explicit(&b->bell->sleeps, 1, memory_order_seq_cst);
 		for (int i = 0; i < n; i++) {
 			words(&w[i], &seq, &sleeps);
 			s[i] = atomic_load_explicit(seq, memory_order_seq_cst);
 			atomic_store_explicit(sleeps, 1, memory_order_seq_cst);
 		}
 		atomic_thread_fence(memory_order_seq_cst);
-		if (!ready(w, n) && !ended(w, n)) {
-			int64_t left = deadline_ns - now, cap = (int64_t)HORA_NET_SHM_POLL_MS * 1000000;
-			sleep_on(w, n, s, left < cap ? left : cap);
+		if (!ready(w, n, b) && !ended(w, n)) {
+			/* no peer to check: only the bell or the deadline ends it */
+			int64_t left = deadline_ns - now,
+				cap = n ? (int64_t)HORA_NET_SHM_POLL_MS * 1000000 : (int64_t)3600 * 1000000000;
+			sleep_on(w, n, s, b, left < cap ? left : cap);
 		}
+		if (b && b->bell)
+			atomic_store_explicit(&b->bell->sleeps, 0, memory_order_relaxed);
 		for (int i = 0; i < n; i++) {
 			words(&w[i], &seq, &sleeps);
 			atomic_store_explicit(sleeps, 0, memory_order_relaxed);
 			shm_beat(w[i].c);
 		}
-		if (ready(w, n))
+		if (ready(w, n, b))
 			return 0;
 	}
 }
@@ -299,6 +338,18 @@ void shm_wake_all(struct hora_net_shm *c, int self)
 void shm_beat(struct hora_net_shm *c)
 {
 	atomic_fetch_add_explicit(&c->hdr->side[c->side].heartbeat, 1, memory_order_relaxed);
+}
+
+void hora_net_shm_bell_ring(struct hora_net_shm_bell *b)
+{
+	atomic_fetch_add_explicit(&b->seq, 1, memory_order_seq_cst);
+	if (atomic_load_explicit(&b->sleeps, memory_order_seq_cst))
+		futex(&b->seq, FUTEX_WAKE, INT_MAX, NULL);
+}
+
+uint32_t hora_net_shm_bell_seq(struct hora_net_shm_bell *b)
+{
+	return atomic_load_explicit(&b->seq, memory_order_seq_cst);
 }
 
 void hora_net_shm_interrupt(struct hora_net_shm *c)

@@ -825,3 +825,185 @@ Test(net_shm, no_file_is_left_in_dev_shm, .timeout = 60)
 	free(during);
 	free(after);
 }
+
+/* ---- one thread driving many messages (the link's progress thread) ---- */
+
+/* One thread moves a send on channel A and a receive on channel B at once
+ * by steps, sleeping on both in msg_wait, while two threads do the other
+ * ends with plain send and recv: 8 MiB each way through 64 KiB rings. */
+Test(net_shm, messages_moved_by_steps_on_two_channels_from_one_thread, .timeout = 60)
+{
+	struct hora_net_shm *a0, *a1, *b0, *b1;
+	pair(&a0, &a1, RING, 0);
+	pair(&b0, &b1, RING, 0);
+	struct stream rx = {.c = a1, .send = 0, .rounds = 1, .seed = 31};
+	struct stream tx = {.c = b0, .send = 1, .rounds = 1, .seed = 32};
+	pthread_t t[2];
+	pthread_create(&t[0], NULL, stream_run, &rx);
+	pthread_create(&t[1], NULL, stream_run, &tx);
+	uint8_t *out = malloc(BIG), *in = malloc(BIG);
+	char err[256] = "";
+	for (size_t i = 0; i < NSIZES; i++) {
+		struct hora_net_shm_msg s, r;
+		fill(out, sizes[i], 31 + i);
+		cr_assert_eq(hora_net_shm_msg_send(&s, a0, out, sizes[i], err, sizeof(err)), 0, "%s", err);
+		cr_assert_eq(hora_net_shm_msg_recv(&r, b1, in, sizes[i], err, sizeof(err)), 0, "%s", err);
+		while (!hora_net_shm_msg_done(&s) || !hora_net_shm_msg_done(&r)) {
+			int moved = hora_net_shm_msg_step(&s, err, sizeof(err));
+			int rc = hora_net_shm_msg_step(&r, err, sizeof(err));
+			cr_assert_geq(rc, 0, "%d %s", rc, err);
+			if (moved || rc)
+				continue;
+			struct hora_net_shm_msg *m[2];
+			int n = 0, which;
+			if (!hora_net_shm_msg_done(&s))
+				m[n++] = &s;
+			if (!hora_net_shm_msg_done(&r))
+				m[n++] = &r;
+			rc = hora_net_shm_msg_wait(m, n, NULL, 0, 0, in_ms(20000), &which, err, sizeof(err));
+			cr_assert_eq(rc, 0, "%d %s", rc, err);
+		}
+		cr_assert_eq(differs(in, sizes[i], 32 + i), -1, "message %zu (%zu B)", i, sizes[i]);
+	}
+	pthread_join(t[0], NULL);
+	pthread_join(t[1], NULL);
+	check_stream(&rx, "receiver");
+	check_stream(&tx, "sender");
+	/* a receive of another length fails its step, unread */
+	cr_assert_eq(hora_net_shm_send(b0, out, 10, in_ms(20000), err, sizeof(err)), 0, "%s", err);
+	struct hora_net_shm_msg r;
+	cr_assert_eq(hora_net_shm_msg_recv(&r, b1, in, 11, err, sizeof(err)), 0);
+	int rc;
+	while ((rc = hora_net_shm_msg_step(&r, err, sizeof(err))) == 0)
+		;
+	cr_assert_eq(rc, -EMSGSIZE, "%d %s", rc, err);
+	cr_assert_eq(hora_net_shm_recv(b1, in, 10, in_ms(20000), err, sizeof(err)), 0, "%s", err);
+	free(out);
+	free(in);
+	hora_net_shm_detach(a0);
+	hora_net_shm_detach(a1);
+	hora_net_shm_detach(b0);
+	hora_net_shm_detach(b1);
+}
+
+struct ringer {
+	struct hora_net_shm_bell *bell;
+	struct hora_net_shm *c; /* also send one byte on it afterwards, if set */
+};
+
+static void *ring_later(void *arg)
+{
+	struct ringer *g = arg;
+	usleep(50 * 1000);
+	hora_net_shm_bell_ring(g->bell);
+	return NULL;
+}
+
+/* A bell ends the wait of a sleeper with no message at all, and of one
+ * sleeping on a ring that stays empty; a bell rung before the wait (its
+ * count moved since `seen`) ends it at once. */
+Test(net_shm, a_bell_ends_a_wait_on_many, .timeout = 30)
+{
+	struct hora_net_shm *a, *b;
+	pair(&a, &b, RING, 0);
+	struct hora_net_shm_bell bell = {0};
+	struct ringer g = {.bell = &bell};
+	char err[256] = "";
+	uint8_t in[16];
+	struct hora_net_shm_msg r, *m[1] = {&r};
+	cr_assert_eq(hora_net_shm_msg_recv(&r, b, in, sizeof(in), err, sizeof(err)), 0);
+	for (int n = 0; n < 2; n++) {
+		pthread_t t;
+		uint32_t seen = hora_net_shm_bell_seq(&bell);
+		pthread_create(&t, NULL, ring_later, &g);
+		int which, rc = hora_net_shm_msg_wait(m, n, &bell, seen, 0, in_ms(20000), &which, err, sizeof(err));
+		pthread_join(t, NULL);
+		cr_assert_eq(rc, 0, "n %d: %d %s", n, rc, err);
+		cr_assert_neq(hora_net_shm_bell_seq(&bell), seen);
+		cr_assert_eq(hora_net_shm_msg_done(&r), 0);
+	}
+	uint32_t seen = hora_net_shm_bell_seq(&bell);
+	hora_net_shm_bell_ring(&bell);
+	int which;
+	cr_assert_eq(hora_net_shm_msg_wait(m, 1, &bell, seen, 0, in_ms(20000), &which, err, sizeof(err)), 0);
+	/* and the deadline without one */
+	seen = hora_net_shm_bell_seq(&bell);
+	cr_assert_eq(hora_net_shm_msg_wait(m, 1, &bell, seen, 0, in_ms(20), &which, err, sizeof(err)), -ETIMEDOUT);
+	hora_net_shm_detach(a);
+	hora_net_shm_detach(b);
+}
+
+Test(net_shm, look_copies_a_prefix_of_the_next_message_and_consumes_nothing, .timeout = 30)
+{
+	struct hora_net_shm *a, *b;
+	pair(&a, &b, RING, 0);
+	uint8_t out[100], in[101];
+	char err[256] = "";
+	fill(out, sizeof(out), 9);
+	cr_assert_eq(hora_net_shm_look(b, in, 8, in_ms(10), err, sizeof(err)), -ETIMEDOUT);
+	cr_assert_eq(hora_net_shm_send(a, out, 100, in_ms(20000), err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(hora_net_shm_look(b, in, 8, in_ms(20000), err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(memcmp(in, out, 8), 0);
+	memset(in, 0, sizeof(in));
+	cr_assert_eq(hora_net_shm_look(b, in, 100, in_ms(20000), err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(memcmp(in, out, 100), 0);
+	cr_assert_eq(hora_net_shm_look(b, in, 101, in_ms(20000), err, sizeof(err)), -EMSGSIZE);
+	memset(in, 0, sizeof(in));
+	cr_assert_eq(hora_net_shm_recv(b, in, 100, in_ms(20000), err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(memcmp(in, out, 100), 0);
+	hora_net_shm_detach(a);
+	hora_net_shm_detach(b);
+}
+
+/* A receive that fails (another length) while our message is partly out
+ * says torn: nothing more may be sent on that channel. */
+Test(net_shm, xchg_is_torn_when_the_receive_fails_midway_through_our_send, .timeout = 30)
+{
+	struct hora_net_shm *a, *b;
+	pair(&a, &b, RING, 0);
+	uint8_t *out = malloc(4 * RING), in[20], small[10] = {0};
+	char err[256] = "";
+	cr_assert_eq(hora_net_shm_send(b, small, sizeof(small), in_ms(20000), err, sizeof(err)), 0);
+	struct hora_net_shm_xchg x = {.out = a, .out_buf = out, .out_bytes = 4 * RING, .in = a, .in_buf = in,
+				      .in_bytes = sizeof(in), .deadline_ns = in_ms(20000), .err = err,
+				      .errlen = sizeof(err)};
+	cr_assert_eq(hora_net_shm_xchg(&x), -EMSGSIZE, "%s", err);
+	cr_assert_eq(x.dir, 1);
+	cr_assert_eq(x.torn, 1);
+	free(out);
+	hora_net_shm_detach(a);
+	hora_net_shm_detach(b);
+}
+
+/* A message of another length than expected still has its head checked
+ * first: the check's refusal (a mismatched call, named by the caller) wins
+ * over -EMSGSIZE; a head the check accepts leaves -EMSGSIZE. */
+Test(net_shm, xchg_checks_the_head_of_a_message_of_another_length, .timeout = 30)
+{
+	struct hora_net_shm *a, *b;
+	pair(&a, &b, RING, 0);
+	char err[256] = "";
+	uint8_t body[300] = {0}, in[288];
+	struct fp h = {.from = 1, .msg = 5}, got, want = {.from = 1, .msg = 6};
+	for (int k = 0; k < 2; k++) {
+		struct hora_net_shm_xchg s = {.out = b, .out_head = &h, .out_buf = body, .out_bytes = 284,
+					      .head_bytes = sizeof(h), .deadline_ns = in_ms(20000)};
+		cr_assert_eq(hora_net_shm_xchg(&s), 0);
+		if (k)
+			want.msg = 5;
+		struct hora_net_shm_xchg x = {.in = a, .in_head = &got, .in_buf = in, .in_bytes = 288,
+					      .head_bytes = sizeof(h), .check = check_fp, .check_arg = &want,
+					      .deadline_ns = in_ms(20000), .err = err, .errlen = sizeof(err)};
+		int rc = hora_net_shm_xchg(&x);
+		cr_assert_eq(rc, k ? -EMSGSIZE : -EBADMSG, "%d %s", rc, err);
+		cr_assert_eq(x.dir, 1);
+		cr_assert_eq(got.msg, 5);
+		struct fp skip;
+		uint8_t rest[284];
+		struct hora_net_shm_xchg y = {.in = a, .in_head = &skip, .in_buf = rest, .in_bytes = 284,
+					      .head_bytes = sizeof(h), .deadline_ns = in_ms(20000)};
+		cr_assert_eq(hora_net_shm_xchg(&y), 0, "the message stayed unread");
+	}
+	hora_net_shm_detach(a);
+	hora_net_shm_detach(b);
+}
