@@ -9,8 +9,10 @@
  * shard; a rank killed with SIGKILL mid-call (the others fail
  * -ECONNRESET naming it, not at their far timeout), a rank that left, a
  * rank that never comes (-ETIMEDOUT naming it), interrupt from another
- * thread; nothing in /dev/shm. No timing is asserted. */
+ * thread; nothing in /dev/shm; an attacher refusing a foreign arena or
+ * one made for another nlocal. No timing is asserted. */
 #include "net/coll/stage_shm.h"
+#include "net/shm/shm.h"
 #include "net/util/clock.h"
 
 #include <criterion/criterion.h>
@@ -22,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -517,4 +520,34 @@ Test(net_stage_shm, refuses_bad_configs)
 	cfg.slot_bytes = 0;
 	cfg.lrank = 2;
 	cr_assert_eq(hora_net_stage_shm_create(&cfg, &s, err, sizeof(err)), -EINVAL);
+}
+
+/* An attacher checks what came over the socket before it trusts it. */
+Test(net_stage_shm, an_attacher_refuses_a_foreign_or_mismatched_arena)
+{
+	int sv[2];
+	cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	pid_t pids[3] = {getpid(), getpid(), getpid()};
+	char err[200] = "";
+	struct hora_net_stage *s0, *s1;
+	/* rank 0 of 2 sends its arena; an attacher that thinks it is one of 3 refuses it */
+	int socks0[2] = {-1, sv[0]}, socks1[3] = {sv[1], -1, -1};
+	struct hora_net_stage_shm_cfg c0 = {.lrank = 0, .nlocal = 2, .socks = socks0, .pids = pids,
+					    .slot_bytes = SLOT, .timeout_ms = 1000};
+	struct hora_net_stage_shm_cfg c1 = {.lrank = 1, .nlocal = 3, .socks = socks1, .pids = pids,
+					    .timeout_ms = 1000};
+	cr_assert_eq(hora_net_stage_shm_create(&c0, &s0, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(hora_net_stage_shm_create(&c1, &s1, err, sizeof(err)), -EINVAL);
+	cr_assert(strstr(err, "made an arena for 2 local ranks, this rank has 3"), "%s", err);
+	s0->ops->destroy(s0);
+	/* a memfd that is not an arena */
+	int fd = memfd_create("not-a-stage", MFD_CLOEXEC);
+	cr_assert_eq(ftruncate(fd, 1 << 16), 0);
+	cr_assert_eq(hora_net_shm_fd_send(sv[0], fd, err, sizeof(err)), 0, "%s", err);
+	close(fd);
+	c1.nlocal = 2;
+	cr_assert_eq(hora_net_stage_shm_create(&c1, &s1, err, sizeof(err)), -EPROTO);
+	cr_assert(strstr(err, "bad magic"), "%s", err);
+	close(sv[0]);
+	close(sv[1]);
 }
