@@ -42,13 +42,19 @@ static long futex(_Atomic uint32_t *w, int op, uint32_t val, const struct timesp
 	return syscall(SYS_futex, (uint32_t *)w, op, val, ts, NULL, 0);
 }
 
+static int behind(struct stage_shm *st, uint64_t *sum);
+
+/* Only the last rank to arrive wakes the sleepers: before, none of them
+ * can go on (each waits for everyone), and a wake would only cost them a
+ * context switch each (4 ranks on 2 cores). Of ranks publishing at once
+ * the one whose fence is last sees every step, so one of them wakes. */
 void stage_publish(struct stage_shm *st)
 {
 	struct stage_ctl *c = st->ctl;
 	st->step++;
 	atomic_store_explicit(&c->rank[st->pub.lrank].step, st->step, memory_order_release);
 	atomic_thread_fence(memory_order_seq_cst);
-	if (atomic_load_explicit(&c->wake.sleepers, memory_order_seq_cst)) {
+	if (behind(st, NULL) < 0 && atomic_load_explicit(&c->wake.sleepers, memory_order_seq_cst)) {
 		atomic_fetch_add_explicit(&c->wake.seq, 1, memory_order_seq_cst);
 		futex(&c->wake.seq, FUTEX_WAKE, INT_MAX, NULL);
 	}
