@@ -59,29 +59,35 @@ static void shard_piece(size_t count, int n, int l, size_t k, size_t P, size_t *
 	*len = sl > k * P ? (sl - k * P < P ? sl - k * P : P) : 0;
 }
 
+/* After an error: unusable, and we leave, so that peers waiting for us
+ * fail now rather than at their timeout (naming whom we lost, if anyone). */
+static int breaks(struct stage_shm *st, int rc, char *err, size_t errlen)
+{
+	st->broken = rc;
+	atomic_store_explicit(&st->ctl->rank[st->pub.lrank].left, 1, memory_order_seq_cst);
+	stage_wake_all(st);
+	stage_errf(err, errlen, "%s", st->broken_err);
+	return rc;
+}
+
 /* Before an op: a broken stage stays broken; an interrupted one breaks. */
 static int begin(struct stage_shm *st, char *err, size_t errlen)
 {
-	if (!st->broken && atomic_load_explicit(&st->interrupted, memory_order_seq_cst)) {
-		st->broken = -ECANCELED;
-		stage_errf(st->broken_err, sizeof(st->broken_err), "stage shm: interrupted");
+	if (st->broken) {
+		stage_errf(err, errlen, "%s", st->broken_err);
+		return st->broken;
 	}
-	if (!st->broken)
+	if (!atomic_load_explicit(&st->interrupted, memory_order_seq_cst))
 		return 0;
-	stage_errf(err, errlen, "%s", st->broken_err);
-	return st->broken;
+	stage_errf(st->broken_err, sizeof(st->broken_err), "stage shm: interrupted");
+	return breaks(st, -ECANCELED, err, errlen);
 }
 
 static int publish_wait(struct stage_shm *st, char *err, size_t errlen)
 {
 	stage_publish(st);
 	int rc = stage_wait_all(st, st->broken_err, sizeof(st->broken_err));
-
-	if (rc) {
-		st->broken = rc;
-		stage_errf(err, errlen, "%s", st->broken_err);
-	}
-	return rc;
+	return rc ? breaks(st, rc, err, errlen) : 0;
 }
 
 static int reduce_scatter(struct hora_net_stage *s, void *buf, size_t count, enum hora_net_dtype t,

@@ -475,14 +475,19 @@ static void *interrupter(void *arg)
 }
 
 /* rank 0 is interrupted by another thread while it waits for rank 1, which
- * does not call before 1.5 s */
+ * calls only after 300 ms: it finds rank 0 gone from the stage at once,
+ * not at its timeout
+ * (the stage's timeout, 1 s, is shorter than rank 0 stays alive, 2 s) */
 static void interrupted_rank(struct hora_net_stage *s, int r, int n, void *arg, struct result *res)
 {
 	(void)n;
 	(void)arg;
 	float buf[100] = {0};
 	if (r == 1) {
-		usleep(1500 * 1000);
+		usleep(300 * 1000); /* the first call may complete: rank 0 published its step */
+		for (int i = 0; i < 3 && !res->rc; i++)
+			res->rc = s->ops->allreduce(s, buf, 100, HORA_NET_F32, HORA_NET_SUM, res->err,
+						    sizeof(res->err));
 		return;
 	}
 	pthread_t th;
@@ -495,16 +500,19 @@ static void interrupted_rank(struct hora_net_stage *s, int r, int n, void *arg, 
 		res->bad = 1;
 		snprintf(res->err, sizeof(res->err), "the call after the interrupt returned %d", rc2);
 	}
+	usleep(2000 * 1000);
 }
 
 Test(net_stage_shm, interrupt_from_another_thread, .timeout = 30)
 {
 	struct result res[2];
-	struct opts o = {.slot_bytes = SLOT, .spin_us = 20, .timeout_ms = 10000};
+	struct opts o = {.slot_bytes = SLOT, .spin_us = 20, .timeout_ms = 1000};
 	run_ranks(2, &o, interrupted_rank, NULL, res);
 	cr_assert_eq(res[0].rc, -ECANCELED, "%d: %s", res[0].rc, res[0].err);
 	cr_assert_eq(res[0].bad, 0, "%s", res[0].err);
 	cr_assert(strstr(res[0].err, "interrupted"), "%s", res[0].err);
+	cr_assert_eq(res[1].rc, -ECONNRESET, "%d: %s", res[1].rc, res[1].err);
+	cr_assert(strstr(res[1].err, "local rank 0 (pid ") && strstr(res[1].err, "left"), "%s", res[1].err);
 }
 
 Test(net_stage_shm, refuses_bad_configs)
