@@ -211,7 +211,8 @@ int hora_net_stage_shm_create(const struct hora_net_stage_shm_cfg *cfg, struct h
 	struct stage_shm *st = calloc(1, sizeof(*st));
 	if (!st)
 		return -ENOMEM;
-	st->pub = (struct hora_net_stage){.ops = &stage_shm_ops, .lrank = cfg->lrank, .nlocal = n, .name = "shm"};
+	st->pub = (struct hora_net_stage){.ops = &stage_shm_ops, .lrank = cfg->lrank, .nlocal = n, .name = "shm",
+				   .culprit = -1};
 	st->slot_bytes = slot;
 	st->spin_us = cfg->spin_us > 0 && !oversubscribed(n) ? cfg->spin_us : 0;
 	st->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : 0;

@@ -108,6 +108,7 @@ static int gone(struct stage_shm *st, int l, const char *how, char *err, size_t 
 	else
 		stage_errf(err, errlen, "stage shm: local rank %d (pid %d) %s", l, (int)st->pids[l], how);
 	atomic_store_explicit(&st->ctl->rank[st->pub.lrank].lost, c + 1, memory_order_seq_cst);
+	st->pub.culprit = c;
 	return -ECONNRESET;
 }
 
@@ -210,6 +211,7 @@ int stage_wait_all(struct stage_shm *st, char *err, size_t errlen)
 			stage_errf(err, errlen,
 				   "stage shm: no progress for %d ms waiting for local rank %d (pid %d) at step %llu",
 				   st->timeout_ms, l, (int)st->pids[l], (unsigned long long)st->step);
+			st->pub.culprit = l;
 			return -ETIMEDOUT;
 		}
 		int64_t left = poll_ns - (now - checked);

@@ -35,6 +35,7 @@
 
 struct result {
 	int rc;
+	int culprit;    /* the stage's, after a failure */
 	long bad;       /* elements that differ from the expected value */
 	uint64_t hash;  /* of every result, in order */
 	double fail_ms; /* kill test: how long the failing call took */
@@ -95,6 +96,7 @@ static void run_ranks(int n, const struct opts *o, rank_fn fn, void *arg, struct
 		me.rc = hora_net_stage_shm_create(&cfg, &s, me.err, sizeof(me.err));
 		if (!me.rc)
 			fn(s, r, n, arg, &me);
+		me.culprit = s ? s->culprit : -2;
 		if (write(out[r][1], &me, sizeof(me)) != (ssize_t)sizeof(me))
 			_exit(3);
 		if (s)
@@ -418,6 +420,7 @@ Test(net_stage_shm, a_killed_rank_fails_the_others_naming_it, .timeout = 60)
 			continue;
 		cr_assert_eq(res[r].rc, -ECONNRESET, "rank %d: rc %d: %s", r, res[r].rc, res[r].err);
 		cr_assert(strstr(res[r].err, "local rank 1 (pid "), "rank %d: %s", r, res[r].err);
+		cr_assert_eq(res[r].culprit, 1, "rank %d blames local rank %d", r, res[r].culprit);
 		cr_log_info("rank %d failed after %.0f ms: %s", r, res[r].fail_ms, res[r].err);
 	}
 	/* the arena is a memfd: nothing appeared in /dev/shm */
@@ -455,6 +458,7 @@ Test(net_stage_shm, a_rank_that_never_comes_times_out_named, .timeout = 30)
 	run_ranks(2, &o, lonely_rank, (void *)0, res);
 	cr_assert_eq(res[0].rc, -ETIMEDOUT, "%d: %s", res[0].rc, res[0].err);
 	cr_assert(strstr(res[0].err, "waiting for local rank 1 (pid "), "%s", res[0].err);
+	cr_assert_eq(res[0].culprit, 1);
 }
 
 Test(net_stage_shm, a_rank_that_left_fails_the_others, .timeout = 30)
@@ -464,6 +468,7 @@ Test(net_stage_shm, a_rank_that_left_fails_the_others, .timeout = 30)
 	run_ranks(2, &o, lonely_rank, (void *)1, res);
 	cr_assert_eq(res[0].rc, -ECONNRESET, "%d: %s", res[0].rc, res[0].err);
 	cr_assert(strstr(res[0].err, "local rank 1 (pid ") && strstr(res[0].err, "left"), "%s", res[0].err);
+	cr_assert_eq(res[0].culprit, 1);
 }
 
 static void *interrupter(void *arg)
@@ -513,6 +518,8 @@ Test(net_stage_shm, interrupt_from_another_thread, .timeout = 30)
 	cr_assert(strstr(res[0].err, "interrupted"), "%s", res[0].err);
 	cr_assert_eq(res[1].rc, -ECONNRESET, "%d: %s", res[1].rc, res[1].err);
 	cr_assert(strstr(res[1].err, "local rank 0 (pid ") && strstr(res[1].err, "left"), "%s", res[1].err);
+	cr_assert_eq(res[0].culprit, -1, "an interrupt blames nobody");
+	cr_assert_eq(res[1].culprit, 0);
 }
 
 Test(net_stage_shm, refuses_bad_configs)
