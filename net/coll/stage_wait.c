@@ -103,7 +103,7 @@ static int gone(struct stage_shm *st, int l, const char *how, char *err, size_t 
 {
 	const int c = culprit(st, l);
 	if (c != l)
-		stage_errf(err, errlen, "stage shm: local rank %d (pid %d) died (local rank %d, pid %d, failed on it)",
+		stage_errf(err, errlen, "stage shm: local rank %d (pid %d) is gone (local rank %d, pid %d, failed on it)",
 			   c, (int)st->pids[c], l, (int)st->pids[l]);
 	else
 		stage_errf(err, errlen, "stage shm: local rank %d (pid %d) %s", l, (int)st->pids[l], how);
