@@ -44,7 +44,10 @@ static int stage_failed(struct hora_net_comm *c, int rc, const char *what, const
 		if (k > 0 && (size_t)k < sizeof(map))
 			snprintf(map + k, sizeof(map) - (size_t)k, ")");
 	}
-	return coll_fail(c, rc, "%s: %s%s", what, err, map);
+	/* the rank the stage lost: its notice may say why (a mismatch it saw) */
+	const int cul = c->stage ? c->stage->culprit : -1;
+	const int peer = m && cul >= 0 && cul < m->nlocal ? m->local[cul] : -1;
+	return coll_fail_peer(c, rc, peer, "%s: %s%s", what, err, map);
 }
 
 int stage_allreduce(struct hora_net_comm *c, void *recv, size_t count, enum hora_net_dtype t,

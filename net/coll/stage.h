@@ -55,6 +55,10 @@ struct hora_net_stage {
 	const struct hora_net_stage_ops *ops;
 	int lrank, nlocal;
 	const char *name; /* "shm", "nccl": for bench headers and errors */
+	/* after an op failed: the local rank to blame (it died or left: the
+	 * caller may read its notice; or the one waited for at -ETIMEDOUT),
+	 * -1 when none (interrupt, a local error). Set by the op's thread. */
+	int culprit;
 };
 
 /* element offset and count of shard l of count elements split nlocal ways */

@@ -116,7 +116,7 @@ int topo_setup(struct hora_net_comm *c, char *err, size_t errlen)
 	c->lsocks = socks;
 	c->nlsocks = m->nlocal;
 	if ((rc = stage_up(c, socks, err, errlen)))
-		return rc == -ENOSYS ? 0 : rc; /* TEMPSTUB */
+		return rc;
 	if (m->nhosts == 1) { /* the link owns the sockets from here on */
 		c->lsocks = NULL;
 		rc = link_up(c, socks, err, errlen);

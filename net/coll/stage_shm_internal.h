@@ -1,0 +1,121 @@
+/* stage_shm_internal.h - the shared-memory stage's arena layout and state
+ * (net/coll/stage_*.c only; README.md "The shared-memory stage" draws the
+ * layout and argues the orderings).
+ *
+ * One sealed memfd per host: a control area (the header, one futex line,
+ * one 64-byte line per local rank), then per local rank two slots of
+ * slot_bytes (double buffering: step g uses slot g % 2). A slot holds
+ * nlocal pieces of piece_bytes; in a step, piece l of rank r's slot is
+ * r's contribution to the part local rank l reduces, piece r (r's own
+ * position) the part r reduced, for the others to copy out.
+ */
+#ifndef HORA_NET_COLL_STAGE_SHM_INTERNAL_H
+#define HORA_NET_COLL_STAGE_SHM_INTERNAL_H
+
+#include "net/coll/stage_shm.h"
+
+#include <stdalign.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define STAGE_LINE 64
+#define STAGE_MAGIC 0x4547415453524f48ull /* "HORSTAGE" */
+#define STAGE_VERSION 1u
+#define STAGE_MAX_LOCAL 256
+#define STAGE_SLOT_DEFAULT (256u << 10) /* bytes per rank and buffer (README: measured) */
+#define STAGE_SLOT_MAX (1ull << 30)
+#define STAGE_POLL_MS 100 /* a waiter looks at its peers this often */
+
+/* The first line: written by local rank 0 before the fd leaves it, then
+ * read-only (the attachers check it). */
+struct stage_hdr {
+	uint64_t magic;
+	uint32_t version;
+	uint32_t nlocal;
+	uint64_t slot_bytes;
+	uint64_t ctl_bytes;   /* the control area: header, futex line, rank lines */
+	uint64_t total_bytes; /* ctl_bytes + nlocal * 2 * slot_bytes */
+};
+
+/* The futex line: sleepers announce themselves, wakers bump seq. */
+struct stage_wake {
+	alignas(STAGE_LINE) _Atomic uint32_t seq;
+	_Atomic uint32_t sleepers;
+};
+
+/* One local rank's line (written by that rank only). */
+struct stage_rank {
+	alignas(STAGE_LINE) _Atomic uint64_t step; /* steps published (monotonic, never reset) */
+	_Atomic uint32_t left;                     /* 1 after its destroy */
+	_Atomic int32_t pid;                       /* for diagnostics */
+	_Atomic int32_t lost; /* 1 + the local rank whose death broke this one, 0: none */
+};
+
+struct stage_ctl {
+	alignas(STAGE_LINE) struct stage_hdr hdr;
+	struct stage_wake wake;
+	struct stage_rank rank[]; /* nlocal */
+};
+
+_Static_assert(sizeof(struct stage_rank) == STAGE_LINE, "one line per rank");
+_Static_assert(ATOMIC_LLONG_LOCK_FREE == 2 && ATOMIC_INT_LOCK_FREE == 2,
+	       "atomics in a shared mapping must be lock-free (address-free)");
+
+struct stage_shm {
+	struct hora_net_stage pub; /* first: the stage's ops see this */
+	struct stage_ctl *ctl;
+	uint8_t *map;      /* the whole arena (total_bytes) */
+	size_t map_bytes;
+	size_t slot_bytes;
+	uint64_t step;     /* steps this rank published (== ctl->rank[lrank].step) */
+	int spin_us, timeout_ms;
+	int *pidfds;       /* nlocal: each peer's process (-1: none) */
+	const int *socks;  /* borrowed: lifelines (cfg->socks) */
+	pid_t *pids;       /* nlocal (copied) */
+	_Atomic int interrupted;
+	int broken;        /* an op failed: every later one fails with it */
+	char broken_err[256];
+};
+
+static inline struct stage_shm *stage_of(struct hora_net_stage *s)
+{
+	return (struct stage_shm *)s;
+}
+
+/* Slot b (0, 1) of local rank l. */
+static inline uint8_t *stage_slot(const struct stage_shm *st, int l, unsigned b)
+{
+	return st->map + st->ctl->hdr.ctl_bytes + ((size_t)l * 2 + b) * st->slot_bytes;
+}
+
+__attribute__((format(printf, 3, 4))) static inline void stage_errf(char *err, size_t errlen,
+								      const char *fmt, ...)
+{
+	if (!err || !errlen)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+/* stage_wait.c: publish step st->step + 1 (release: our slot writes before
+ * it are seen by whoever sees the step), waking sleepers. */
+void stage_publish(struct stage_shm *st);
+/* stage_wait.c: wait until every local rank published at least st->step:
+ * bounded spin (yielding), then futex sleeps that look at the peers every
+ * STAGE_POLL_MS. 0, or -ECONNRESET (a peer died or left), -ETIMEDOUT (no
+ * progress for timeout_ms), -ECANCELED (interrupted), with err naming it. */
+int stage_wait_all(struct stage_shm *st, char *err, size_t errlen);
+/* stage_wait.c: the futex wake of every sleeper (interrupt, destroy) */
+void stage_wake_all(struct stage_shm *st);
+
+/* stage_arena.c: leave (peers blocked on us fail) and free */
+void stage_shm_destroy(struct hora_net_stage *s);
+
+/* stage_shm.c: the ops */
+extern const struct hora_net_stage_ops stage_shm_ops;
+
+#endif

@@ -1,0 +1,568 @@
+/* test_stage_shm.c - the node-local stage over a shared-memory arena
+ * (net/coll/stage_shm.h): 1 to 8 real processes (fork; a socketpair per
+ * pair made before, for the arena's fd and as lifelines) run allreduce
+ * over every dtype x op x count (0, 1, < nlocal, odd, several slots, 3 MiB)
+ * on integer-valued data, checked against the closed-form value, and send
+ * a hash of their results to the parent, which checks that every rank got
+ * the same bits; random data checked bitwise against the reduction in
+ * local-rank order 0..n-1; reduce-scatter and allgather alone, shard by
+ * shard; a rank killed with SIGKILL mid-call (the others fail
+ * -ECONNRESET naming it, not at their far timeout), a rank that left, a
+ * rank that never comes (-ETIMEDOUT naming it), interrupt from another
+ * thread; nothing in /dev/shm; an attacher refusing a foreign arena or
+ * one made for another nlocal. No timing is asserted. */
+#include "net/coll/stage_shm.h"
+#include "net/shm/shm.h"
+#include "net/util/clock.h"
+
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define MAXN 8
+#define SLOT (64u << 10)
+#define BIG_BYTES ((3u << 20) + 40)
+
+struct result {
+	int rc;
+	int culprit;    /* the stage's, after a failure */
+	long bad;       /* elements that differ from the expected value */
+	uint64_t hash;  /* of every result, in order */
+	double fail_ms; /* kill test: how long the failing call took */
+	char err[200];
+};
+
+struct opts {
+	size_t slot_bytes;
+	int spin_us, timeout_ms;
+};
+
+typedef void (*rank_fn)(struct hora_net_stage *s, int r, int n, void *arg, struct result *res);
+
+static uint64_t hash_bytes(uint64_t h, const void *p, size_t len)
+{
+	const uint8_t *b = p;
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ b[i]) * 0x100000001b3ull;
+	return h ^ len;
+}
+
+/* Fork n ranks, each: create its stage (socks[r], everyone's pids), run
+ * fn, send its result, destroy, exit. res[r].rc is -1000 when rank r sent
+ * nothing (it died). */
+static void run_ranks(int n, const struct opts *o, rank_fn fn, void *arg, struct result *res)
+{
+	int socks[MAXN][MAXN], go[MAXN][2], out[MAXN][2];
+	pid_t pids[MAXN];
+	for (int i = 0; i < n; i++) {
+		socks[i][i] = -1;
+		for (int j = i + 1; j < n; j++) {
+			int sv[2];
+			cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+			socks[i][j] = sv[0];
+			socks[j][i] = sv[1];
+		}
+		cr_assert_eq(pipe(go[i]), 0);
+		cr_assert_eq(pipe(out[i]), 0);
+	}
+	for (int r = 0; r < n; r++) {
+		pids[r] = fork();
+		cr_assert_geq(pids[r], 0);
+		if (pids[r])
+			continue;
+		/* only our own socket ends: a dead peer's hang-up must show */
+		for (int a = 0; a < n; a++)
+			for (int b = 0; b < n; b++)
+				if (a != r && socks[a][b] >= 0)
+					close(socks[a][b]);
+		struct result me = {0};
+		pid_t all[MAXN];
+		if (read(go[r][0], all, sizeof(pid_t) * (size_t)n) != (ssize_t)(sizeof(pid_t) * (size_t)n))
+			_exit(2);
+		struct hora_net_stage_shm_cfg cfg = {.lrank = r, .nlocal = n, .socks = socks[r], .pids = all,
+						     .slot_bytes = o->slot_bytes, .spin_us = o->spin_us,
+						     .timeout_ms = o->timeout_ms};
+		struct hora_net_stage *s = NULL;
+		me.rc = hora_net_stage_shm_create(&cfg, &s, me.err, sizeof(me.err));
+		if (!me.rc)
+			fn(s, r, n, arg, &me);
+		me.culprit = s ? s->culprit : -2;
+		if (write(out[r][1], &me, sizeof(me)) != (ssize_t)sizeof(me))
+			_exit(3);
+		if (s)
+			s->ops->destroy(s);
+		_exit(0);
+	}
+	for (int i = 0; i < n; i++)
+		for (int j = 0; j < n; j++)
+			if (socks[i][j] >= 0)
+				close(socks[i][j]);
+	for (int r = 0; r < n; r++) {
+		cr_assert_eq(write(go[r][1], pids, sizeof(pid_t) * (size_t)n), (ssize_t)(sizeof(pid_t) * (size_t)n));
+		close(go[r][1]);
+		close(go[r][0]);
+		close(out[r][1]);
+	}
+	for (int r = 0; r < n; r++) {
+		if (read(out[r][0], &res[r], sizeof(res[r])) != (ssize_t)sizeof(res[r]))
+			res[r] = (struct result){.rc = -1000};
+		close(out[r][0]);
+	}
+	for (int r = 0; r < n; r++) {
+		int st;
+		cr_assert_eq(waitpid(pids[r], &st, 0), pids[r]);
+	}
+}
+
+/* ---- integer-valued data: exact in every dtype (|sums| <= 120, products
+ * powers of two <= 2^8: bf16 holds them) ---------------------------------- */
+
+static double value(int r, size_t i, enum hora_net_op op)
+{
+	if (op == HORA_NET_PROD) {
+		static const double v[4] = {-2, -1, 1, 2};
+		return v[(i + 3 * (size_t)r) % 4];
+	}
+	return (double)((i * 7 + (size_t)r * 13) % 31) - 15;
+}
+
+static double expected(int n, size_t i, enum hora_net_op op)
+{
+	double acc = value(0, i, op);
+	for (int r = 1; r < n; r++) {
+		double v = value(r, i, op);
+		acc = op == HORA_NET_MIN ? (v < acc ? v : acc)
+		      : op == HORA_NET_MAX ? (v > acc ? v : acc)
+		      : op == HORA_NET_PROD ? acc * v : acc + v; /* AVG: the stage sums */
+	}
+	return acc;
+}
+
+static void fill(void *buf, size_t count, enum hora_net_dtype t, int r, enum hora_net_op op)
+{
+	for (size_t i = 0; i < count; i++)
+		hora_net_value_put(buf, i, t, value(r, i, op));
+}
+
+/* The counts of the matrix for n ranks; the last (BIG_BYTES) for SUM or f32 only. */
+static size_t counts(int n, enum hora_net_dtype t, size_t *c)
+{
+	size_t k = 0;
+	c[k++] = 0;
+	c[k++] = 1;
+	c[k++] = (size_t)(n > 1 ? n - 1 : 2);
+	c[k++] = 2 * (size_t)n + 1;
+	c[k++] = 1001;
+	c[k++] = 5 * SLOT / hora_net_dtype_size(t) + 3; /* several slots and pieces */
+	c[k++] = BIG_BYTES / hora_net_dtype_size(t) + 1;
+	return k;
+}
+
+static void matrix_rank(struct hora_net_stage *s, int r, int n, void *arg, struct result *res)
+{
+	(void)arg;
+	void *buf = malloc(BIG_BYTES + 64);
+	size_t c[8];
+	res->hash = 0xcbf29ce484222325ull;
+	for (int t = 0; t < HORA_NET_DTYPES; t++)
+		for (int op = 0; op < HORA_NET_OPS; op++) {
+			size_t nc = counts(n, (enum hora_net_dtype)t, c);
+			for (size_t k = 0; k < nc; k++) {
+				if (k == nc - 1 && op != HORA_NET_SUM && t != HORA_NET_F32)
+					continue;
+				fill(buf, c[k], t, r, op);
+				int rc = s->ops->allreduce(s, buf, c[k], t, op, res->err, sizeof(res->err));
+				if (rc) {
+					res->rc = rc;
+					goto out;
+				}
+				for (size_t i = 0; i < c[k]; i++)
+					if (hora_net_value_get(buf, i, t) != expected(n, i, op)) {
+						if (!res->bad)
+							snprintf(res->err, sizeof(res->err),
+								 "%s %s count %zu: [%zu] = %g, want %g",
+								 hora_net_dtype_name(t), hora_net_op_name(op), c[k], i,
+								 hora_net_value_get(buf, i, t), expected(n, i, op));
+						res->bad++;
+					}
+				res->hash = hash_bytes(res->hash, buf, c[k] * hora_net_dtype_size(t));
+			}
+		}
+out:
+	free(buf);
+}
+
+static void check_all(int n, const struct result *res)
+{
+	for (int r = 0; r < n; r++) {
+		cr_assert_eq(res[r].rc, 0, "n %d rank %d: rc %d: %s", n, r, res[r].rc, res[r].err);
+		cr_assert_eq(res[r].bad, 0, "n %d rank %d: %ld wrong, first %s", n, r, res[r].bad, res[r].err);
+		cr_assert_eq(res[r].hash, res[0].hash, "n %d: rank %d's results differ from rank 0's bits", n, r);
+	}
+}
+
+static void matrix(int n, size_t slot)
+{
+	struct result res[MAXN];
+	struct opts o = {.slot_bytes = slot, .spin_us = 20, .timeout_ms = 20000};
+	run_ranks(n, &o, matrix_rank, NULL, res);
+	check_all(n, res);
+}
+
+Test(net_stage_shm, allreduce_matrix_1_2_3, .timeout = 120)
+{
+	for (int n = 1; n <= 3; n++)
+		matrix(n, SLOT);
+}
+
+Test(net_stage_shm, allreduce_matrix_4_5, .timeout = 120)
+{
+	matrix(4, SLOT);
+	matrix(5, 0); /* the default slot */
+}
+
+Test(net_stage_shm, allreduce_matrix_6_7_8, .timeout = 180)
+{
+	for (int n = 6; n <= 8; n++)
+		matrix(n, SLOT);
+}
+
+/* ---- order: random values, where the order shows in the bits ------------ */
+
+static uint64_t mix(uint64_t x)
+{
+	x += 0x9e3779b97f4a7c15ull;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+static void random_fill(void *buf, size_t count, enum hora_net_dtype t, int r)
+{
+	for (size_t i = 0; i < count; i++) /* in [0.5, 1.5): no overflow, no NaN */
+		hora_net_value_put(buf, i, t, 0.5 + (double)(mix((uint64_t)r << 40 ^ i) >> 11) * 0x1p-53);
+}
+
+static void order_rank(struct hora_net_stage *s, int r, int n, void *arg, struct result *res)
+{
+	(void)arg;
+	static const enum hora_net_dtype ts[] = {HORA_NET_F32, HORA_NET_F64, HORA_NET_F16, HORA_NET_BF16};
+	static const size_t cs[] = {3, 1000, 200003};
+	size_t es = 8, max = 200003;
+	uint8_t *buf = malloc(max * es), *ref = malloc(max * es), *other = malloc(max * es);
+	for (size_t a = 0; a < 4; a++)
+		for (int op = HORA_NET_SUM; op <= HORA_NET_PROD; op += HORA_NET_PROD - HORA_NET_SUM)
+			for (size_t k = 0; k < 3; k++) {
+				const enum hora_net_dtype t = ts[a];
+				/* the reference: rank 0's values, then 1, 2, ... in order */
+				random_fill(ref, cs[k], t, 0);
+				for (int l = 1; l < n; l++) {
+					random_fill(other, cs[k], t, l);
+					hora_net_reduce(ref, ref, other, cs[k], t, (enum hora_net_op)op);
+				}
+				random_fill(buf, cs[k], t, r);
+				int rc = s->ops->allreduce(s, buf, cs[k], t, (enum hora_net_op)op, res->err, sizeof(res->err));
+				if (rc) {
+					res->rc = rc;
+					goto out;
+				}
+				if (memcmp(buf, ref, cs[k] * hora_net_dtype_size(t))) {
+					snprintf(res->err, sizeof(res->err), "%s %s count %zu: not the order 0..n-1",
+						 hora_net_dtype_name(t), hora_net_op_name((enum hora_net_op)op), cs[k]);
+					res->bad++;
+				}
+				res->hash = hash_bytes(res->hash, buf, cs[k] * hora_net_dtype_size(t));
+			}
+out:
+	free(buf);
+	free(ref);
+	free(other);
+}
+
+Test(net_stage_shm, reduces_in_local_rank_order, .timeout = 120)
+{
+	struct result res[MAXN];
+	struct opts o = {.slot_bytes = SLOT, .spin_us = 20, .timeout_ms = 20000};
+	for (int n = 3; n <= 5; n += 2) {
+		run_ranks(n, &o, order_rank, NULL, res);
+		check_all(n, res);
+	}
+}
+
+/* ---- reduce-scatter and allgather alone ---------------------------------- */
+
+static void halves_rank(struct hora_net_stage *s, int r, int n, void *arg, struct result *res)
+{
+	(void)arg;
+	static const enum hora_net_dtype ts[] = {HORA_NET_F32, HORA_NET_BF16, HORA_NET_I64};
+	uint8_t *buf = malloc(BIG_BYTES + 64);
+	for (size_t a = 0; a < 3; a++) {
+		const enum hora_net_dtype t = ts[a];
+		size_t c[8], nc = counts(n, t, c);
+		for (size_t k = 0; k < nc; k++)
+			for (int op = HORA_NET_SUM; op <= HORA_NET_MAX; op++) {
+				size_t off, len, o2, l2;
+				hora_net_stage_shard(c[k], n, r, &off, &len);
+				fill(buf, c[k], t, r, (enum hora_net_op)op);
+				int rc = s->ops->reduce_scatter(s, buf, c[k], t, (enum hora_net_op)op, res->err,
+								sizeof(res->err));
+				if (rc) {
+					res->rc = rc;
+					goto out;
+				}
+				for (size_t i = 0; i < c[k]; i++) { /* ours reduced, the rest untouched */
+					double want = i >= off && i < off + len ? expected(n, i, (enum hora_net_op)op)
+										: value(r, i, (enum hora_net_op)op);
+					if (hora_net_value_get(buf, i, t) != want && !res->bad++)
+						snprintf(res->err, sizeof(res->err), "reduce_scatter %s count %zu: [%zu]",
+							 hora_net_dtype_name(t), c[k], i);
+				}
+				/* allgather: only our shard is ours, the rest is garbage */
+				memset(buf, 0x5a, c[k] * hora_net_dtype_size(t));
+				for (size_t i = off; i < off + len; i++)
+					hora_net_value_put(buf, i, t, value(r, i, (enum hora_net_op)op));
+				if ((rc = s->ops->allgather(s, buf, c[k], t, res->err, sizeof(res->err)))) {
+					res->rc = rc;
+					goto out;
+				}
+				for (int l = 0; l < n; l++) {
+					hora_net_stage_shard(c[k], n, l, &o2, &l2);
+					for (size_t i = o2; i < o2 + l2; i++)
+						if (hora_net_value_get(buf, i, t) != value(l, i, (enum hora_net_op)op) &&
+						    !res->bad++)
+							snprintf(res->err, sizeof(res->err), "allgather %s count %zu: [%zu]",
+								 hora_net_dtype_name(t), c[k], i);
+				}
+				res->hash = hash_bytes(res->hash, buf, c[k] * hora_net_dtype_size(t));
+			}
+	}
+out:
+	free(buf);
+}
+
+Test(net_stage_shm, reduce_scatter_and_allgather_alone, .timeout = 120)
+{
+	struct result res[MAXN];
+	struct opts o = {.slot_bytes = SLOT, .spin_us = 20, .timeout_ms = 20000};
+	static const int ns[] = {2, 3, 5, 8};
+	for (int a = 0; a < 4; a++) {
+		run_ranks(ns[a], &o, halves_rank, NULL, res);
+		check_all(ns[a], res);
+	}
+}
+
+/* ---- failures ------------------------------------------------------------ */
+
+static void *suicide(void *arg)
+{
+	usleep((useconds_t)(intptr_t)arg * 1000);
+	kill(getpid(), SIGKILL);
+	return NULL;
+}
+
+/* rank 1 dies by SIGKILL in the middle of its calls; the others call until
+ * they fail */
+static void killed_rank(struct hora_net_stage *s, int r, int n, void *arg, struct result *res)
+{
+	(void)n;
+	(void)arg;
+	const size_t count = (8u << 20) / 4;
+	float *buf = calloc(count, 4);
+	pthread_t th;
+	if (r == 1)
+		pthread_create(&th, NULL, suicide, (void *)(intptr_t)30);
+	for (int i = 0; i < 100000; i++) {
+		int64_t t0 = hora_clock_ns();
+		res->rc = s->ops->allreduce(s, buf, count, HORA_NET_F32, HORA_NET_SUM, res->err, sizeof(res->err));
+		if (res->rc) {
+			res->fail_ms = (double)(hora_clock_ns() - t0) / 1e6;
+			break;
+		}
+	}
+	free(buf);
+}
+
+static char *dev_shm(void)
+{
+	size_t cap = 1 << 16, n = 0;
+	char *s = calloc(1, cap);
+	DIR *d = opendir("/dev/shm");
+	if (!d)
+		return s;
+	for (struct dirent *e; (e = readdir(d));)
+		if (n < cap)
+			n += (size_t)snprintf(s + n, cap - n, "\n%s\n", e->d_name);
+	closedir(d);
+	return s;
+}
+
+Test(net_stage_shm, a_killed_rank_fails_the_others_naming_it, .timeout = 60)
+{
+	char *before = dev_shm();
+	struct result res[MAXN];
+	/* a far timeout: a death not noticed shows as -ETIMEDOUT, not as slowness */
+	struct opts o = {.slot_bytes = SLOT, .spin_us = 20, .timeout_ms = 20000};
+	const int n = 4;
+	run_ranks(n, &o, killed_rank, NULL, res);
+	cr_assert_eq(res[1].rc, -1000, "rank 1 was to die, it said %d: %s", res[1].rc, res[1].err);
+	for (int r = 0; r < n; r++) {
+		if (r == 1)
+			continue;
+		cr_assert_eq(res[r].rc, -ECONNRESET, "rank %d: rc %d: %s", r, res[r].rc, res[r].err);
+		cr_assert(strstr(res[r].err, "local rank 1 (pid "), "rank %d: %s", r, res[r].err);
+		cr_assert_eq(res[r].culprit, 1, "rank %d blames local rank %d", r, res[r].culprit);
+		cr_log_info("rank %d failed after %.0f ms: %s", r, res[r].fail_ms, res[r].err);
+	}
+	/* the arena is a memfd: nothing appeared in /dev/shm */
+	char *after = dev_shm();
+	for (char *tok = strtok(after, "\n"); tok; tok = strtok(NULL, "\n")) {
+		char key[300];
+		snprintf(key, sizeof(key), "\n%s\n", tok);
+		cr_expect(strstr(before, key), "/dev/shm/%s appeared", tok);
+	}
+	free(before);
+	free(after);
+}
+
+/* rank 0 calls; rank 1 behaves as arg says: 0 never calls (sleeps), 1
+ * leaves at once (destroy, then sleeps so that its exit is not the cause) */
+static void lonely_rank(struct hora_net_stage *s, int r, int n, void *arg, struct result *res)
+{
+	(void)n;
+	float buf[100] = {0};
+	if (r == 1) {
+		if ((intptr_t)arg == 1)
+			s->ops->destroy(s); /* run_ranks destroys again: make that a no-op */
+		usleep(1200 * 1000);
+		if ((intptr_t)arg == 1)
+			_exit(0); /* destroyed already: no result, no second destroy */
+		return;
+	}
+	res->rc = s->ops->allreduce(s, buf, 100, HORA_NET_F32, HORA_NET_SUM, res->err, sizeof(res->err));
+}
+
+Test(net_stage_shm, a_rank_that_never_comes_times_out_named, .timeout = 30)
+{
+	struct result res[2];
+	struct opts o = {.slot_bytes = SLOT, .spin_us = 20, .timeout_ms = 300};
+	run_ranks(2, &o, lonely_rank, (void *)0, res);
+	cr_assert_eq(res[0].rc, -ETIMEDOUT, "%d: %s", res[0].rc, res[0].err);
+	cr_assert(strstr(res[0].err, "waiting for local rank 1 (pid "), "%s", res[0].err);
+	cr_assert_eq(res[0].culprit, 1);
+}
+
+Test(net_stage_shm, a_rank_that_left_fails_the_others, .timeout = 30)
+{
+	struct result res[2];
+	struct opts o = {.slot_bytes = SLOT, .spin_us = 20, .timeout_ms = 20000};
+	run_ranks(2, &o, lonely_rank, (void *)1, res);
+	cr_assert_eq(res[0].rc, -ECONNRESET, "%d: %s", res[0].rc, res[0].err);
+	cr_assert(strstr(res[0].err, "local rank 1 (pid ") && strstr(res[0].err, "left"), "%s", res[0].err);
+	cr_assert_eq(res[0].culprit, 1);
+}
+
+static void *interrupter(void *arg)
+{
+	usleep(100 * 1000);
+	struct hora_net_stage *s = arg;
+	s->ops->interrupt(s);
+	return NULL;
+}
+
+/* rank 0 is interrupted by another thread while it waits for rank 1, which
+ * calls only after 300 ms: it finds rank 0 gone from the stage at once,
+ * not at its timeout
+ * (the stage's timeout, 1 s, is shorter than rank 0 stays alive, 2 s) */
+static void interrupted_rank(struct hora_net_stage *s, int r, int n, void *arg, struct result *res)
+{
+	(void)n;
+	(void)arg;
+	float buf[100] = {0};
+	if (r == 1) {
+		usleep(300 * 1000); /* the first call may complete: rank 0 published its step */
+		for (int i = 0; i < 3 && !res->rc; i++)
+			res->rc = s->ops->allreduce(s, buf, 100, HORA_NET_F32, HORA_NET_SUM, res->err,
+						    sizeof(res->err));
+		return;
+	}
+	pthread_t th;
+	pthread_create(&th, NULL, interrupter, s);
+	res->rc = s->ops->allreduce(s, buf, 100, HORA_NET_F32, HORA_NET_SUM, res->err, sizeof(res->err));
+	pthread_join(th, NULL);
+	char err2[200];
+	int rc2 = s->ops->allreduce(s, buf, 100, HORA_NET_F32, HORA_NET_SUM, err2, sizeof(err2));
+	if (rc2 != -ECANCELED) { /* every later call fails too */
+		res->bad = 1;
+		snprintf(res->err, sizeof(res->err), "the call after the interrupt returned %d", rc2);
+	}
+	usleep(2000 * 1000);
+}
+
+Test(net_stage_shm, interrupt_from_another_thread, .timeout = 30)
+{
+	struct result res[2];
+	struct opts o = {.slot_bytes = SLOT, .spin_us = 20, .timeout_ms = 1000};
+	run_ranks(2, &o, interrupted_rank, NULL, res);
+	cr_assert_eq(res[0].rc, -ECANCELED, "%d: %s", res[0].rc, res[0].err);
+	cr_assert_eq(res[0].bad, 0, "%s", res[0].err);
+	cr_assert(strstr(res[0].err, "interrupted"), "%s", res[0].err);
+	cr_assert_eq(res[1].rc, -ECONNRESET, "%d: %s", res[1].rc, res[1].err);
+	cr_assert(strstr(res[1].err, "local rank 0 (pid ") && strstr(res[1].err, "left"), "%s", res[1].err);
+	cr_assert_eq(res[0].culprit, -1, "an interrupt blames nobody");
+	cr_assert_eq(res[1].culprit, 0);
+}
+
+Test(net_stage_shm, refuses_bad_configs)
+{
+	struct hora_net_stage *s;
+	char err[200];
+	int socks[2] = {-1, -1};
+	pid_t pids[2] = {getpid(), getpid()};
+	struct hora_net_stage_shm_cfg cfg = {.lrank = 0, .nlocal = 2, .socks = socks, .pids = pids,
+					     .slot_bytes = 100};
+	cr_assert_eq(hora_net_stage_shm_create(&cfg, &s, err, sizeof(err)), -EINVAL);
+	cr_assert(strstr(err, "slot_bytes 100"), "%s", err);
+	cfg.slot_bytes = 0;
+	cfg.lrank = 2;
+	cr_assert_eq(hora_net_stage_shm_create(&cfg, &s, err, sizeof(err)), -EINVAL);
+}
+
+/* An attacher checks what came over the socket before it trusts it. */
+Test(net_stage_shm, an_attacher_refuses_a_foreign_or_mismatched_arena)
+{
+	int sv[2];
+	cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	pid_t pids[3] = {getpid(), getpid(), getpid()};
+	char err[200] = "";
+	struct hora_net_stage *s0, *s1;
+	/* rank 0 of 2 sends its arena; an attacher that thinks it is one of 3 refuses it */
+	int socks0[2] = {-1, sv[0]}, socks1[3] = {sv[1], -1, -1};
+	struct hora_net_stage_shm_cfg c0 = {.lrank = 0, .nlocal = 2, .socks = socks0, .pids = pids,
+					    .slot_bytes = SLOT, .timeout_ms = 1000};
+	struct hora_net_stage_shm_cfg c1 = {.lrank = 1, .nlocal = 3, .socks = socks1, .pids = pids,
+					    .timeout_ms = 1000};
+	cr_assert_eq(hora_net_stage_shm_create(&c0, &s0, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(hora_net_stage_shm_create(&c1, &s1, err, sizeof(err)), -EINVAL);
+	cr_assert(strstr(err, "made an arena for 2 local ranks, this rank has 3"), "%s", err);
+	s0->ops->destroy(s0);
+	/* a memfd that is not an arena */
+	int fd = memfd_create("not-a-stage", MFD_CLOEXEC);
+	cr_assert_eq(ftruncate(fd, 1 << 16), 0);
+	cr_assert_eq(hora_net_shm_fd_send(sv[0], fd, err, sizeof(err)), 0, "%s", err);
+	close(fd);
+	c1.nlocal = 2;
+	cr_assert_eq(hora_net_stage_shm_create(&c1, &s1, err, sizeof(err)), -EPROTO);
+	cr_assert(strstr(err, "bad magic"), "%s", err);
+	close(sv[0]);
+	close(sv[1]);
+}
