@@ -150,13 +150,16 @@ static int allreduce(struct hora_net_comm *c, const void *send, void *recv, size
 		return 0;
 	}
 	const enum path p = allreduce_path(c, bytes, count);
-	if (p == P_SMALL || p == P_STAGE || p == P_HIER) {
+	if (p == P_STAGE || p == P_HIER) { /* they read send, write recv */
+		fp_via(&f, c, p);
+		return p == P_STAGE ? stage_allreduce(c, send, recv, count, t, op, &f)
+				    : hier_allreduce(c, send, recv, count, t, op, &f);
+	}
+	if (p == P_SMALL) {
 		if (send != recv && bytes)
 			memmove(recv, send, bytes);
-		fp_via(&f, c, p);
-		return p == P_SMALL ? doubling_allreduce(c, recv, count, t, op, &f)
-		       : p == P_STAGE ? stage_allreduce(c, recv, count, t, op, &f)
-				      : hier_allreduce(c, recv, count, t, op, &f);
+		fp_via(&f, c, P_SMALL);
+		return doubling_allreduce(c, recv, count, t, op, &f);
 	}
 	if (p == P_DIRECT) {
 		fp_via(&f, c, P_DIRECT);

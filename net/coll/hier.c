@@ -50,14 +50,14 @@ static int stage_failed(struct hora_net_comm *c, int rc, const char *what, const
 	return coll_fail_peer(c, rc, peer, "%s: %s%s", what, err, map);
 }
 
-int stage_allreduce(struct hora_net_comm *c, void *recv, size_t count, enum hora_net_dtype t,
+int stage_allreduce(struct hora_net_comm *c, const void *send, void *recv, size_t count, enum hora_net_dtype t,
 		    enum hora_net_op op, const struct fp *f)
 {
 	int rc = coll_fp_xchg(c, (c->rank + 1) % c->n, (c->rank - 1 + c->n) % c->n, f);
 	if (rc)
 		return rc;
 	char err[300] = "";
-	if ((rc = c->stage->ops->allreduce(c->stage, recv, count, t, op, err, sizeof(err))))
+	if ((rc = c->stage->ops->allreduce(c->stage, send, recv, count, t, op, err, sizeof(err))))
 		return stage_failed(c, rc, "the shared-memory stage", err);
 	if (op == HORA_NET_AVG)
 		hora_net_scale(recv, count, t, c->n);
@@ -69,6 +69,7 @@ int stage_allreduce(struct hora_net_comm *c, void *recv, size_t count, enum hora
  * wait for RS(k), X(k). Both orders are the same on every local rank. */
 struct pipe {
 	struct hora_net_comm *c;
+	const uint8_t *in; /* send: read by the reduce-scatters only */
 	uint8_t *buf;
 	size_t count, slice, esz;
 	int nslices;
@@ -82,10 +83,13 @@ struct pipe {
 	const char *what;
 };
 
-static void slice_of(const struct pipe *p, int k, uint8_t **b, size_t *n)
+/* slice k: its input, its output (the same in place), its elements */
+static void slice_of(const struct pipe *p, int k, const uint8_t **in, uint8_t **b, size_t *n)
 {
 	const size_t o = (size_t)k * p->slice;
 	*b = p->buf + o * p->esz;
+	if (in)
+		*in = p->in + o * p->esz;
 	*n = p->count - o < p->slice ? p->count - o : p->slice;
 }
 
@@ -114,22 +118,23 @@ static void *stage_thread(void *arg)
 {
 	struct pipe *p = arg;
 	struct hora_net_stage *s = p->c->stage;
+	const uint8_t *in;
 	uint8_t *b;
 	size_t n;
 	char e[300] = "";
 	int rc = 0;
-	slice_of(p, 0, &b, &n);
-	rc = s->ops->reduce_scatter(s, b, n, p->t, p->op, e, sizeof(e));
+	slice_of(p, 0, &in, &b, &n);
+	rc = s->ops->reduce_scatter(s, in, b, n, p->t, p->op, e, sizeof(e));
 	stage_done(p, rc, "reduce-scatter within the host", !rc);
 	for (int k = 0; k < p->nslices && !rc; k++) {
 		if (k + 1 < p->nslices) {
-			slice_of(p, k + 1, &b, &n);
-			rc = s->ops->reduce_scatter(s, b, n, p->t, p->op, e, sizeof(e));
+			slice_of(p, k + 1, &in, &b, &n);
+			rc = s->ops->reduce_scatter(s, in, b, n, p->t, p->op, e, sizeof(e));
 			stage_done(p, rc, "reduce-scatter within the host", !rc);
 		}
 		if (rc || !wait_cross(p, k))
 			break;
-		slice_of(p, k, &b, &n);
+		slice_of(p, k, NULL, &b, &n);
 		if ((rc = s->ops->allgather(s, b, n, p->t, e, sizeof(e))))
 			stage_done(p, rc, "allgather within the host", 0);
 	}
@@ -156,7 +161,7 @@ static int cross_slices(struct pipe *p)
 			return failed;
 		uint8_t *b;
 		size_t n, off, len;
-		slice_of(p, k, &b, &n);
+		slice_of(p, k, NULL, &b, &n);
 		hora_net_stage_shard(n, c->stage->nlocal, c->stage->lrank, &off, &len);
 		uint8_t *shard = b + off * p->esz;
 		int rc = hora_net_allreduce(c->cross, shard, shard, len, p->t, cross_op);
@@ -177,7 +182,7 @@ static int cross_slices(struct pipe *p)
  * first reduce-scatter and last allgather, not hidden, are a few % */
 #define HIER_SLICE (4u << 20)
 
-int hier_allreduce(struct hora_net_comm *c, void *recv, size_t count, enum hora_net_dtype t,
+int hier_allreduce(struct hora_net_comm *c, const void *send, void *recv, size_t count, enum hora_net_dtype t,
 		   enum hora_net_op op, const struct fp *f)
 {
 	int rc = coll_fp_xchg(c, (c->rank + 1) % c->n, (c->rank - 1 + c->n) % c->n, f);
@@ -185,7 +190,7 @@ int hier_allreduce(struct hora_net_comm *c, void *recv, size_t count, enum hora_
 		return rc;
 	const size_t esz = hora_net_dtype_size(t);
 	const size_t per = c->cfg.slice_bytes > HIER_SLICE ? c->cfg.slice_bytes : HIER_SLICE;
-	struct pipe p = {.c = c, .buf = recv, .count = count, .esz = esz, .t = t, .op = op,
+	struct pipe p = {.c = c, .in = send, .buf = recv, .count = count, .esz = esz, .t = t, .op = op,
 			 .slice = (size_t)c->stage->nlocal * (per / esz)};
 	p.nslices = count ? (int)((count + p.slice - 1) / p.slice) : 1;
 	pthread_mutex_init(&p.mu, NULL);

@@ -206,10 +206,10 @@ int topo_setup(struct hora_net_comm *c, char *err, size_t errlen);
 void topo_free(struct hora_net_comm *c);
 int topo_describe(const struct hora_net_comm *c, char *buf, size_t len);
 /* hier.c: the allreduce through the local stage alone (one host) and the
- * hierarchical one (stage, cross-host ring, stage); recv holds the input */
-int stage_allreduce(struct hora_net_comm *c, void *recv, size_t count, enum hora_net_dtype t,
+ * hierarchical one (stage, cross-host ring, stage); send == recv in place */
+int stage_allreduce(struct hora_net_comm *c, const void *send, void *recv, size_t count, enum hora_net_dtype t,
 		    enum hora_net_op op, const struct fp *f);
-int hier_allreduce(struct hora_net_comm *c, void *recv, size_t count, enum hora_net_dtype t,
+int hier_allreduce(struct hora_net_comm *c, const void *send, void *recv, size_t count, enum hora_net_dtype t,
 		   enum hora_net_op op, const struct fp *f);
 /* comm.c: a communicator of n ranks over link (taken), settings of parent */
 struct hora_net_comm *comm_sub(const struct hora_net_comm *parent, int rank, int n, struct hora_net_link *link);

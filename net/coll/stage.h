@@ -33,18 +33,21 @@
 struct hora_net_stage;
 
 struct hora_net_stage_ops {
-	/* buf (count elements) of every local rank: on return, shard lrank
+	/* in (count elements) of every local rank: on return, shard lrank
 	 * of this rank's buf holds the reduction of that shard over the local
-	 * ranks; the other shards of buf are left as they were. */
-	int (*reduce_scatter)(struct hora_net_stage *s, void *buf, size_t count, enum hora_net_dtype t,
-			      enum hora_net_op op, char *err, size_t errlen);
+	 * ranks; the other shards of buf are left as they were (in == buf: in
+	 * place; else in is only read, and may overlap buf nowhere). */
+	int (*reduce_scatter)(struct hora_net_stage *s, const void *in, void *buf, size_t count,
+			      enum hora_net_dtype t, enum hora_net_op op, char *err, size_t errlen);
 	/* shard lrank of this rank's buf is its contribution: on return,
 	 * every shard l of buf holds local rank l's shard l. */
 	int (*allgather)(struct hora_net_stage *s, void *buf, size_t count, enum hora_net_dtype t,
 			 char *err, size_t errlen);
-	/* both: buf of every local rank gets the reduction (AVG: the sum). */
-	int (*allreduce)(struct hora_net_stage *s, void *buf, size_t count, enum hora_net_dtype t,
-			 enum hora_net_op op, char *err, size_t errlen);
+	/* both: buf of every local rank gets the reduction of in (AVG: the
+	 * sum); in == buf in place, else in is only read (one copy less than
+	 * copying it to buf first). */
+	int (*allreduce)(struct hora_net_stage *s, const void *in, void *buf, size_t count,
+			 enum hora_net_dtype t, enum hora_net_op op, char *err, size_t errlen);
 	/* any thread: every wait, now and later, fails promptly (-ECANCELED) */
 	void (*interrupt)(struct hora_net_stage *s);
 	/* leave and free (local peers blocked on us fail -ECONNRESET) */

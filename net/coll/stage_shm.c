@@ -90,34 +90,38 @@ static int publish_wait(struct stage_shm *st, char *err, size_t errlen)
 	return rc ? breaks(st, rc, err, errlen) : 0;
 }
 
-static int reduce_scatter(struct hora_net_stage *s, void *buf, size_t count, enum hora_net_dtype t,
-			  enum hora_net_op op, char *err, size_t errlen)
+static int reduce_scatter(struct hora_net_stage *s, const void *in, void *buf, size_t count,
+			  enum hora_net_dtype t, enum hora_net_op op, char *err, size_t errlen)
 {
 	struct stage_shm *st = stage_of(s);
 	const int n = s->nlocal, r = s->lrank;
 	int rc;
-	if (n == 1)
+	const size_t es = hora_net_dtype_size(t);
+	if (n == 1) {
+		if (in != buf && count)
+			memmove(buf, in, count * es);
 		return 0;
+	}
 	if ((rc = begin(st, err, errlen)))
 		return rc;
-	const size_t es = hora_net_dtype_size(t), P = piece_elems(st, es);
+	const size_t P = piece_elems(st, es);
 	size_t off0, len0, off, len;
 	hora_net_stage_shard(count, n, 0, &off0, &len0); /* shard 0 is the longest */
 	uint8_t *b8 = buf;
-	const uint8_t *src[STAGE_MAX_LOCAL];
+	const uint8_t *i8 = in, *src[STAGE_MAX_LOCAL];
 	for (size_t k = 0; k * P < len0; k++) {
 		const unsigned b = (unsigned)(st->step + 1) & 1;
 		uint8_t *mine = stage_slot(st, r, b);
 		for (int l = 0; l < n; l++)
 			if (l != r) {
 				shard_piece(count, n, l, k, P, &off, &len);
-				memcpy(mine + (size_t)l * P * es, b8 + off * es, len * es);
+				memcpy(mine + (size_t)l * P * es, i8 + off * es, len * es);
 			}
 		if ((rc = publish_wait(st, err, errlen)))
 			return rc;
 		shard_piece(count, n, r, k, P, &off, &len);
 		for (int l = 0; l < n; l++)
-			src[l] = l == r ? b8 + off * es : stage_slot(st, l, b) + (size_t)r * P * es;
+			src[l] = l == r ? i8 + off * es : stage_slot(st, l, b) + (size_t)r * P * es;
 		/* accumulate in our out position (unused here), then into buf */
 		fold(mine + (size_t)r * P * es, b8 + off * es, src, n, len, es, t, op);
 	}
@@ -157,13 +161,13 @@ static int allgather(struct hora_net_stage *s, void *buf, size_t count, enum hor
 
 /* One step: every rank copies the whole buffer into its slot and reduces
  * all of them, in order, into its buffer (the same bits everywhere). */
-static int allreduce_small(struct stage_shm *st, uint8_t *buf, size_t count, size_t es,
+static int allreduce_small(struct stage_shm *st, const uint8_t *in, uint8_t *buf, size_t count, size_t es,
 			   enum hora_net_dtype t, enum hora_net_op op, char *err, size_t errlen)
 {
 	const int n = st->pub.nlocal;
 	const unsigned b = (unsigned)(st->step + 1) & 1;
 	const uint8_t *src[STAGE_MAX_LOCAL];
-	memcpy(stage_slot(st, st->pub.lrank, b), buf, count * es);
+	memcpy(stage_slot(st, st->pub.lrank, b), in, count * es);
 	int rc = publish_wait(st, err, errlen);
 	if (rc)
 		return rc;
@@ -196,20 +200,25 @@ static void copy_out(struct stage_shm *st, uint8_t *buf, size_t count, size_t k,
 
 /* Chunk by chunk, fused: step k copies chunk k in, then (after the wait)
  * copies chunk k - 1's results out and reduces chunk k's own sub-piece. */
-static int allreduce(struct hora_net_stage *s, void *buf, size_t count, enum hora_net_dtype t,
+static int allreduce(struct hora_net_stage *s, const void *in, void *buf, size_t count, enum hora_net_dtype t,
 		     enum hora_net_op op, char *err, size_t errlen)
 {
 	struct stage_shm *st = stage_of(s);
 	const int n = s->nlocal, r = s->lrank;
+	const size_t es = hora_net_dtype_size(t);
 	int rc;
-	if (n == 1 || count == 0)
+	if (n == 1 || count == 0) {
+		if (in != buf && count)
+			memmove(buf, in, count * es);
 		return 0;
+	}
 	if ((rc = begin(st, err, errlen)))
 		return rc;
-	const size_t es = hora_net_dtype_size(t), P = piece_elems(st, es), C = (size_t)n * P;
+	const size_t P = piece_elems(st, es), C = (size_t)n * P;
 	uint8_t *b8 = buf;
+	const uint8_t *i8 = in;
 	if (count * es <= SMALL_BYTES && count * es <= st->slot_bytes)
-		return allreduce_small(st, b8, count, es, t, op, err, errlen);
+		return allreduce_small(st, i8, b8, count, es, t, op, err, errlen);
 	const uint8_t *src[STAGE_MAX_LOCAL];
 	size_t off, len, k;
 	unsigned b = 0;
@@ -219,7 +228,7 @@ static int allreduce(struct hora_net_stage *s, void *buf, size_t count, enum hor
 		for (int l = 0; l < n; l++)
 			if (l != r) {
 				chunk_piece(count, n, k, P, l, &off, &len);
-				memcpy(mine + (size_t)l * P * es, b8 + off * es, len * es);
+				memcpy(mine + (size_t)l * P * es, i8 + off * es, len * es);
 			}
 		if ((rc = publish_wait(st, err, errlen)))
 			return rc;
@@ -227,7 +236,7 @@ static int allreduce(struct hora_net_stage *s, void *buf, size_t count, enum hor
 			copy_out(st, b8, count, k - 1, P, es, b ^ 1);
 		chunk_piece(count, n, k, P, r, &off, &len);
 		for (int l = 0; l < n; l++)
-			src[l] = l == r ? b8 + off * es : stage_slot(st, l, b) + (size_t)r * P * es;
+			src[l] = l == r ? i8 + off * es : stage_slot(st, l, b) + (size_t)r * P * es;
 		fold(mine + (size_t)r * P * es, b8 + off * es, src, n, len, es, t, op);
 	}
 	st->step++; /* skipped: the next call starts on the other slot */

@@ -107,6 +107,7 @@ static void store(void *p, size_t i, enum hora_net_dtype t, double v)
 struct job {
 	struct rank_arg *ra;
 	void *buf;
+	void *out; /* out of place into this (NULL: in place) */
 	size_t count;
 	enum hora_net_dtype t;
 	enum hora_net_op op;
@@ -117,7 +118,7 @@ struct job {
 static void *run_job(void *p)
 {
 	struct job *j = p;
-	j->rc = hora_net_allreduce(j->ra->comm, j->buf, j->buf, j->count, j->t, j->op);
+	j->rc = hora_net_allreduce(j->ra->comm, j->buf, j->out ? j->out : j->buf, j->count, j->t, j->op);
 	if (j->rc)
 		snprintf(j->err, sizeof(j->err), "%s", hora_net_comm_error(j->ra->comm));
 	return NULL;
@@ -147,20 +148,26 @@ static int failed_naming(struct job *jobs, struct rank_arg *ra, int n, const cha
 	return named;
 }
 
-/* every rank reduces; compare with the serial reference, and with rank 0 */
+/* every rank reduces; compare with the serial reference, and with rank 0;
+ * out of place (t_oop), the result goes to another buffer and the input
+ * stays as it was */
+static bool t_oop;
+
 static void check_one(struct rank_arg *ra, int n, size_t count, enum hora_net_dtype t,
 		      enum hora_net_op op)
 {
 	size_t esz = hora_net_dtype_size(t), bytes = count * esz;
 	struct job jobs[MAXR];
-	uint8_t *ref = malloc(bytes + 8), *tmp = malloc(bytes + 8);
+	uint8_t *ref = malloc(bytes + 8), *in0 = malloc(bytes + 8);
 	for (int r = 0; r < n; r++) {
-		jobs[r] = (struct job){.ra = &ra[r], .buf = malloc(bytes + 8), .count = count, .t = t, .op = op};
+		jobs[r] = (struct job){.ra = &ra[r], .buf = malloc(bytes + 8), .count = count, .t = t, .op = op,
+				       .out = t_oop ? malloc(bytes + 8) : NULL};
 		for (size_t i = 0; i < count; i++)
 			store(jobs[r].buf, i, t, value(r, i, op));
 	}
 	/* reference: rank 0 op rank 1 op ... (exact for these inputs), then AVG's scale */
 	memcpy(ref, jobs[0].buf, bytes);
+	memcpy(in0, jobs[0].buf, bytes);
 	for (int r = 1; r < n; r++)
 		hora_net_reduce(ref, ref, jobs[r].buf, count, t, op);
 	if (op == HORA_NET_AVG && n > 1)
@@ -169,16 +176,25 @@ static void check_one(struct rank_arg *ra, int n, size_t count, enum hora_net_dt
 	for (int r = 0; r < n; r++) {
 		cr_assert_eq(jobs[r].rc, 0, "N=%d count %zu %s %s rank %d: %s", n, count,
 			     hora_net_dtype_name(t), hora_net_op_name(op), r, jobs[r].err);
+		if (t_oop) { /* the result is in out; the input is untouched */
+			void *res = jobs[r].out;
+			jobs[r].out = jobs[r].buf;
+			jobs[r].buf = res;
+		}
 		cr_assert_eq(memcmp(jobs[r].buf, jobs[0].buf, bytes), 0,
 			     "N=%d count %zu %s %s: rank %d differs from rank 0", n, count,
 			     hora_net_dtype_name(t), hora_net_op_name(op), r);
 	}
-	cr_assert_eq(memcmp(jobs[0].buf, ref, bytes), 0, "N=%d count %zu %s %s: differs from reference",
-		     n, count, hora_net_dtype_name(t), hora_net_op_name(op));
-	for (int r = 0; r < n; r++)
+	cr_assert_eq(memcmp(jobs[0].buf, ref, bytes), 0, "N=%d count %zu %s %s%s: differs from reference",
+		     n, count, hora_net_dtype_name(t), hora_net_op_name(op), t_oop ? " out of place" : "");
+	if (t_oop)
+		cr_assert_eq(memcmp(jobs[0].out, in0, bytes), 0, "N=%d count %zu: the input changed", n, count);
+	for (int r = 0; r < n; r++) {
 		free(jobs[r].buf);
+		free(jobs[r].out);
+	}
 	free(ref);
-	free(tmp);
+	free(in0);
 }
 
 static void all_cases(int n)
@@ -188,14 +204,16 @@ static void all_cases(int n)
 	size_t counts[] = {0, 1, (size_t)(n > 1 ? n - 1 : 2), (size_t)n + 1, 1009, 40009};
 	/* auto, then each algorithm forced: pipelined ring, recursive doubling,
 	 * direct ring (every one must give the serial reference's bits) */
-	for (int algo = 0; algo <= 3; algo++) {
+	for (int algo = 0; algo <= 4; algo++) { /* 4: auto again, out of place */
+		t_oop = algo == 4;
 		for (int r = 0; r < n; r++)
-			hora_net_comm_set_algo(ra[r].comm, (enum hora_net_algo)algo);
+			hora_net_comm_set_algo(ra[r].comm, (enum hora_net_algo)(algo % 4));
 		for (int t = 0; t < HORA_NET_DTYPES; t++)
 			for (int op = 0; op < HORA_NET_OPS; op++)
 				for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++)
 					check_one(ra, n, counts[c], (enum hora_net_dtype)t, (enum hora_net_op)op);
 	}
+	t_oop = false;
 	for (int r = 0; r < n; r++)
 		hora_net_comm_destroy(ra[r].comm);
 }
@@ -272,15 +290,19 @@ static void hier_matrix(int n)
 	cr_assert(strstr(d, t_hier == 2 || strstr(d, "unequal") ? "pipelined ring" : "hierarchical (shared"),
 		  "%s", d);
 	size_t counts[] = {0, 1, (size_t)n - 1, (size_t)n + 1, 1009, 40009};
-	for (int algo = 0; algo <= 1; algo++) { /* auto, then the ring forced (hierarchical: on keeps it) */
+	for (int algo = 0; algo <= 2; algo++) { /* auto, the ring forced (hierarchical: on keeps
+						   it), auto out of place */
+		t_oop = algo == 2;
 		for (int r = 0; r < n; r++)
-			hora_net_comm_set_algo(ra[r].comm, (enum hora_net_algo)algo);
+			hora_net_comm_set_algo(ra[r].comm, (enum hora_net_algo)(algo % 2));
 		for (int t = 0; t < HORA_NET_DTYPES; t++)
 			for (int op = 0; op < HORA_NET_OPS; op++)
 				for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++)
 					check_one(ra, n, counts[c], (enum hora_net_dtype)t, (enum hora_net_op)op);
 	}
-	check_one(ra, n, 3u << 20, HORA_NET_F32, HORA_NET_SUM);
+	check_one(ra, n, 3u << 20, HORA_NET_F32, HORA_NET_SUM); /* several pipelined slices */
+	t_oop = false;
+	check_one(ra, n, (9u << 20) + 7, HORA_NET_F32, HORA_NET_SUM);
 	for (int r = 0; r < n; r++)
 		hora_net_comm_destroy(ra[r].comm);
 }

@@ -181,7 +181,7 @@ static void matrix_rank(struct hora_net_stage *s, int r, int n, void *arg, struc
 				if (k == nc - 1 && op != HORA_NET_SUM && t != HORA_NET_F32)
 					continue;
 				fill(buf, c[k], t, r, op);
-				int rc = s->ops->allreduce(s, buf, c[k], t, op, res->err, sizeof(res->err));
+				int rc = s->ops->allreduce(s, buf, buf, c[k], t, op, res->err, sizeof(res->err));
 				if (rc) {
 					res->rc = rc;
 					goto out;
@@ -271,7 +271,7 @@ static void order_rank(struct hora_net_stage *s, int r, int n, void *arg, struct
 					hora_net_reduce(ref, ref, other, cs[k], t, (enum hora_net_op)op);
 				}
 				random_fill(buf, cs[k], t, r);
-				int rc = s->ops->allreduce(s, buf, cs[k], t, (enum hora_net_op)op, res->err, sizeof(res->err));
+				int rc = s->ops->allreduce(s, buf, buf, cs[k], t, (enum hora_net_op)op, res->err, sizeof(res->err));
 				if (rc) {
 					res->rc = rc;
 					goto out;
@@ -314,7 +314,7 @@ static void halves_rank(struct hora_net_stage *s, int r, int n, void *arg, struc
 				size_t off, len, o2, l2;
 				hora_net_stage_shard(c[k], n, r, &off, &len);
 				fill(buf, c[k], t, r, (enum hora_net_op)op);
-				int rc = s->ops->reduce_scatter(s, buf, c[k], t, (enum hora_net_op)op, res->err,
+				int rc = s->ops->reduce_scatter(s, buf, buf, c[k], t, (enum hora_net_op)op, res->err,
 								sizeof(res->err));
 				if (rc) {
 					res->rc = rc;
@@ -383,7 +383,7 @@ static void killed_rank(struct hora_net_stage *s, int r, int n, void *arg, struc
 		pthread_create(&th, NULL, suicide, (void *)(intptr_t)30);
 	for (int i = 0; i < 100000; i++) {
 		int64_t t0 = hora_clock_ns();
-		res->rc = s->ops->allreduce(s, buf, count, HORA_NET_F32, HORA_NET_SUM, res->err, sizeof(res->err));
+		res->rc = s->ops->allreduce(s, buf, buf, count, HORA_NET_F32, HORA_NET_SUM, res->err, sizeof(res->err));
 		if (res->rc) {
 			res->fail_ms = (double)(hora_clock_ns() - t0) / 1e6;
 			break;
@@ -448,7 +448,7 @@ static void lonely_rank(struct hora_net_stage *s, int r, int n, void *arg, struc
 			_exit(0); /* destroyed already: no result, no second destroy */
 		return;
 	}
-	res->rc = s->ops->allreduce(s, buf, 100, HORA_NET_F32, HORA_NET_SUM, res->err, sizeof(res->err));
+	res->rc = s->ops->allreduce(s, buf, buf, 100, HORA_NET_F32, HORA_NET_SUM, res->err, sizeof(res->err));
 }
 
 Test(net_stage_shm, a_rank_that_never_comes_times_out_named, .timeout = 30)
@@ -491,16 +491,16 @@ static void interrupted_rank(struct hora_net_stage *s, int r, int n, void *arg, 
 	if (r == 1) {
 		usleep(300 * 1000); /* the first call may complete: rank 0 published its step */
 		for (int i = 0; i < 3 && !res->rc; i++)
-			res->rc = s->ops->allreduce(s, buf, 100, HORA_NET_F32, HORA_NET_SUM, res->err,
+			res->rc = s->ops->allreduce(s, buf, buf, 100, HORA_NET_F32, HORA_NET_SUM, res->err,
 						    sizeof(res->err));
 		return;
 	}
 	pthread_t th;
 	pthread_create(&th, NULL, interrupter, s);
-	res->rc = s->ops->allreduce(s, buf, 100, HORA_NET_F32, HORA_NET_SUM, res->err, sizeof(res->err));
+	res->rc = s->ops->allreduce(s, buf, buf, 100, HORA_NET_F32, HORA_NET_SUM, res->err, sizeof(res->err));
 	pthread_join(th, NULL);
 	char err2[200];
-	int rc2 = s->ops->allreduce(s, buf, 100, HORA_NET_F32, HORA_NET_SUM, err2, sizeof(err2));
+	int rc2 = s->ops->allreduce(s, buf, buf, 100, HORA_NET_F32, HORA_NET_SUM, err2, sizeof(err2));
 	if (rc2 != -ECANCELED) { /* every later call fails too */
 		res->bad = 1;
 		snprintf(res->err, sizeof(res->err), "the call after the interrupt returned %d", rc2);
