@@ -101,7 +101,7 @@ static bool use_direct(const struct hora_net_comm *c, size_t bytes)
 static enum path allreduce_path(const struct hora_net_comm *c, size_t bytes, size_t count)
 {
 	if (use_small(c, bytes, count, false))
-		return P_SMALL;
+		return small_fits(c, bytes) ? P_GATHER : P_SMALL;
 	const bool one_host = c->node && c->node->nhosts == 1;
 	if (c->stage && one_host && c->algo == HORA_NET_ALGO_AUTO)
 		return P_STAGE;
@@ -150,11 +150,14 @@ static int allreduce(struct hora_net_comm *c, const void *send, void *recv, size
 		return 0;
 	}
 	const enum path p = allreduce_path(c, bytes, count);
-	if (p == P_STAGE || p == P_HIER) { /* they read send, write recv */
-		fp_via(&f, c, p);
+	fp_via(&f, c, p);
+	if (p == P_GATHER) /* its gather checks every rank's fingerprint */
+		return small_allreduce(c, send, recv, count, t, op, &f);
+	if (local_checks(c) && (rc = local_check(c, &f)))
+		return rc;
+	if (p == P_STAGE || p == P_HIER) /* they read send, write recv */
 		return p == P_STAGE ? stage_allreduce(c, send, recv, count, t, op, &f)
 				    : hier_allreduce(c, send, recv, count, t, op, &f);
-	}
 	if (p == P_SMALL) {
 		if (send != recv && bytes)
 			memmove(recv, send, bytes);
@@ -194,7 +197,8 @@ static int reduce_scatter(struct hora_net_comm *c, const void *send, void *recv,
 		}
 		work = c->scratch;
 	}
-	if ((rc = ring_fp(c, &f)))
+	fp_via(&f, c, P_RING);
+	if ((local_checks(c) && (rc = local_check(c, &f))) || (rc = ring_fp(c, &f)))
 		return rc;
 	return ring_run(c, RING_REDUCE_SCATTER, send, work, recv, recvcount, t, op, &f);
 }
@@ -213,7 +217,8 @@ static int allgather(struct hora_net_comm *c, const void *send, void *recv, size
 			memmove(recv, send, bytes);
 		return 0;
 	}
-	if ((rc = ring_fp(c, &f)))
+	fp_via(&f, c, P_RING);
+	if ((local_checks(c) && (rc = local_check(c, &f))) || (rc = ring_fp(c, &f)))
 		return rc;
 	return ring_run(c, RING_ALLGATHER, send, recv, recv, count, t, HORA_NET_SUM, &f);
 }
@@ -225,12 +230,11 @@ static int broadcast(struct hora_net_comm *c, void *buf, size_t count, enum hora
 	if (rc || c->n == 1)
 		return rc;
 	const size_t bytes = count * hora_net_dtype_size(t);
-	if (use_small(c, bytes, count, true)) {
-		fp_via(&f, c, P_SMALL);
-		return tree_bcast(c, buf, bytes, root, &f);
-	}
-	fp_via(&f, c, P_CHAIN);
-	return chain_bcast(c, buf, bytes, root, &f);
+	const bool small = use_small(c, bytes, count, true);
+	fp_via(&f, c, small ? P_SMALL : P_CHAIN);
+	if (local_checks(c) && (rc = local_check(c, &f)))
+		return rc;
+	return small ? tree_bcast(c, buf, bytes, root, &f) : chain_bcast(c, buf, bytes, root, &f);
 }
 
 static int barrier(struct hora_net_comm *c)
@@ -240,6 +244,8 @@ static int barrier(struct hora_net_comm *c)
 	if (rc || c->n == 1)
 		return rc;
 	fp_via(&f, c, P_SMALL);
+	if (local_checks(c)) /* everyone's fingerprint gathered: everyone entered */
+		return local_check(c, &f);
 	return doubling_barrier(c, &f);
 }
 
@@ -279,6 +285,8 @@ static int neighbor_allreduce(struct hora_net_comm *c, const void *send, void *r
 	if (!isfinite(nb->self_weight))
 		return coll_refuse(c, REFUSE_WEIGHT, c->rank);
 	fp_via(&f, c, P_NONE);
+	if (local_checks(c) && (rc = local_check(c, &f)))
+		return rc;
 	const struct nbr_call x = {.send = send, .recv = recv, .count = count, .t = t,
 				   .self_w = nb->self_weight, .src = nb->src, .dst = nb->dst,
 				   .src_w = nb->src_weights, .dst_w = nb->dst_weights, .nsrc = nb->nsrc,
@@ -365,6 +373,7 @@ int hora_net_comm_describe(const struct hora_net_comm *c, size_t bytes, char *bu
 	const size_t count = bytes / 4; /* f32 */
 	const enum path p = c->n > 1 ? allreduce_path(c, bytes, count) : P_NONE;
 	const char *how = p == P_NONE ? "a local copy" : p == P_SMALL ? "recursive doubling (latency)"
+			  : p == P_GATHER ? "the shared-memory gather (latency)"
 			  : p == P_STAGE ? "the shared-memory stage"
 			  : p == P_HIER ? "hierarchical (shared memory within each host, the TCP ring across)"
 					: fp_path_name(p);

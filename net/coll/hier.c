@@ -1,8 +1,7 @@
-/* hier.c - the allreduce paths through the host's local stage (stage.h):
+/* hier.c - the hierarchical allreduce, through the host's local stage
+ * (stage.h) and the cross-host communicator:
  *
- * - stage_allreduce, every rank on one host: the call's fingerprint round
- *   the ring (a mismatch is named before any data moves), then the stage's
- *   allreduce; AVG divides once at the end.
+ * (local.c has the one-host paths.)
  * - hier_allreduce, several hosts with the same number of ranks each:
  *   reduce-scatter within the host (the stage: shard l of the buffer to
  *   local rank l), allreduce of shard l across hosts among the ranks with
@@ -29,40 +28,6 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
-
-/* the stage names local ranks: say which ranks they are when they differ */
-static int stage_failed(struct hora_net_comm *c, int rc, const char *what, const char *err)
-{
-	if (c->broken)
-		return c->broken;
-	char map[160] = "";
-	const struct node_map *m = c->node;
-	if (m && m->nhosts > 1) {
-		int k = snprintf(map, sizeof(map), " (local ranks 0..%d of this host are ranks", m->nlocal - 1);
-		for (int l = 0; l < m->nlocal && k > 0 && (size_t)k < sizeof(map); l++)
-			k += snprintf(map + k, sizeof(map) - (size_t)k, "%s %d", l ? "," : "", m->local[l]);
-		if (k > 0 && (size_t)k < sizeof(map))
-			snprintf(map + k, sizeof(map) - (size_t)k, ")");
-	}
-	/* the rank the stage lost: its notice may say why (a mismatch it saw) */
-	const int cul = c->stage ? c->stage->culprit : -1;
-	const int peer = m && cul >= 0 && cul < m->nlocal ? m->local[cul] : -1;
-	return coll_fail_peer(c, rc, peer, "%s: %s%s", what, err, map);
-}
-
-int stage_allreduce(struct hora_net_comm *c, const void *send, void *recv, size_t count, enum hora_net_dtype t,
-		    enum hora_net_op op, const struct fp *f)
-{
-	int rc = coll_fp_xchg(c, (c->rank + 1) % c->n, (c->rank - 1 + c->n) % c->n, f);
-	if (rc)
-		return rc;
-	char err[300] = "";
-	if ((rc = c->stage->ops->allreduce(c->stage, send, recv, count, t, op, err, sizeof(err))))
-		return stage_failed(c, rc, "the shared-memory stage", err);
-	if (op == HORA_NET_AVG)
-		hora_net_scale(recv, count, t, c->n);
-	return 0;
-}
 
 /* The pipeline of one call: the stage thread runs RS(0), then for each
  * slice k: RS(k+1), wait for X(k), AG(k); the caller runs, for each k:
@@ -217,6 +182,6 @@ int hier_allreduce(struct hora_net_comm *c, const void *send, void *recv, size_t
 	if (!rc && p.stage_rc)
 		rc = p.stage_rc;
 	if (cross_failed)
-		return stage_failed(c, rc, "allreduce across hosts", hora_net_comm_error(c->cross));
-	return rc ? stage_failed(c, rc, p.what ? p.what : "the shared-memory stage", p.err) : 0;
+		return stage_fail(c, rc, "allreduce across hosts", hora_net_comm_error(c->cross));
+	return rc ? stage_fail(c, rc, p.what ? p.what : "the shared-memory stage", p.err) : 0;
 }

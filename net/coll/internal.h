@@ -92,7 +92,7 @@ enum notice_kind { NOTICE_LOST = 0xa1, NOTICE_ABORT = 0xab, NOTICE_REFUSED = 0xa
 /* path: which algorithm this rank runs the call with (settings such as
  * small_bytes may differ between ranks: then the data would not line up),
  * layout: the pipelined ring's and chain's segment, slice and depth */
-enum path { P_NONE, P_SMALL, P_DIRECT, P_RING, P_CHAIN, P_STAGE, P_HIER, P_PATHS };
+enum path { P_NONE, P_SMALL, P_DIRECT, P_RING, P_CHAIN, P_STAGE, P_HIER, P_GATHER, P_PATHS };
 
 /* A fingerprint, or a notice (kind: enum notice_kind) with the rank it names
  * in root and, for a refusal, the refused call's kind in dtype, the reason
@@ -205,8 +205,17 @@ int neighbor_run(struct hora_net_comm *c, const struct nbr_call *x, const struct
 int topo_setup(struct hora_net_comm *c, char *err, size_t errlen);
 void topo_free(struct hora_net_comm *c);
 int topo_describe(const struct hora_net_comm *c, char *buf, size_t len);
-/* hier.c: the allreduce through the local stage alone (one host) and the
- * hierarchical one (stage, cross-host ring, stage); send == recv in place */
+/* local.c, hier.c: the allreduce through the local stage alone (one host:
+ * the small path up to small_bytes when small_fits, the stage above) and
+ * the hierarchical one (stage, cross-host ring, stage); send == recv in
+ * place. stage_fail: a stage error breaks the communicator. */
+bool small_fits(const struct hora_net_comm *c, size_t bytes);
+/* every rank's fingerprint through the stage, when local_checks (one host) */
+bool local_checks(const struct hora_net_comm *c);
+int local_check(struct hora_net_comm *c, const struct fp *f);
+int small_allreduce(struct hora_net_comm *c, const void *send, void *recv, size_t count, enum hora_net_dtype t,
+		    enum hora_net_op op, const struct fp *f);
+int stage_fail(struct hora_net_comm *c, int rc, const char *what, const char *err);
 int stage_allreduce(struct hora_net_comm *c, const void *send, void *recv, size_t count, enum hora_net_dtype t,
 		    enum hora_net_op op, const struct fp *f);
 int hier_allreduce(struct hora_net_comm *c, const void *send, void *recv, size_t count, enum hora_net_dtype t,

@@ -48,6 +48,11 @@ struct hora_net_stage_ops {
 	 * copying it to buf first). */
 	int (*allreduce)(struct hora_net_stage *s, const void *in, void *buf, size_t count,
 			 enum hora_net_dtype t, enum hora_net_op op, char *err, size_t errlen);
+	/* optional: the latency path's gather: every local rank passes a
+	 * message of `bytes` (the same on all, at most small_max); on return
+	 * all[l] points at local rank l's (read-only, valid until the next op) */
+	int (*gather)(struct hora_net_stage *s, const void *msg, size_t bytes, const void **all, char *err,
+		      size_t errlen);
 	/* any thread: every wait, now and later, fails promptly (-ECANCELED) */
 	void (*interrupt)(struct hora_net_stage *s);
 	/* leave and free (local peers blocked on us fail -ECONNRESET) */
@@ -58,6 +63,7 @@ struct hora_net_stage {
 	const struct hora_net_stage_ops *ops;
 	int lrank, nlocal;
 	const char *name; /* "shm", "nccl": for bench headers and errors */
+	size_t small_max; /* gather's largest message (0: no gather) */
 	/* after an op failed: the local rank to blame (it died or left: the
 	 * caller may read its notice; or the one waited for at -ETIMEDOUT),
 	 * -1 when none (interrupt, a local error). Set by the op's thread. */

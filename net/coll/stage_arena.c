@@ -214,6 +214,7 @@ int hora_net_stage_shm_create(const struct hora_net_stage_shm_cfg *cfg, struct h
 	st->pub = (struct hora_net_stage){.ops = &stage_shm_ops, .lrank = cfg->lrank, .nlocal = n, .name = "shm",
 				   .culprit = -1};
 	st->slot_bytes = slot;
+	st->pub.small_max = stage_shm_small_max(st);
 	st->spin_us = cfg->spin_us > 0 && !oversubscribed(n) ? cfg->spin_us : 0;
 	st->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : 0;
 	st->socks = cfg->socks;

@@ -61,7 +61,7 @@ static void shard_piece(size_t count, int n, int l, size_t k, size_t P, size_t *
 
 /* After an error: unusable, and we leave, so that peers waiting for us
  * fail now rather than at their timeout (naming whom we lost, if anyone). */
-static int breaks(struct stage_shm *st, int rc, char *err, size_t errlen)
+int stage_shm_breaks(struct stage_shm *st, int rc, char *err, size_t errlen)
 {
 	st->broken = rc;
 	atomic_store_explicit(&st->ctl->rank[st->pub.lrank].left, 1, memory_order_seq_cst);
@@ -71,7 +71,7 @@ static int breaks(struct stage_shm *st, int rc, char *err, size_t errlen)
 }
 
 /* Before an op: a broken stage stays broken; an interrupted one breaks. */
-static int begin(struct stage_shm *st, char *err, size_t errlen)
+int stage_shm_begin(struct stage_shm *st, char *err, size_t errlen)
 {
 	if (st->broken) {
 		stage_errf(err, errlen, "%s", st->broken_err);
@@ -80,14 +80,14 @@ static int begin(struct stage_shm *st, char *err, size_t errlen)
 	if (!atomic_load_explicit(&st->interrupted, memory_order_seq_cst))
 		return 0;
 	stage_errf(st->broken_err, sizeof(st->broken_err), "stage shm: interrupted");
-	return breaks(st, -ECANCELED, err, errlen);
+	return stage_shm_breaks(st, -ECANCELED, err, errlen);
 }
 
 static int publish_wait(struct stage_shm *st, char *err, size_t errlen)
 {
 	stage_publish(st);
 	int rc = stage_wait_all(st, st->broken_err, sizeof(st->broken_err));
-	return rc ? breaks(st, rc, err, errlen) : 0;
+	return rc ? stage_shm_breaks(st, rc, err, errlen) : 0;
 }
 
 static int reduce_scatter(struct hora_net_stage *s, const void *in, void *buf, size_t count,
@@ -102,7 +102,7 @@ static int reduce_scatter(struct hora_net_stage *s, const void *in, void *buf, s
 			memmove(buf, in, count * es);
 		return 0;
 	}
-	if ((rc = begin(st, err, errlen)))
+	if ((rc = stage_shm_begin(st, err, errlen)))
 		return rc;
 	const size_t P = piece_elems(st, es);
 	size_t off0, len0, off, len;
@@ -136,7 +136,7 @@ static int allgather(struct hora_net_stage *s, void *buf, size_t count, enum hor
 	int rc;
 	if (n == 1)
 		return 0;
-	if ((rc = begin(st, err, errlen)))
+	if ((rc = stage_shm_begin(st, err, errlen)))
 		return rc;
 	const size_t es = hora_net_dtype_size(t), P = piece_elems(st, es);
 	size_t off0, len0, off, len;
@@ -212,7 +212,7 @@ static int allreduce(struct hora_net_stage *s, const void *in, void *buf, size_t
 			memmove(buf, in, count * es);
 		return 0;
 	}
-	if ((rc = begin(st, err, errlen)))
+	if ((rc = stage_shm_begin(st, err, errlen)))
 		return rc;
 	const size_t P = piece_elems(st, es), C = (size_t)n * P;
 	uint8_t *b8 = buf;
@@ -258,6 +258,7 @@ const struct hora_net_stage_ops stage_shm_ops = {
 	.reduce_scatter = reduce_scatter,
 	.allgather = allgather,
 	.allreduce = allreduce,
+	.gather = stage_shm_gather,
 	.interrupt = interrupt,
 	.destroy = stage_shm_destroy,
 };

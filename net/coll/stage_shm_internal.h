@@ -115,6 +115,24 @@ void stage_wake_all(struct stage_shm *st);
 /* stage_arena.c: leave (peers blocked on us fail) and free */
 void stage_shm_destroy(struct hora_net_stage *s);
 
+/* stage_shm.c: after an error the stage is unusable and we leave (peers
+ * waiting for us fail now); rc returned, err from broken_err */
+int stage_shm_breaks(struct stage_shm *st, int rc, char *err, size_t errlen);
+/* stage_shm.c: before an op: a broken stage stays broken, an interrupted one breaks */
+int stage_shm_begin(struct stage_shm *st, char *err, size_t errlen);
+/* stage_small.c: the small gather (stage.h), and its largest message */
+int stage_shm_gather(struct hora_net_stage *s, const void *msg, size_t bytes, const void **all, char *err,
+		     size_t errlen);
+size_t stage_shm_small_max(const struct stage_shm *st);
+
+#if defined(__x86_64__) || defined(__i386__)
+#define STAGE_RELAX() __builtin_ia32_pause()
+#elif defined(__aarch64__)
+#define STAGE_RELAX() __asm__ __volatile__("yield" ::: "memory")
+#else
+#define STAGE_RELAX() atomic_signal_fence(memory_order_seq_cst)
+#endif
+
 /* stage_shm.c: the ops */
 extern const struct hora_net_stage_ops stage_shm_ops;
 

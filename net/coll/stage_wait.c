@@ -25,13 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#if defined(__x86_64__) || defined(__i386__)
-#define CPU_RELAX() __builtin_ia32_pause()
-#elif defined(__aarch64__)
-#define CPU_RELAX() __asm__ __volatile__("yield" ::: "memory")
-#else
-#define CPU_RELAX() atomic_signal_fence(memory_order_seq_cst)
-#endif
+#define CPU_RELAX() STAGE_RELAX()
 
 /* polls between clock checks and sched_yield while spinning (~1 us) */
 #define SPIN_CHECK_EVERY 64

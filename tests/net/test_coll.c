@@ -496,8 +496,9 @@ Test(net_coll, ring_over_several_sockets_per_peer, .timeout = 120)
 }
 
 /* The same call run by different algorithms (per-rank settings) must be
- * refused, not give wrong sums: here rank 0 takes recursive doubling (a
- * larger small_bytes) and rank 1 the direct ring. */
+ * refused, not give wrong sums: here rank 0 takes the latency path (a
+ * larger small_bytes) and rank 1 the direct ring (TCP) or the stage (one
+ * host). */
 Test(net_coll, different_collective_settings_are_named, .timeout = 60)
 {
 	struct rank_arg ra[MAXR];
@@ -508,8 +509,9 @@ Test(net_coll, different_collective_settings_are_named, .timeout = 60)
 		jobs[r] = (struct job){.ra = &ra[r], .buf = calloc(32 << 10, 4), .count = 32 << 10,
 				       .t = HORA_NET_F32, .op = HORA_NET_SUM};
 	run_jobs(jobs, 2);
-	const int named = failed_naming(jobs, ra, 2, "mismatched collective settings",
-					"by a latency algorithm on the small-message sockets");
+	/* over TCP "a latency algorithm on the small-message sockets", on one
+	 * host "the shared-memory gather (latency)" */
+	const int named = failed_naming(jobs, ra, 2, "mismatched collective settings", "latency");
 	cr_assert_geq(named, 1, "%s | %s", jobs[0].err, jobs[1].err);
 }
 

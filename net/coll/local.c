@@ -1,0 +1,121 @@
+/* local.c - the allreduce paths of a communicator whose ranks are all on
+ * one host, through its shared-memory stage (stage.h):
+ *
+ * - small_allreduce (up to small_bytes, when the stage has a gather):
+ *   every rank writes {its fingerprint, its data} into its slot in one go
+ *   and reads everyone's (stage_small.c: one cache line for an 8-byte
+ *   call); each rank compares every fingerprint with its own (so every
+ *   rank names a mismatch itself) and reduces all the data in local-rank
+ *   order: every rank computes the same bits.
+ * - stage_allreduce (above): the fingerprint round the ring (a mismatch is
+ *   named before any data moves), then the stage's allreduce, which reads
+ *   send and writes recv; AVG divides once at the end.
+ *
+ * - local_check: every call on one host (every collective but the pair
+ *   average) first gathers every rank's fingerprint through the stage, so
+ *   every rank compares every rank's call with its own and names a
+ *   mismatch at once, whatever path each rank took (the small path's
+ *   gather is that check too). The barrier is just this.
+ *
+ * stage_fail, for these and hier.c: a stage error breaks the communicator,
+ * naming the rank the stage lost (whose notice may say why).
+ */
+#include "net/coll/internal.h"
+#include "net/coll/node.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#define MAX_SMALL_LOCAL 64 /* the small path's ranks per host (an array on the stack) */
+
+/* the stage names local ranks: say which ranks they are when they differ */
+int stage_fail(struct hora_net_comm *c, int rc, const char *what, const char *err)
+{
+	if (c->broken)
+		return c->broken;
+	char map[160] = "";
+	const struct node_map *m = c->node;
+	if (m && m->nhosts > 1) {
+		int k = snprintf(map, sizeof(map), " (local ranks 0..%d of this host are ranks", m->nlocal - 1);
+		for (int l = 0; l < m->nlocal && k > 0 && (size_t)k < sizeof(map); l++)
+			k += snprintf(map + k, sizeof(map) - (size_t)k, "%s %d", l ? "," : "", m->local[l]);
+		if (k > 0 && (size_t)k < sizeof(map))
+			snprintf(map + k, sizeof(map) - (size_t)k, ")");
+	}
+	/* the rank the stage lost: its notice may say why (a mismatch it saw) */
+	const int cul = c->stage ? c->stage->culprit : -1;
+	const int peer = m && cul >= 0 && cul < m->nlocal ? m->local[cul] : -1;
+	return coll_fail_peer(c, rc, peer, "%s: %s%s", what, err, map);
+}
+
+int stage_allreduce(struct hora_net_comm *c, const void *send, void *recv, size_t count, enum hora_net_dtype t,
+		    enum hora_net_op op, const struct fp *f)
+{
+	(void)f; /* checked by local_check, as every call on one host */
+	char err[300] = "";
+	int rc = c->stage->ops->allreduce(c->stage, send, recv, count, t, op, err, sizeof(err));
+	if (rc)
+		return stage_fail(c, rc, "the shared-memory stage", err);
+	if (op == HORA_NET_AVG)
+		hora_net_scale(recv, count, t, c->n);
+	return 0;
+}
+
+/* every rank's message (all), each fingerprint compared with ours */
+static int gather_checked(struct hora_net_comm *c, const struct fp *f, size_t bytes, const void **all)
+{
+	struct hora_net_stage *s = c->stage;
+	char err[300] = "";
+	int rc = s->ops->gather(s, c->small, FP_BYTES + bytes, all, err, sizeof(err));
+	if (rc)
+		return stage_fail(c, rc, "the shared-memory stage", err);
+	for (int l = 0; l < s->nlocal; l++) {
+		const int from = c->node->local[l];
+		if (l != s->lrank && (rc = fp_compare(c, all[l], f, from, err, sizeof(err))))
+			return coll_fail_peer(c, rc, from, "%s", err);
+	}
+	return 0;
+}
+
+bool local_checks(const struct hora_net_comm *c)
+{
+	return c->stage && c->stage->ops->gather && c->node && c->node->nhosts == 1 &&
+	       c->stage->small_max >= FP_BYTES;
+}
+
+int local_check(struct hora_net_comm *c, const struct fp *f)
+{
+	const void *all[MAX_SMALL_LOCAL];
+	if (c->stage->nlocal > MAX_SMALL_LOCAL)
+		return 0; /* the link's own checks only */
+	fp_encode(c->small, f);
+	return gather_checked(c, f, 0, all);
+}
+
+bool small_fits(const struct hora_net_comm *c, size_t bytes)
+{
+	return local_checks(c) && c->stage->nlocal <= MAX_SMALL_LOCAL && FP_BYTES + bytes <= c->stage->small_max &&
+	       bytes <= c->cfg.small_cap;
+}
+
+int small_allreduce(struct hora_net_comm *c, const void *send, void *recv, size_t count, enum hora_net_dtype t,
+		    enum hora_net_op op, const struct fp *f)
+{
+	struct hora_net_stage *s = c->stage;
+	const size_t bytes = count * hora_net_dtype_size(t);
+	const void *all[MAX_SMALL_LOCAL];
+	fp_encode(c->small, f);
+	if (bytes)
+		memcpy(c->small + FP_BYTES, send, bytes);
+	int rc = gather_checked(c, f, bytes, all);
+	if (rc || !count)
+		return rc;
+	const uint8_t *d0 = (const uint8_t *)all[0] + FP_BYTES, *d1 = (const uint8_t *)all[1] + FP_BYTES;
+	hora_net_reduce(recv, d0, d1, count, t, op);
+	for (int l = 2; l < s->nlocal; l++)
+		hora_net_reduce(recv, recv, (const uint8_t *)all[l] + FP_BYTES, count, t, op);
+	if (op == HORA_NET_AVG)
+		hora_net_scale(recv, count, t, c->n);
+	return 0;
+}
