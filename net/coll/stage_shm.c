@@ -64,6 +64,8 @@ static void shard_piece(size_t count, int n, int l, size_t k, size_t P, size_t *
 int stage_shm_breaks(struct stage_shm *st, int rc, char *err, size_t errlen)
 {
 	st->broken = rc;
+	atomic_store_explicit(&st->ctl->rank[st->pub.lrank].broke_at, st->waiting ? st->step : st->step + 1,
+			      memory_order_seq_cst);
 	atomic_store_explicit(&st->ctl->rank[st->pub.lrank].left, 1, memory_order_seq_cst);
 	stage_wake_all(st);
 	stage_errf(err, errlen, "%s", st->broken_err);
@@ -86,8 +88,14 @@ int stage_shm_begin(struct stage_shm *st, char *err, size_t errlen)
 static int publish_wait(struct stage_shm *st, char *err, size_t errlen)
 {
 	stage_publish(st);
+	st->waiting = 1;
 	int rc = stage_wait_all(st, st->broken_err, sizeof(st->broken_err));
-	return rc ? stage_shm_breaks(st, rc, err, errlen) : 0;
+	if (!rc)
+		rc = stage_broke_peers(st, st->broken_err, sizeof(st->broken_err));
+	if (rc)
+		return stage_shm_breaks(st, rc, err, errlen);
+	st->waiting = 0;
+	return 0;
 }
 
 static int reduce_scatter(struct hora_net_stage *s, const void *in, void *buf, size_t count,

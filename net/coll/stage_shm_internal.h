@@ -51,6 +51,10 @@ struct stage_rank {
 	_Atomic uint32_t left;                     /* 1 after its destroy */
 	_Atomic int32_t pid;                       /* for diagnostics */
 	_Atomic int32_t lost; /* 1 + the local rank whose death broke this one, 0: none */
+	/* the first step it did not finish, once it broke (0: it did not): a
+	 * rank that finds everyone at that step must not succeed where this
+	 * one failed */
+	_Atomic uint64_t broke_at;
 };
 
 struct stage_ctl {
@@ -76,6 +80,7 @@ struct stage_shm {
 	pid_t *pids;       /* nlocal (copied) */
 	_Atomic int interrupted;
 	int broken;        /* an op failed: every later one fails with it */
+	int waiting;       /* published st->step, not yet past it */
 	char broken_err[256];
 };
 
@@ -109,6 +114,9 @@ void stage_publish(struct stage_shm *st);
  * STAGE_POLL_MS. 0, or -ECONNRESET (a peer died or left), -ETIMEDOUT (no
  * progress for timeout_ms), -ECANCELED (interrupted), with err naming it. */
 int stage_wait_all(struct stage_shm *st, char *err, size_t errlen);
+/* stage_wait.c: after the step st->step completed here: -ECONNRESET when a
+ * peer broke at or before it (it failed the call we would finish) */
+int stage_broke_peers(struct stage_shm *st, char *err, size_t errlen);
 /* stage_wait.c: the futex wake of every sleeper (interrupt, destroy) */
 void stage_wake_all(struct stage_shm *st);
 

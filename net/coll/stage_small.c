@@ -81,9 +81,13 @@ int stage_shm_gather(struct hora_net_stage *s, const void *msg, size_t bytes, co
 	sp->check = CHECK(step);
 	atomic_store_explicit(&sp->step, step, memory_order_release);
 	stage_publish(st);
+	st->waiting = 1;
 	if ((st->spin_us <= 0 || !spin_stamps(st, b, step)) &&
 	    (rc = stage_wait_all(st, st->broken_err, sizeof(st->broken_err))))
 		return stage_shm_breaks(st, rc, err, errlen);
+	if ((rc = stage_broke_peers(st, st->broken_err, sizeof(st->broken_err))))
+		return stage_shm_breaks(st, rc, err, errlen);
+	st->waiting = 0;
 	for (int l = 0; l < s->nlocal; l++)
 		all[l] = stage_slot(st, l, b) + STAMP_BYTES;
 	return 0;

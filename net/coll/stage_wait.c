@@ -214,3 +214,13 @@ int stage_wait_all(struct stage_shm *st, char *err, size_t errlen)
 		sleep_once(st, left > 0 ? left : 1);
 	}
 }
+
+int stage_broke_peers(struct stage_shm *st, char *err, size_t errlen)
+{
+	for (int l = 0; l < st->pub.nlocal; l++) {
+		const uint64_t b = atomic_load_explicit(&st->ctl->rank[l].broke_at, memory_order_seq_cst);
+		if (l != st->pub.lrank && b && b <= st->step)
+			return gone(st, l, "failed in this call", err, errlen);
+	}
+	return 0;
+}
