@@ -179,13 +179,14 @@ static int open_pidfds(struct stage_shm *st, char *err, size_t errlen)
 /* More local ranks than CPUs we may run on: a spinning rank would take the
  * CPU from the rank it waits for (sched_yield does not hand it over
  * reliably), so the stage sleeps at once (README.md: the spin bound). */
+/* More local ranks than the host's CPUs: a spinning rank would take the
+ * CPU of the rank it waits for. The host's, not this thread's affinity: a
+ * rank bound to one CPU (cluster.bind: core, the bench) is not alone on
+ * the host. */
 static int oversubscribed(int nlocal)
 {
-	cpu_set_t cs;
-	CPU_ZERO(&cs);
-	if (sched_getaffinity(0, sizeof(cs), &cs))
-		return 0;
-	return nlocal > CPU_COUNT(&cs);
+	const long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	return ncpu > 0 && nlocal > ncpu;
 }
 
 static void stage_free(struct stage_shm *st)

@@ -22,7 +22,7 @@
 
 #define STAGE_LINE 64
 #define STAGE_MAGIC 0x4547415453524f48ull /* "HORSTAGE" */
-#define STAGE_VERSION 1u
+#define STAGE_VERSION 2u
 #define STAGE_MAX_LOCAL 256
 #define STAGE_SLOT_DEFAULT (256u << 10) /* bytes per rank and buffer (README: measured) */
 #define STAGE_SLOT_MAX (1ull << 30)
@@ -45,10 +45,13 @@ struct stage_wake {
 	_Atomic uint32_t sleepers;
 };
 
-/* One local rank's line (written by that rank only). */
+/* One local rank's lines (written by that rank only): the step, written
+ * at every step, alone on its line; the rest, written once in a while, on
+ * the next, so that the peers' reads of it (every call: broke_at) hit
+ * their own cache instead of fetching the line the step just changed. */
 struct stage_rank {
 	alignas(STAGE_LINE) _Atomic uint64_t step; /* steps published (monotonic, never reset) */
-	_Atomic uint32_t left;                     /* 1 after its destroy */
+	alignas(STAGE_LINE) _Atomic uint32_t left; /* 1 after its destroy */
 	_Atomic int32_t pid;                       /* for diagnostics */
 	_Atomic int32_t lost; /* 1 + the local rank whose death broke this one, 0: none */
 	/* the first step it did not finish, once it broke (0: it did not): a
@@ -63,7 +66,7 @@ struct stage_ctl {
 	struct stage_rank rank[]; /* nlocal */
 };
 
-_Static_assert(sizeof(struct stage_rank) == STAGE_LINE, "one line per rank");
+_Static_assert(sizeof(struct stage_rank) == 2 * STAGE_LINE, "two lines per rank");
 _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2 && ATOMIC_INT_LOCK_FREE == 2,
 	       "atomics in a shared mapping must be lock-free (address-free)");
 

@@ -48,7 +48,9 @@ void stage_publish(struct stage_shm *st)
 	st->step++;
 	atomic_store_explicit(&c->rank[st->pub.lrank].step, st->step, memory_order_release);
 	atomic_thread_fence(memory_order_seq_cst);
-	if (behind(st, NULL) < 0 && atomic_load_explicit(&c->wake.sleepers, memory_order_seq_cst)) {
+	/* sleepers first: in the common case nobody sleeps and we read no
+	 * peer's counter line (each such read is a transfer between cores) */
+	if (atomic_load_explicit(&c->wake.sleepers, memory_order_seq_cst) && behind(st, NULL) < 0) {
 		atomic_fetch_add_explicit(&c->wake.seq, 1, memory_order_seq_cst);
 		futex(&c->wake.seq, FUTEX_WAKE, INT_MAX, NULL);
 	}
