@@ -178,9 +178,12 @@ static void finish(struct link_shm *s, struct fifo *done)
 }
 
 /* With mu held: the heads of every live peer's FIFOs that are not moving
- * yet start (nothing moves in the begin). */
-static void take_heads(struct link_shm *s)
+ * yet start (nothing moves in the begin). 1 when a begin failed its peer
+ * (a send to a peer that closed the channel: -EPIPE): its messages then
+ * wait for the sweep, and nothing of theirs is in a ring to wake us. */
+static int take_heads(struct link_shm *s)
 {
+	int failed = 0;
 	for (int i = 0; i < s->base.nranks; i++) {
 		struct shm_peer *p = &s->p[i];
 		char e[ERRLEN];
@@ -198,8 +201,10 @@ static void take_heads(struct link_shm *s)
 		if (rc) { /* the next sweep completes them: nothing to wait for */
 			fail_locked(p, rc, "rank %d: %s", i, e);
 			p->tx_op = p->rx_op = NULL;
+			failed = 1;
 		}
 	}
+	return failed;
 }
 
 /* A head message of p moved whole: off its FIFO into done. */
@@ -296,12 +301,13 @@ static void *progress_main(void *arg)
 		pthread_mutex_lock(&s->mu);
 		sweep(s, &done);
 		const bool stop = s->stop;
-		if (!stop)
-			take_heads(s);
+		const bool failed = !stop && take_heads(s);
 		pthread_mutex_unlock(&s->mu);
 		finish(s, &done);
 		if (stop)
 			return NULL;
+		if (failed) /* sweep now: idle would wait on nothing of that peer's */
+			continue;
 		int moved = step_all(s, &done);
 		if (done.head) {
 			finish(s, &done);

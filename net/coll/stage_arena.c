@@ -198,6 +198,7 @@ static void stage_free(struct stage_shm *st)
 			close(st->pidfds[l]);
 	free(st->pidfds);
 	free(st->pids);
+	free(st->socks);
 	free(st);
 }
 
@@ -218,11 +219,14 @@ int hora_net_stage_shm_create(const struct hora_net_stage_shm_cfg *cfg, struct h
 	st->pub.small_max = stage_shm_small_max(st);
 	st->spin_us = cfg->spin_us > 0 && !oversubscribed(n) ? cfg->spin_us : 0;
 	st->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : 0;
-	st->socks = cfg->socks;
 	atomic_init(&st->interrupted, 0);
+	/* the fd numbers copied: the caller's array may go once create
+	 * returns (topo.c frees it when the link takes the sockets over) */
+	if (cfg->socks && (st->socks = malloc((size_t)n * sizeof(int))))
+		memcpy(st->socks, cfg->socks, (size_t)n * sizeof(int));
 	st->pidfds = calloc((size_t)n, sizeof(int));
 	st->pids = calloc((size_t)n, sizeof(pid_t));
-	if (!st->pidfds || !st->pids) {
+	if (!st->pidfds || !st->pids || (cfg->socks && !st->socks)) {
 		free(st->pidfds); /* stage_free would close fds 0 */
 		st->pidfds = NULL;
 		rc = -ENOMEM;

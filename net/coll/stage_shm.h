@@ -6,8 +6,9 @@
  * over socks[l] (SCM_RIGHTS); the others attach. socks are connected Unix
  * sockets to each local peer, already authenticated by the caller
  * (node.c); they stay the caller's (borrowed; the stage may use them as
- * lifelines while it lives) and must be used by nothing else during
- * create. pids[l]: each local rank's pid (this pid namespace), to tell a
+ * lifelines while it lives, so they must stay open until it is destroyed,
+ * though the array itself is copied and may go after create) and must be
+ * used by nothing else during create. pids[l]: each local rank's pid (this pid namespace), to tell a
  * dead peer from a slow one.
  */
 #ifndef HORA_NET_COLL_STAGE_SHM_H

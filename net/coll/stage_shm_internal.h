@@ -79,7 +79,7 @@ struct stage_shm {
 	uint64_t step;     /* steps this rank published (== ctl->rank[lrank].step) */
 	int spin_us, timeout_ms;
 	int *pidfds;       /* nlocal: each peer's process (-1: none) */
-	const int *socks;  /* borrowed: lifelines (cfg->socks) */
+	int *socks;        /* a copy of cfg->socks (lifelines; the fds are not ours to close) */
 	pid_t *pids;       /* nlocal (copied) */
 	_Atomic int interrupted;
 	int broken;        /* an op failed: every later one fails with it */

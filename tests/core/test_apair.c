@@ -179,7 +179,11 @@ Test(apair, eight_ranks_five_thousand_rounds_no_deadlock_same_bits_sum_kept, .ti
 	}
 	note("8 ranks x %d rounds: %d exchanges applied, %d answered busy; sum %.9g -> %.9g", ROUNDS, applied, busy,
 	     s0, s1);
-	cr_assert(applied >= n * ROUNDS / 20, "only %d exchanges in %d rounds", applied, n * ROUNDS);
+	/* exchanges happen at all (not every request refused): a floor, not a
+	 * rate (Release applies ~6700 over shared memory, ASan ~2500 on 2
+	 * cores, with none slower than 10 ms: the old floor of 2000 failed
+	 * ASan runs under load) */
+	cr_assert(applied >= n * ROUNDS / 100, "only %d exchanges in %d rounds", applied, n * ROUNDS);
 	cr_assert(fabs(s1 - s0) <= 1e-9 * mag, "the sum of the models moved: %.12g -> %.12g", s0, s1);
 	for (int i = 0; i < n; i++)
 		for (int j = 0; j < n; j++) {

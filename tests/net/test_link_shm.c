@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,6 +55,7 @@ struct opts {
 	int no_create; /* this rank never creates (waits for sh->go) */
 	int victim;    /* this rank is killed by the parent after create (-1: none) */
 	int pipe_w;    /* the victim's "created" word */
+	int body_destroys; /* the body destroys the link itself */
 };
 
 static uint64_t mix(uint64_t x)
@@ -114,7 +116,8 @@ static int child(int rank, int n, int *socks, const struct opts *o)
 			pause();
 	}
 	rc = o->body ? o->body(rank, n, l, o) : 0;
-	l->ops->destroy(l);
+	if (!o->body_destroys)
+		l->ops->destroy(l);
 	return rc;
 }
 
@@ -550,6 +553,62 @@ static int close_body(int me, int n, struct hora_net_link *l, const struct opts 
 Test(link_shm, close_fails_pending_messages_on_both_sides, .timeout = 30)
 {
 	struct opts o = {.body = close_body, .victim = -1};
+	run(2, &o);
+}
+
+/* rank 1 destroys its link while rank 0 has nothing posted to it (so no
+ * wait of rank 0's is there to see it go); then rank 0 posts a receive
+ * and a send to it. The send's begin finds the channel closed (-EPIPE)
+ * before the receive ever waited: both must complete, failed, at once.
+ * (The progress thread used to mark the peer failed there and sleep on
+ * its bell alone, with nothing of that peer's to wake it: the messages
+ * completed only at the next post or close; the asynchronous pairs'
+ * exchange with a rank that had gone hung so.) */
+struct gone_op {
+	_Atomic int rc; /* 0: pending, 1: done, < 0: failed */
+	char err[256];
+};
+
+static void gone_done(void *arg, int status, const char *e)
+{
+	struct gone_op *g = arg;
+	snprintf(g->err, sizeof(g->err), "%s", e ? e : "");
+	atomic_store(&g->rc, status ? status : 1);
+}
+
+static int gone_body(int me, int n, struct hora_net_link *l, const struct opts *o)
+{
+	(void)n, (void)o;
+	if (me == 1) {
+		l->ops->destroy(l);
+		__atomic_store_n(&sh->go, 1, __ATOMIC_SEQ_CST);
+		while (__atomic_load_n(&sh->go, __ATOMIC_SEQ_CST) != 2) /* its lifeline stays open */
+			usleep(1000);
+		return 0;
+	}
+	while (!__atomic_load_n(&sh->go, __ATOMIC_SEQ_CST))
+		usleep(1000);
+	uint8_t in[32], out[32] = {0};
+	struct gone_op g[2] = {0};
+	int rc = l->ops->post_recv(l, 1, in, 32, gone_done, &g[0], NULL);
+	if (!rc)
+		rc = l->ops->post_send(l, 1, out, 32, gone_done, &g[1], NULL);
+	/* a bound for a hang, not a speed: completion is due at once */
+	for (int t = 0; !rc && t < 10000 && (!atomic_load(&g[0].rc) || !atomic_load(&g[1].rc)); t++)
+		usleep(1000);
+	__atomic_store_n(&sh->go, 2, __ATOMIC_SEQ_CST);
+	const int r0 = atomic_load(&g[0].rc), r1 = atomic_load(&g[1].rc);
+	CHECK(!rc, "a post: %d", rc);
+	CHECK(r0 && r1, "posts to a rank that is gone never completed (receive %d, send %d)", r0, r1);
+	CHECK(r0 == -EPIPE && r1 == -EPIPE && strstr(g[1].err, "rank 1") && strstr(g[1].err, "closed"),
+	      "posts to a rank that is gone: receive %d, send %d: %s", r0, r1, g[1].err);
+	l->ops->destroy(l);
+	return 0;
+}
+
+Test(link_shm, posts_to_a_peer_that_already_closed_fail_at_once, .timeout = 30)
+{
+	struct opts o = {.body = gone_body, .victim = -1, .body_destroys = 1};
 	run(2, &o);
 }
 

@@ -57,6 +57,9 @@ static uint64_t hash_bytes(uint64_t h, const void *p, size_t len)
 	return h ^ len;
 }
 
+/* the child's own row of sockets, as it passed it to create */
+static int *g_socks;
+
 /* Fork n ranks, each: create its stage (socks[r], everyone's pids), run
  * fn, send its result, destroy, exit. res[r].rc is -1000 when rank r sent
  * nothing (it died). */
@@ -93,6 +96,7 @@ static void run_ranks(int n, const struct opts *o, rank_fn fn, void *arg, struct
 						     .slot_bytes = o->slot_bytes, .spin_us = o->spin_us,
 						     .timeout_ms = o->timeout_ms};
 		struct hora_net_stage *s = NULL;
+		g_socks = socks[r];
 		me.rc = hora_net_stage_shm_create(&cfg, &s, me.err, sizeof(me.err));
 		if (!me.rc)
 			fn(s, r, n, arg, &me);
@@ -432,6 +436,40 @@ Test(net_stage_shm, a_killed_rank_fails_the_others_naming_it, .timeout = 60)
 	}
 	free(before);
 	free(after);
+}
+
+/* The caller's array of sockets is its own again once create returns
+ * (topo.c frees it when the link takes the sockets over): here every entry
+ * is overwritten with a socket that has hung up. Rank 1 comes late, so
+ * rank 0 waits past the poll interval and checks its peers: it must check
+ * the real lifelines (the stage used to read the caller's array, freed
+ * memory in the communicator: ASan's heap-use-after-free in peers_gone). */
+static void scribbled_rank(struct hora_net_stage *s, int r, int n, void *arg, struct result *res)
+{
+	(void)arg;
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv)) {
+		res->rc = -errno;
+		return;
+	}
+	close(sv[1]); /* sv[0] now reads as hung up */
+	for (int l = 0; l < n; l++)
+		if (l != r)
+			g_socks[l] = sv[0];
+	float buf[16] = {0};
+	if (r == 1)
+		usleep(300 * 1000); /* three of the stage's 100 ms poll intervals */
+	res->rc = s->ops->allreduce(s, buf, buf, 16, HORA_NET_F32, HORA_NET_SUM, res->err, sizeof(res->err));
+	close(sv[0]);
+}
+
+Test(net_stage_shm, the_callers_array_of_sockets_may_change_after_create, .timeout = 30)
+{
+	struct result res[MAXN];
+	struct opts o = {.slot_bytes = SLOT, .timeout_ms = 20000};
+	run_ranks(2, &o, scribbled_rank, NULL, res);
+	for (int r = 0; r < 2; r++)
+		cr_assert_eq(res[r].rc, 0, "rank %d: rc %d: %s", r, res[r].rc, res[r].err);
 }
 
 /* rank 0 calls; rank 1 behaves as arg says: 0 never calls (sleeps), 1
