@@ -916,12 +916,16 @@ void hora_comm_destroy(struct hora_comm *c)
 	free(c);
 }
 
-/* (a re-form that failed left no net comm: the rank before it, of one) */
-int hora_comm_describe(const struct hora_comm *c, size_t bytes, char *buf, size_t len)
+int hora_comm_describe(struct hora_comm *c, size_t bytes, char *buf, size_t len)
 {
-	return hora_net_comm_describe(c->net, bytes, buf, len);
+	pthread_mutex_lock(&c->net_mu);
+	const int k = c->net ? hora_net_comm_describe(c->net, bytes, buf, len)
+			     : snprintf(buf, len, "no communicator (a re-form failed)");
+	pthread_mutex_unlock(&c->net_mu);
+	return k;
 }
 
+/* (a re-form that failed left no net comm: the rank before it, of one) */
 int hora_comm_rank(const struct hora_comm *c)
 {
 	return c->net ? hora_net_comm_rank(c->net) : c->last_rank;

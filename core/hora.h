@@ -285,9 +285,11 @@ enum hora_algo {
  * namespace): AUTO uses it, OFF keeps every pair on TCP. */
 enum hora_shm { HORA_SHM_AUTO, HORA_SHM_OFF };
 /* The hierarchical allreduce (reduce-scatter within each host, allreduce
- * across hosts, allgather within): AUTO when the ranks span several hosts
- * with several ranks on one, ON whenever it applies, OFF never (the flat
- * ring). */
+ * across hosts, allgather within): AUTO above small_bytes when the ranks
+ * span several hosts with the same number (>= 2) of ranks each and the
+ * algorithm is AUTO; ON the same even with an algorithm forced; OFF never
+ * (the flat ring). Unequal hosts (3 + 1) keep the flat ring
+ * (hora_comm_describe says why). Needs shm AUTO (the stage within a host). */
 enum hora_hier { HORA_HIER_AUTO, HORA_HIER_ON, HORA_HIER_OFF };
 
 struct hora_comm_config {
@@ -330,7 +332,7 @@ HORA_API int hora_comm_rank(const struct hora_comm *c);
  * `bytes` takes ("2 ranks on 1 host, shared memory; allreduce of 16777216
  * bytes: shared-memory stage"), for bench headers and logs. The length
  * snprintf would write. */
-HORA_API int hora_comm_describe(const struct hora_comm *c, size_t bytes, char *buf, size_t len);
+HORA_API int hora_comm_describe(struct hora_comm *c, size_t bytes, char *buf, size_t len);
 HORA_API int hora_comm_size(const struct hora_comm *c);
 
 /* Collectives. Every rank calls the same collectives in the same order

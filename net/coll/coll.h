@@ -68,7 +68,8 @@ struct hora_net_comm_cfg {
 	int spin_us;               /* small messages: poll this long before sleeping
 				      (0: HORA_NET_SPIN_DEFAULT; < 0: never). The library reads
 				      no environment: HORA_SPIN_US is read by core/init. */
-	int shm;                   /* 0: shared memory between ranks of one host, 1: TCP only */
+	int shm;                   /* 0 (auto): shared memory between ranks of one host;
+				      1 (off): TCP only (hora.h's enum hora_shm) */
 	int hierarchical;          /* 0 auto, 1 on, 2 off (hora.h's enum hora_hier) */
 };
 

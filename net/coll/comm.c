@@ -89,6 +89,7 @@ struct hora_net_comm *comm_sub(const struct hora_net_comm *parent, int rank, int
 	if (c) {
 		c->link = link;
 		c->algo = parent->algo;
+		c->quiet = true;
 	}
 	return c;
 }
@@ -149,6 +150,8 @@ int hora_net_comm_size(const struct hora_net_comm *c)
 void hora_net_comm_set_algo(struct hora_net_comm *c, enum hora_net_algo algo)
 {
 	c->algo = algo;
+	if (c->cross) /* the hierarchical allreduce's stage across hosts follows it */
+		c->cross->algo = algo;
 }
 
 void hora_net_comm_set_neighbor_check(struct hora_net_comm *c, bool on)

@@ -142,6 +142,22 @@ static int cross_slices(struct pipe *p)
 	return 0;
 }
 
+/* The cross communicator failed: its ranks are numbered by host (and a
+ * notice it read names ranks here, one it sent none: quiet), so its error
+ * says which ranks those are here; our own notices then tell every rank. */
+static int cross_fail(struct hora_net_comm *c, int rc)
+{
+	char map[160];
+	int k = snprintf(map, sizeof(map), "allreduce across hosts (its ranks 0..%d are ranks", c->node->nhosts - 1);
+	for (int h = 0; h < c->node->nhosts && k > 0 && (size_t)k < sizeof(map); h++)
+		k += snprintf(map + k, sizeof(map) - (size_t)k, "%s %d", h ? "," : "", c->cross_map[h]);
+	if (k > 0 && (size_t)k < sizeof(map))
+		snprintf(map + k, sizeof(map) - (size_t)k, " here)");
+	if (c->broken)
+		return c->broken;
+	return coll_fail(c, rc, "%s: %s", map, hora_net_comm_error(c->cross));
+}
+
 /* slices of HIER_SLICE per local rank (at least slice_bytes): large enough
  * for the cross ring to run at the link's rate, small enough that the
  * first reduce-scatter and last allgather, not hidden, are a few % */
@@ -182,6 +198,6 @@ int hier_allreduce(struct hora_net_comm *c, const void *send, void *recv, size_t
 	if (!rc && p.stage_rc)
 		rc = p.stage_rc;
 	if (cross_failed)
-		return stage_fail(c, rc, "allreduce across hosts", hora_net_comm_error(c->cross));
+		return cross_fail(c, rc);
 	return rc ? stage_fail(c, rc, p.what ? p.what : "the shared-memory stage", p.err) : 0;
 }

@@ -76,6 +76,9 @@ struct hora_net_comm {
 	pthread_mutex_t stage_mu;
 	int *lsocks, nlsocks;          /* the sockets the stage borrows, when no link owns them */
 	struct hora_net_comm *cross;   /* one rank per host, ours among them; NULL: no hierarchy */
+	int *cross_map;                /* nhosts: the rank here of each cross rank */
+	bool quiet;                    /* the cross communicator: its failures send no notices
+					  (their ranks are numbered by host; the parent's say it) */
 	char flat_why[128];            /* why there is no hierarchy, for describe */
 };
 

@@ -7,15 +7,22 @@
  *   call); each rank compares every fingerprint with its own (so every
  *   rank names a mismatch itself) and reduces all the data in local-rank
  *   order: every rank computes the same bits.
- * - stage_allreduce (above): the fingerprint round the ring (a mismatch is
- *   named before any data moves), then the stage's allreduce, which reads
- *   send and writes recv; AVG divides once at the end.
+ * - stage_allreduce (above): the stage's allreduce, which reads send and
+ *   writes recv, AVG divided once at the end; its fingerprint was checked
+ *   by local_check (below), or, with more ranks than the small path takes,
+ *   round the ring first.
  *
  * - local_check: every call on one host (every collective but the pair
  *   average) first gathers every rank's fingerprint through the stage, so
  *   every rank compares every rank's call with its own and names a
  *   mismatch at once, whatever path each rank took (the small path's
- *   gather is that check too). The barrier is just this.
+ *   gather is that check too). The barrier is just this. Up to
+ *   MAX_SMALL_LOCAL ranks on the host; above, every path checks its own
+ *   fingerprints over the link, as across hosts. A pair average on one
+ *   rank against a collective on its peer is not named there: the
+ *   collective waits in the gather, the pair average on the link, until
+ *   the I/O timeout (the pair average is not a collective: it cannot take
+ *   part in the gather).
  *
  * stage_fail, for these and hier.c: a stage error breaks the communicator,
  * naming the rank the stage lost (whose notice may say why).
@@ -52,10 +59,11 @@ int stage_fail(struct hora_net_comm *c, int rc, const char *what, const char *er
 int stage_allreduce(struct hora_net_comm *c, const void *send, void *recv, size_t count, enum hora_net_dtype t,
 		    enum hora_net_op op, const struct fp *f)
 {
-	(void)f; /* checked by local_check, as every call on one host */
 	char err[300] = "";
-	int rc = c->stage->ops->allreduce(c->stage, send, recv, count, t, op, err, sizeof(err));
-	if (rc)
+	int rc = 0; /* the fingerprint: local_check's gather, else round the ring */
+	if (!local_checks(c) && (rc = coll_fp_xchg(c, (c->rank + 1) % c->n, (c->rank - 1 + c->n) % c->n, f)))
+		return rc;
+	if ((rc = c->stage->ops->allreduce(c->stage, send, recv, count, t, op, err, sizeof(err))))
 		return stage_fail(c, rc, "the shared-memory stage", err);
 	if (op == HORA_NET_AVG)
 		hora_net_scale(recv, count, t, c->n);
@@ -81,14 +89,12 @@ static int gather_checked(struct hora_net_comm *c, const struct fp *f, size_t by
 bool local_checks(const struct hora_net_comm *c)
 {
 	return c->stage && c->stage->ops->gather && c->node && c->node->nhosts == 1 &&
-	       c->stage->small_max >= FP_BYTES;
+	       c->stage->small_max >= FP_BYTES && c->stage->nlocal <= MAX_SMALL_LOCAL;
 }
 
 int local_check(struct hora_net_comm *c, const struct fp *f)
 {
 	const void *all[MAX_SMALL_LOCAL];
-	if (c->stage->nlocal > MAX_SMALL_LOCAL)
-		return 0; /* the link's own checks only */
 	fp_encode(c->small, f);
 	return gather_checked(c, f, 0, all);
 }

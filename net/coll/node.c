@@ -13,14 +13,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define ID_BYTES 40
+#define ID_BYTES 64
 static const uint8_t id_magic[4] = {'H', 'N', 'I', 'D'};
 
 struct node_id {
 	uint8_t boot[16];
-	uint64_t netns;
+	uint64_t netns, pidns;
 	uint32_t pid, uid;
 	uint8_t shm, hier;
+	uint8_t nonce[NODE_NONCE];
 };
 
 /* the boot id's 32 hex digits as 16 bytes; random bytes when unreadable
@@ -46,13 +47,21 @@ static void boot_id(uint8_t out[16])
 		randombytes_buf(out, 16);
 }
 
-static void id_self(const struct hora_net_comm_cfg *cfg, struct node_id *id)
+/* a namespace's identity: its inode and device; unreadable: this pid's
+ * own (then no other rank shares it) */
+static uint64_t ns_id(const char *path)
+{
+	struct stat st;
+	return stat(path, &st) ? (uint64_t)getpid() << 32 : (uint64_t)st.st_ino ^ ((uint64_t)st.st_dev << 40);
+}
+
+static void id_self(const struct hora_net_comm_cfg *cfg, const uint8_t *nonce, struct node_id *id)
 {
 	memset(id, 0, sizeof(*id));
 	boot_id(id->boot);
-	struct stat st;
-	id->netns = stat("/proc/thread-self/ns/net", &st) ? (uint64_t)getpid() << 32 : (uint64_t)st.st_ino ^
-											     ((uint64_t)st.st_dev << 40);
+	id->netns = ns_id("/proc/thread-self/ns/net");
+	id->pidns = ns_id("/proc/thread-self/ns/pid");
+	memcpy(id->nonce, nonce, NODE_NONCE);
 	id->pid = (uint32_t)getpid();
 	id->uid = (uint32_t)getuid();
 	id->shm = (uint8_t)cfg->shm;
@@ -69,6 +78,8 @@ static void id_encode(uint8_t *b, const struct node_id *id)
 	b[36] = id->shm;
 	b[37] = id->hier;
 	b[38] = b[39] = 0;
+	memcpy(b + 40, &id->pidns, 8);
+	memcpy(b + 48, id->nonce, NODE_NONCE);
 }
 
 static int id_decode(const uint8_t *b, struct node_id *id)
@@ -81,6 +92,8 @@ static int id_decode(const uint8_t *b, struct node_id *id)
 	memcpy(&id->uid, b + 32, 4);
 	id->shm = b[36];
 	id->hier = b[37];
+	memcpy(&id->pidns, b + 40, 8);
+	memcpy(id->nonce, b + 48, NODE_NONCE);
 	return 0;
 }
 
@@ -115,6 +128,15 @@ static int ids_swap(struct hora_net_comm *c, uint8_t *all, char *err, size_t err
 	return rc;
 }
 
+/* One host for the shared-memory paths: the same boot, network namespace
+ * (the abstract sockets), pid namespace (SO_PEERCRED's pids, the pidfds)
+ * and uid (the sockets' credentials). Containers sharing the host's
+ * network but not its pids are hosts of their own: TCP between them. */
+static bool same_host(const struct node_id *a, const struct node_id *b)
+{
+	return !memcmp(a->boot, b->boot, 16) && a->netns == b->netns && a->pidns == b->pidns && a->uid == b->uid;
+}
+
 /* hosts numbered by their lowest rank */
 static int map_build(struct hora_net_comm *c, const struct node_id *ids, struct node_map *m)
 {
@@ -122,13 +144,13 @@ static int map_build(struct hora_net_comm *c, const struct node_id *ids, struct 
 	m->host_size = calloc((size_t)c->n, sizeof(int));
 	m->local = calloc((size_t)c->n, sizeof(int));
 	m->lpid = calloc((size_t)c->n, sizeof(pid_t));
-	if (!m->host_of || !m->host_size || !m->local || !m->lpid)
+	m->lnonce = calloc((size_t)c->n, NODE_NONCE);
+	if (!m->host_of || !m->host_size || !m->local || !m->lpid || !m->lnonce)
 		return -ENOMEM;
 	int *first = m->local; /* scratch: the first rank of each host */
 	for (int i = 0; i < c->n; i++) {
 		int h = 0;
-		while (h < m->nhosts && (memcmp(ids[first[h]].boot, ids[i].boot, 16) ||
-					 ids[first[h]].netns != ids[i].netns))
+		while (h < m->nhosts && !same_host(&ids[first[h]], &ids[i]))
 			h++;
 		if (h == m->nhosts)
 			first[m->nhosts++] = i;
@@ -143,6 +165,7 @@ static int map_build(struct hora_net_comm *c, const struct node_id *ids, struct 
 			if (i == c->rank)
 				m->lrank = m->nlocal;
 			m->lpid[m->nlocal] = (pid_t)ids[i].pid;
+			memcpy(m->lnonce + (size_t)m->nlocal * NODE_NONCE, ids[i].nonce, NODE_NONCE);
 			m->local[m->nlocal++] = i;
 		}
 	for (int h = 0; h < m->nhosts; h++)
@@ -150,14 +173,14 @@ static int map_build(struct hora_net_comm *c, const struct node_id *ids, struct 
 	return 0;
 }
 
-int node_exchange(struct hora_net_comm *c, struct node_map *m, char *err, size_t errlen)
+int node_exchange(struct hora_net_comm *c, const uint8_t *nonce, struct node_map *m, char *err, size_t errlen)
 {
 	memset(m, 0, sizeof(*m));
 	uint8_t *all = calloc((size_t)c->n, ID_BYTES);
 	struct node_id *ids = calloc((size_t)c->n, sizeof(*ids));
 	int rc = all && ids ? 0 : -ENOMEM;
 	if (!rc) {
-		id_self(&c->cfg, &ids[c->rank]);
+		id_self(&c->cfg, nonce, &ids[c->rank]);
 		id_encode(all + (size_t)c->rank * ID_BYTES, &ids[c->rank]);
 		rc = ids_swap(c, all, err, errlen);
 	}
@@ -189,6 +212,7 @@ void node_map_free(struct node_map *m)
 	free(m->host_size);
 	free(m->local);
 	free(m->lpid);
+	free(m->lnonce);
 	memset(m, 0, sizeof(*m));
 }
 

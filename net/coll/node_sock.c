@@ -32,11 +32,14 @@ static void derive(const struct hora_net_comm_cfg *cfg, const char *domain, cons
 	crypto_generichash_final(&h, out, 16);
 }
 
-/* "\0hora-<32 hex digits>" for rank r */
-static socklen_t sock_name(const struct hora_net_comm_cfg *cfg, int r, struct sockaddr_un *sa)
+/* "\0hora-<32 hex digits>" for rank r, whose nonce this create is */
+static socklen_t sock_name(const struct hora_net_comm_cfg *cfg, int r, const uint8_t *nonce, struct sockaddr_un *sa)
 {
-	uint8_t h[16];
-	derive(cfg, "hora shm socket v1", cfg->addrs[r], strlen(cfg->addrs[r]), (uint32_t)r, h);
+	uint8_t h[16], in[256 + NODE_NONCE];
+	const size_t al = strnlen(cfg->addrs[r], 256);
+	memcpy(in, cfg->addrs[r], al);
+	memcpy(in + al, nonce, NODE_NONCE);
+	derive(cfg, "hora shm socket v2", in, al + NODE_NONCE, (uint32_t)r, h);
 	memset(sa, 0, sizeof(*sa));
 	sa->sun_family = AF_UNIX;
 	char *p = sa->sun_path + 1;
@@ -46,10 +49,10 @@ static socklen_t sock_name(const struct hora_net_comm_cfg *cfg, int r, struct so
 	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + (size_t)(p - sa->sun_path));
 }
 
-int node_listen(const struct hora_net_comm_cfg *cfg, char *err, size_t errlen)
+int node_listen(const struct hora_net_comm_cfg *cfg, const uint8_t *nonce, char *err, size_t errlen)
 {
 	struct sockaddr_un sa;
-	socklen_t sl = sock_name(cfg, cfg->rank, &sa);
+	socklen_t sl = sock_name(cfg, cfg->rank, nonce, &sa);
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sl) || listen(fd, 256)) {
 		int e = errno;
@@ -100,13 +103,22 @@ static int read_all(int fd, void *buf, size_t len, int64_t deadline_ms)
 	return 0;
 }
 
+/* the process at the other end of fd is local rank l's (the pid it
+ * announced over the authenticated link, our uid) */
+static bool peer_is(const struct node_map *m, int fd, int l, struct ucred *cr)
+{
+	socklen_t cl = sizeof(*cr);
+	return !getsockopt(fd, SOL_SOCKET, SO_PEERCRED, cr, &cl) && cr->pid == m->lpid[l] && cr->uid == getuid();
+}
+
 static int connect_lower(const struct hora_net_comm_cfg *cfg, const struct node_map *m, int *socks, char *err,
 			 size_t errlen)
 {
 	for (int l = 0; l < m->lrank; l++) {
 		const int r = m->local[l];
 		struct sockaddr_un sa;
-		socklen_t sl = sock_name(cfg, r, &sa);
+		struct ucred cr;
+		socklen_t sl = sock_name(cfg, r, m->lnonce + (size_t)l * NODE_NONCE, &sa);
 		struct hello h = {.rank = (uint32_t)cfg->rank};
 		derive(cfg, "hora shm hello v1", &h.rank, sizeof(h.rank), (uint32_t)r, h.tag);
 		int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -118,32 +130,45 @@ static int connect_lower(const struct hora_net_comm_cfg *cfg, const struct node_
 					cfg->rank, r, strerror(e)),
 			       -e;
 		}
+		if (!peer_is(m, fd, l, &cr)) { /* someone else holds the name */
+			close(fd);
+			return snprintf(err, errlen, "rank %d: rank %d's shared-memory socket is held by pid %d uid %d, "
+						     "not by rank %d (pid %d)", cfg->rank, r, (int)cr.pid, (int)cr.uid, r,
+					(int)m->lpid[l]), -EACCES;
+		}
 		socks[l] = fd;
 	}
 	return 0;
 }
 
-/* the higher local rank this connection says it is, checked: -1 if not */
+/* The higher local rank a connection comes from. Its credentials first,
+ * before anything it sent: a connection from no process of a higher rank
+ * of ours (a stranger) is dropped unread, so it can neither hold us up nor
+ * fail the create (-1). Then its hello: the rank it says, whose pid must
+ * be the connection's (ranks that are threads of one process share it),
+ * and the tag only that rank can make; a wrong one fails the create (-2). */
 static int check_hello(const struct hora_net_comm_cfg *cfg, const struct node_map *m, int fd, const int *socks,
 		       int64_t deadline_ms, char *why, size_t len)
 {
-	struct hello h;
 	struct ucred cr;
 	socklen_t cl = sizeof(cr);
-	if (read_all(fd, &h, sizeof(h), deadline_ms))
-		return snprintf(why, len, "a connection sent no hello"), -1;
 	int l = m->lrank + 1;
-	while (l < m->nlocal && m->local[l] != (int)h.rank)
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl))
+		return -1;
+	while (l < m->nlocal && (cr.pid != m->lpid[l] || cr.uid != getuid()))
 		l++;
+	if (l == m->nlocal)
+		return -1;
+	struct hello h;
+	if (read_all(fd, &h, sizeof(h), deadline_ms))
+		return snprintf(why, len, "pid %d (a rank of this host) sent no hello", (int)cr.pid), -2;
+	for (l = m->lrank + 1; l < m->nlocal && m->local[l] != (int)h.rank; l++)
+		;
 	uint8_t tag[16];
 	derive(cfg, "hora shm hello v1", &h.rank, sizeof(h.rank), (uint32_t)cfg->rank, tag);
-	if (l == m->nlocal || socks[l] >= 0 || sodium_memcmp(tag, h.tag, 16))
-		return snprintf(why, len, "a connection claiming rank %u is no higher rank of this host, "
-					  "came twice, or does not know the secret", h.rank), -1;
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) || cr.pid != m->lpid[l] || cr.uid != getuid())
-		return snprintf(why, len, "rank %u's socket came from pid %d uid %d, but rank %u announced "
-					  "pid %d (other pid namespaces? set transport.shm: off)",
-				h.rank, (int)cr.pid, (int)cr.uid, h.rank, (int)m->lpid[l]), -1;
+	if (l == m->nlocal || socks[l] >= 0 || !peer_is(m, fd, l, &cr) || sodium_memcmp(tag, h.tag, 16))
+		return snprintf(why, len, "pid %d sent a hello for rank %u that is not its own, came twice, or "
+					  "does not know the secret", (int)cr.pid, h.rank), -2;
 	return l;
 }
 
@@ -162,6 +187,10 @@ static int accept_higher(const struct hora_net_comm_cfg *cfg, const struct node_
 		char why[200];
 		int l = check_hello(cfg, m, fd, socks, deadline_ms, why, sizeof(why));
 		uint8_t ack = 1;
+		if (l == -1) { /* not one of our ranks: dropped, we go on waiting */
+			close(fd);
+			continue;
+		}
 		if (l < 0 || write(fd, &ack, 1) != 1) {
 			close(fd);
 			return snprintf(err, errlen, "rank %d: its shared-memory socket: %s", cfg->rank,

@@ -136,7 +136,7 @@ static void tell_and_close(struct hora_net_comm *c, const struct fp *f)
 		return;
 	uint8_t b[FP_BYTES];
 	fp_encode(b, f);
-	for (int i = 0; c->link->ops->notify && i < c->n; i++)
+	for (int i = 0; c->link->ops->notify && !c->quiet && i < c->n; i++)
 		if (i != c->rank)
 			(void)c->link->ops->notify(c->link, i, b, sizeof(b)); /* best effort */
 	c->link->ops->close(c->link, -1);

@@ -145,7 +145,7 @@ static int check_fd(int fd, const struct hora_net_stage_shm_cfg *cfg, struct sta
 static int arena_attach(struct stage_shm *st, const struct hora_net_stage_shm_cfg *cfg, char *err,
 			size_t errlen)
 {
-	int fd, rc = hora_net_shm_fd_recv(cfg->socks[0], cfg->timeout_ms > 0 ? cfg->timeout_ms : -1, &fd,
+	int fd, rc = hora_net_shm_fd_recv(cfg->socks[0], cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : 30000, &fd,
 					  err, errlen);
 	if (rc)
 		return rc;
@@ -176,13 +176,11 @@ static int open_pidfds(struct stage_shm *st, char *err, size_t errlen)
 	return 0;
 }
 
-/* More local ranks than CPUs we may run on: a spinning rank would take the
- * CPU from the rank it waits for (sched_yield does not hand it over
- * reliably), so the stage sleeps at once (README.md: the spin bound). */
 /* More local ranks than the host's CPUs: a spinning rank would take the
- * CPU of the rank it waits for. The host's, not this thread's affinity: a
- * rank bound to one CPU (cluster.bind: core, the bench) is not alone on
- * the host. */
+ * CPU of the rank it waits for (sched_yield does not hand it over
+ * reliably), so the stage sleeps at once (README.md: the spin bound). The
+ * host's CPUs, not this thread's affinity: a rank bound to one CPU
+ * (cluster.bind: core, the bench) is not alone on the host. */
 static int oversubscribed(int nlocal)
 {
 	const long ncpu = sysconf(_SC_NPROCESSORS_ONLN);

@@ -18,6 +18,8 @@
 
 #include <sys/types.h>
 
+#define STAGE_SHM_MAX_LOCAL 256 /* local ranks an arena takes (more: no stage, TCP) */
+
 struct hora_net_stage_shm_cfg {
 	int lrank, nlocal;
 	const int *socks;   /* nlocal: socks[l] to local rank l (-1 at lrank) */
@@ -25,6 +27,7 @@ struct hora_net_stage_shm_cfg {
 	size_t slot_bytes;  /* per rank and buffer (0: a default the bench chose) */
 	int spin_us;        /* poll this long before sleeping (0: none) */
 	int timeout_ms;     /* no progress for this long: -ETIMEDOUT (0: never) */
+	int connect_timeout_ms; /* create: the arena's fd from local rank 0 (0: 30 s) */
 };
 
 int hora_net_stage_shm_create(const struct hora_net_stage_shm_cfg *cfg, struct hora_net_stage **out,

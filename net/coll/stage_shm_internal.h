@@ -23,7 +23,7 @@
 #define STAGE_LINE 64
 #define STAGE_MAGIC 0x4547415453524f48ull /* "HORSTAGE" */
 #define STAGE_VERSION 2u
-#define STAGE_MAX_LOCAL 256
+#define STAGE_MAX_LOCAL STAGE_SHM_MAX_LOCAL
 #define STAGE_SLOT_DEFAULT (256u << 10) /* bytes per rank and buffer (README: measured) */
 #define STAGE_SLOT_MAX (1ull << 30)
 #define STAGE_POLL_MS 100 /* a waiter looks at its peers this often */

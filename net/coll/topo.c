@@ -19,6 +19,7 @@
 #include "net/coll/stage_shm.h"
 
 #include <errno.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -28,7 +29,8 @@ static int stage_up(struct hora_net_comm *c, const int *socks, char *err, size_t
 	const struct node_map *m = c->node;
 	const struct hora_net_stage_shm_cfg sc = {.lrank = m->lrank, .nlocal = m->nlocal, .socks = socks,
 						  .pids = m->lpid, .spin_us = c->spin_us,
-						  .timeout_ms = c->cfg.opts.io_timeout_ms};
+						  .timeout_ms = c->cfg.opts.io_timeout_ms,
+						  .connect_timeout_ms = c->cfg.connect_timeout_ms};
 	char e[300];
 	int rc = hora_net_stage_shm_create(&sc, &c->stage, e, sizeof(e));
 	if (rc)
@@ -68,12 +70,13 @@ static int cross_up(struct hora_net_comm *c)
 	}
 	struct hora_net_link *v = seen ? hora_net_link_view(c->link, m->host, m->nhosts, map) : NULL;
 	free(seen);
-	free(map);
 	if (!v || !(c->cross = comm_sub(c, m->host, m->nhosts, v))) {
 		if (v)
 			v->ops->destroy(v);
+		free(map);
 		return -ENOMEM;
 	}
+	c->cross_map = map;
 	return 0;
 }
 
@@ -92,14 +95,16 @@ static void why_flat(struct hora_net_comm *c)
 int topo_setup(struct hora_net_comm *c, char *err, size_t errlen)
 {
 	int lfd = -1, rc;
-	if (!c->cfg.shm && (lfd = node_listen(&c->cfg, err, errlen)) < 0)
+	uint8_t nonce[NODE_NONCE]; /* this create's: a name seen once cannot be taken for the next */
+	randombytes_buf(nonce, sizeof(nonce));
+	if (!c->cfg.shm && (lfd = node_listen(&c->cfg, nonce, err, errlen)) < 0)
 		return lfd;
 	if (!(c->node = calloc(1, sizeof(*c->node))))
 		rc = -ENOMEM;
 	else
-		rc = node_exchange(c, c->node, err, errlen);
+		rc = node_exchange(c, nonce, c->node, err, errlen);
 	struct node_map *m = c->node;
-	if (rc || lfd < 0 || m->nlocal < 2) {
+	if (rc || lfd < 0 || m->nlocal < 2 || m->nlocal > STAGE_SHM_MAX_LOCAL) {
 		if (lfd >= 0)
 			close(lfd);
 		if (!rc)
@@ -135,9 +140,9 @@ void topo_free(struct hora_net_comm *c)
 	if (c->cross)
 		hora_net_comm_destroy(c->cross); /* its link is a view: frees only the view */
 	c->cross = NULL;
-	if (c->stage)
-		c->stage->ops->destroy(c->stage);
-	c->stage = NULL;
+	free(c->cross_map);
+	c->cross_map = NULL;
+	stage_leave(c); /* under stage_mu: an interrupt may come from another thread */
 	for (int i = 0; c->lsocks && i < c->nlsocks; i++)
 		if (c->lsocks[i] >= 0)
 			close(c->lsocks[i]);

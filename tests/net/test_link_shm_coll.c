@@ -1,6 +1,8 @@
 /* test_link_shm_coll.c - the collectives of net/coll over the shared-memory
- * link. Until comm.c chooses that link itself, each communicator is made
- * as usual (TCP, ranks as threads) and its link is then swapped for a
+ * link alone. topo.c gives every one-host communicator that link and the
+ * stage too, whose paths (the gather, the stage allreduce) would take most
+ * of these calls; so each communicator here is made over TCP alone
+ * (transport.shm off, ranks as threads) and its link is then swapped for a
  * shared-memory one built over socketpairs (the one place outside
  * net/coll that reaches into struct hora_net_comm). Every algorithm
  * (latency, direct ring, pipelined ring with segments smaller than the
@@ -163,6 +165,7 @@ static void *rank_main(void *arg)
 	cfg.opts.io_timeout_ms = 20000;
 	cfg.segment_bytes = 64 << 10; /* several segments per chunk, several ring laps per message */
 	cfg.slice_bytes = 24 << 10;
+	cfg.shm = 1; /* TCP, whose link we swap for the shared-memory one alone (no stage) */
 	struct hora_net_comm *c;
 	char e[512] = "";
 	if (hora_net_comm_create(&cfg, &c, e, sizeof(e))) {
@@ -267,6 +270,7 @@ static int proc_rank(int me, int n, struct report *rep, int ready_w)
 	cfg.opts.secret = (const uint8_t *)SECRET;
 	cfg.opts.secret_len = strlen(SECRET);
 	cfg.opts.io_timeout_ms = 20000;
+	cfg.shm = 1; /* TCP first, then the shared-memory link alone (no stage) */
 	struct hora_net_comm *c;
 	char e[512] = "";
 	if (hora_net_comm_create(&cfg, &c, e, sizeof(e)) || swap_link(c, me, e, sizeof(e))) {

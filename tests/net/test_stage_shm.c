@@ -12,6 +12,7 @@
  * thread; nothing in /dev/shm; an attacher refusing a foreign arena or
  * one made for another nlocal. No timing is asserted. */
 #include "net/coll/stage_shm.h"
+#include "../helpers.h"
 #include "net/shm/shm.h"
 #include "net/util/clock.h"
 
@@ -396,23 +397,9 @@ static void killed_rank(struct hora_net_stage *s, int r, int n, void *arg, struc
 	free(buf);
 }
 
-static char *dev_shm(void)
-{
-	size_t cap = 1 << 16, n = 0;
-	char *s = calloc(1, cap);
-	DIR *d = opendir("/dev/shm");
-	if (!d)
-		return s;
-	for (struct dirent *e; (e = readdir(d));)
-		if (n < cap)
-			n += (size_t)snprintf(s + n, cap - n, "\n%s\n", e->d_name);
-	closedir(d);
-	return s;
-}
-
 Test(net_stage_shm, a_killed_rank_fails_the_others_naming_it, .timeout = 60)
 {
-	char *before = dev_shm();
+	char *before = th_dev_shm();
 	struct result res[MAXN];
 	/* a far timeout: a death not noticed shows as -ETIMEDOUT, not as slowness */
 	struct opts o = {.slot_bytes = SLOT, .spin_us = 20, .timeout_ms = 20000};
@@ -428,12 +415,8 @@ Test(net_stage_shm, a_killed_rank_fails_the_others_naming_it, .timeout = 60)
 		cr_log_info("rank %d failed after %.0f ms: %s", r, res[r].fail_ms, res[r].err);
 	}
 	/* the arena is a memfd: nothing appeared in /dev/shm */
-	char *after = dev_shm();
-	for (char *tok = strtok(after, "\n"); tok; tok = strtok(NULL, "\n")) {
-		char key[300];
-		snprintf(key, sizeof(key), "\n%s\n", tok);
-		cr_expect(strstr(before, key), "/dev/shm/%s appeared", tok);
-	}
+	char *after = th_dev_shm(), name[256];
+	cr_expect(!th_dev_shm_new(before, after, name, sizeof(name)), "/dev/shm/%s appeared", name);
 	free(before);
 	free(after);
 }
