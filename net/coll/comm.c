@@ -42,6 +42,8 @@ static struct hora_net_comm *comm_alloc(const struct hora_net_comm_cfg *cfg)
 	pthread_mutex_init(&c->refusal_mu, NULL);
 	pthread_mutex_init(&c->stage_mu, NULL);
 	c->refusal.by = -1;
+	c->fail_peer = -1;
+	c->notice_wait_ms = 20;
 	c->cfg = *cfg;
 	apply_defaults(&c->cfg);
 	c->rank = cfg->rank;

@@ -147,15 +147,21 @@ static int cross_slices(struct pipe *p)
  * says which ranks those are here; our own notices then tell every rank. */
 static int cross_fail(struct hora_net_comm *c, int rc)
 {
-	char map[160];
-	int k = snprintf(map, sizeof(map), "allreduce across hosts (its ranks 0..%d are ranks", c->node->nhosts - 1);
-	for (int h = 0; h < c->node->nhosts && k > 0 && (size_t)k < sizeof(map); h++)
+	const int fp = c->cross->fail_peer, nh = c->node->nhosts;
+	const int peer = fp >= 0 && fp < nh ? c->cross_map[fp] : -1;
+	char with[48] = "", map[160];
+	if (peer >= 0)
+		snprintf(with, sizeof(with), ", with rank %d", peer);
+	int k = snprintf(map, sizeof(map), "(its ranks 0..%d are ranks", nh - 1);
+	for (int h = 0; h < nh && k > 0 && (size_t)k < sizeof(map); h++)
 		k += snprintf(map + k, sizeof(map) - (size_t)k, "%s %d", h ? "," : "", c->cross_map[h]);
 	if (k > 0 && (size_t)k < sizeof(map))
 		snprintf(map + k, sizeof(map) - (size_t)k, " here)");
 	if (c->broken)
 		return c->broken;
-	return coll_fail(c, rc, "%s: %s", map, hora_net_comm_error(c->cross));
+	/* peer: our notices name it, as a failure of our own link would */
+	return coll_fail_peer(c, rc, peer, "allreduce across hosts%s: %s %s", with, hora_net_comm_error(c->cross),
+			      map);
 }
 
 /* slices of HIER_SLICE per local rank (at least slice_bytes): the first

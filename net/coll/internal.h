@@ -61,6 +61,8 @@ struct hora_net_comm {
 	pthread_mutex_t refusal_mu;
 	struct refusal refusal;   /* the first refusal seen (ours or a notice's), refusal_mu */
 	int post_err;             /* why the last post was refused */
+	int fail_peer;            /* the rank the failure that broke us came from (-1: none) */
+	int notice_wait_ms;       /* how long a failure waits for that rank's notice (20) */
 	/* neighbour averaging (neighbor.c) */
 	bool nbr_nocheck;         /* the pattern check is off */
 	uint64_t *pair_seq;       /* n: pair averages done with each rank */

@@ -41,18 +41,18 @@ int stage_fail(struct hora_net_comm *c, int rc, const char *what, const char *er
 {
 	if (c->broken)
 		return c->broken;
-	char map[160] = "";
+	/* the rank the stage lost: its notice may say why (a mismatch it saw);
+	 * the stage names local ranks: say which rank that is here */
 	const struct node_map *m = c->node;
-	if (m && m->nhosts > 1) {
-		int k = snprintf(map, sizeof(map), " (local ranks 0..%d of this host are ranks", m->nlocal - 1);
-		for (int l = 0; l < m->nlocal && k > 0 && (size_t)k < sizeof(map); l++)
-			k += snprintf(map + k, sizeof(map) - (size_t)k, "%s %d", l ? "," : "", m->local[l]);
-		if (k > 0 && (size_t)k < sizeof(map))
-			snprintf(map + k, sizeof(map) - (size_t)k, ")");
-	}
-	/* the rank the stage lost: its notice may say why (a mismatch it saw) */
 	const int cul = c->stage ? c->stage->culprit : -1;
 	const int peer = m && cul >= 0 && cul < m->nlocal ? m->local[cul] : -1;
+	char map[64] = "";
+	if (peer >= 0 && m->nhosts > 1)
+		snprintf(map, sizeof(map), " (local rank %d is rank %d)", cul, peer);
+	/* a rank whose stage op broke sends its notice only once its own
+	 * failure is handled (its cross ring's peer waited for, its stage
+	 * thread joined): wait longer for it than for a closed link's */
+	c->notice_wait_ms = 250;
 	return coll_fail_peer(c, rc, peer, "%s: %s%s", what, err, map);
 }
 

@@ -53,11 +53,16 @@ static uint32_t take_notice(struct hora_net_comm *c, const struct fp *f, int fro
 			    size_t n)
 {
 	const uint32_t who = f->root;
-	if (!fp_is_notice(f) || who >= (uint32_t)c->n)
+	if (!fp_is_notice(f) || (who >= (uint32_t)c->n && !c->quiet))
 		return 0;
 	char in[48] = "";
 	if (f->seq != cur) /* it stopped in a call we had finished */
 		snprintf(in, sizeof(in), " in call #%llu", (unsigned long long)f->seq);
+	if (c->quiet) { /* the cross communicator sends none: this is the whole
+			   communicator's, numbered there (hier.c says who is who) */
+		snprintf(out, n, "rank %d stopped (its notice names rank %u of the whole communicator)", from, who);
+		return f->kind;
+	}
 	if (f->kind == NOTICE_REFUSED) {
 		const struct refusal r = {.by = (int)who, .kind = f->dtype, .seq = f->seq, .reason = f->op,
 					  .value = (int64_t)f->count};
@@ -81,14 +86,15 @@ static uint32_t take_notice(struct hora_net_comm *c, const struct fp *f, int fro
 
 /* What rank `peer` said on the caller-driven path before it closed, if it
  * did (a notice for this call or the one before), as " (rank P had stopped:
- * ...)"; returns the notice's kind, 0 if none. Waits up to 20 ms for it: it
- * was sent before the close that brought us here, but on another stream. */
+ * ...)"; returns the notice's kind, 0 if none. Waits up to notice_wait_ms
+ * (20) for it: it was sent before the close that brought us here, but on
+ * another stream (longer after a stage failure: local.c). */
 static uint32_t peer_notice(struct hora_net_comm *c, int peer, char *out, size_t n)
 {
 	out[0] = 0;
 	uint8_t b[FP_BYTES];
 	if (!c->link || !c->link->ops->peek || peer < 0 || peer >= c->n ||
-	    c->link->ops->peek(c->link, peer, b, sizeof(b), 20))
+	    c->link->ops->peek(c->link, peer, b, sizeof(b), c->notice_wait_ms))
 		return 0;
 	struct fp f;
 	fp_decode(b, &f);
@@ -172,6 +178,7 @@ int coll_fail_peer(struct hora_net_comm *c, int rc, int peer, const char *fmt, .
 	if (told == NOTICE_REFUSED)
 		rc = -EINVAL;
 	c->broken = rc;
+	c->fail_peer = peer;
 	struct fp f;
 	notice_of(c, rc, told, peer, &f);
 	tell_and_close(c, &f);

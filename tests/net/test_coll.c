@@ -7,6 +7,7 @@
  * integers, exact in every dtype, so the float tolerance is zero; one test
  * uses random floats with a stated tolerance. */
 #include "net/coll/coll.h"
+#include "net/util/clock.h"
 #include "net_helpers.h"
 #include "../helpers.h"
 
@@ -305,6 +306,77 @@ static void hier_matrix(int n)
 	check_one(ra, n, (9u << 20) + 7, HORA_NET_F32, HORA_NET_SUM);
 	for (int r = 0; r < n; r++)
 		hora_net_comm_destroy(ra[r].comm);
+}
+
+/* Rank 3 of 2 hosts x 2, in its own process like every rank, is killed
+ * -9 in the middle of hierarchical allreduces: every survivor fails within
+ * seconds naming it: rank 2 (its host) through the stage ("local rank 1
+ * ... died (local rank 1 is rank 3)"), rank 1 (its peer across hosts)
+ * through the cross ring ("with rank 3"), rank 0 through their notices. */
+struct hier_report {
+	int rc;
+	char err[700];
+};
+
+static void hier_victim_run(int me, int n, int wfd)
+{
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	struct rank_arg a = {.rank = me, .n = n};
+	create_rank(&a);
+	struct hier_report rep = {.rc = a.rc};
+	snprintf(rep.err, sizeof(rep.err), "%s", a.err);
+	if (!a.rc) {
+		const size_t count = 1u << 20;
+		float *b = calloc(count, 4);
+		if (write(wfd, "r", 1) != 1) /* ready */
+			_exit(2);
+		for (int k = 0; k < 5000 && !rep.rc; k++)
+			rep.rc = hora_net_allreduce(a.comm, b, b, count, HORA_NET_F32, HORA_NET_SUM);
+		snprintf(rep.err, sizeof(rep.err), "%s", hora_net_comm_error(a.comm));
+	}
+	if (write(wfd, &rep, sizeof(rep)) != (ssize_t)sizeof(rep))
+		_exit(2);
+	_exit(0);
+}
+
+static void hier_killed(int n)
+{
+	pid_t pid[MAXR];
+	int rfd[MAXR];
+	for (int r = 0; r < n; r++) {
+		int p[2];
+		cr_assert_eq(pipe(p), 0);
+		if ((pid[r] = fork()) == 0) {
+			close(p[0]);
+			hier_victim_run(r, n, p[1]);
+		}
+		close(p[1]);
+		rfd[r] = p[0];
+	}
+	char c;
+	for (int r = 0; r < n; r++)
+		cr_assert_eq(read(rfd[r], &c, 1), 1, "rank %d did not start", r);
+	usleep(300 * 1000);
+	kill(pid[3], SIGKILL);
+	const double t0 = hora_clock_s();
+	for (int r = 0; r < 3; r++) {
+		struct hier_report rep;
+		cr_assert_eq(read(rfd[r], &rep, sizeof(rep)), (ssize_t)sizeof(rep), "rank %d said nothing", r);
+		const double s = hora_clock_s() - t0;
+		cr_log_info("rank %d after %.2f s: rc %d: %s", r, s, rep.rc, rep.err);
+		cr_assert_lt(rep.rc, 0, "rank %d finished 5000 allreduces without rank 3", r);
+		cr_assert(strstr(rep.err, "rank 3"), "rank %d does not name rank 3: %s", r, rep.err);
+		cr_assert_lt(s, 10.0, "rank %d took %.1f s to fail", r, s);
+	}
+	for (int r = 0; r < n; r++) {
+		waitpid(pid[r], NULL, 0);
+		close(rfd[r]);
+	}
+}
+
+Test(net_hier, a_killed_rank_fails_every_other_naming_it, .timeout = 120, .fini = hosts_down)
+{
+	with_hosts((int[]){2, 2}, 2, hier_killed);
 }
 
 Test(net_hier, two_hosts_of_two, .timeout = 240, .fini = hosts_down)
