@@ -188,4 +188,31 @@ static inline int th_dev_shm_new(const char *before, const char *now, char *name
 	return 0;
 }
 
+
+/* A 64-bit mixer (splitmix64's finalizer), and bytes made from it: n bytes
+ * that depend on seed and position, to fill a message and check it came
+ * whole and in order. th_bytes_differ: the first index that differs from
+ * th_fill_bytes(seed), or -1. */
+static inline uint64_t th_mix(uint64_t x)
+{
+	x += 0x9e3779b97f4a7c15ull;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+static inline void th_fill_bytes(uint8_t *p, size_t n, uint64_t seed)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = (uint8_t)(th_mix(seed * 1000003 + i / 8) >> (8 * (i % 8)));
+}
+
+static inline long th_bytes_differ(const uint8_t *p, size_t n, uint64_t seed)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i] != (uint8_t)(th_mix(seed * 1000003 + i / 8) >> (8 * (i % 8))))
+			return (long)i;
+	return -1;
+}
+
 #endif

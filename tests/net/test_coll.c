@@ -92,19 +92,6 @@ static double value(int rank, size_t i, enum hora_net_op op)
 	return (double)((long)((i * 7 + (size_t)rank * 3) % 11) - 5);
 }
 
-static void store(void *p, size_t i, enum hora_net_dtype t, double v)
-{
-	switch (t) {
-	case HORA_NET_F32: ((float *)p)[i] = (float)v; break;
-	case HORA_NET_F64: ((double *)p)[i] = v; break;
-	case HORA_NET_F16: ((uint16_t *)p)[i] = hora_net_f32_to_f16((float)v); break;
-	case HORA_NET_BF16: ((uint16_t *)p)[i] = hora_net_f32_to_bf16((float)v); break;
-	case HORA_NET_I32: ((int32_t *)p)[i] = (int32_t)v; break;
-	case HORA_NET_I64: ((int64_t *)p)[i] = (int64_t)v; break;
-	default: break;
-	}
-}
-
 struct job {
 	struct rank_arg *ra;
 	void *buf;
@@ -164,7 +151,7 @@ static void check_one(struct rank_arg *ra, int n, size_t count, enum hora_net_dt
 		jobs[r] = (struct job){.ra = &ra[r], .buf = malloc(bytes + 8), .count = count, .t = t, .op = op,
 				       .out = t_oop ? malloc(bytes + 8) : NULL};
 		for (size_t i = 0; i < count; i++)
-			store(jobs[r].buf, i, t, value(r, i, op));
+			hora_net_value_put(jobs[r].buf, i, t, value(r, i, op));
 	}
 	/* reference: rank 0 op rank 1 op ... (exact for these inputs), then AVG's scale */
 	memcpy(ref, jobs[0].buf, bytes);

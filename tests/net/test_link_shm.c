@@ -11,6 +11,7 @@
  * its pid). No timing is asserted: a failure that is not noticed shows as
  * -ETIMEDOUT at the far deadline instead of the error expected. */
 #include "net/coll/link_shm.h"
+#include "../helpers.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -57,28 +58,6 @@ struct opts {
 	int pipe_w;    /* the victim's "created" word */
 	int body_destroys; /* the body destroys the link itself */
 };
-
-static uint64_t mix(uint64_t x)
-{
-	x += 0x9e3779b97f4a7c15ull;
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
-}
-
-static void fill(uint8_t *p, size_t n, uint64_t seed)
-{
-	for (size_t i = 0; i < n; i++)
-		p[i] = (uint8_t)(mix(seed * 1000003 + i / 8) >> (8 * (i % 8)));
-}
-
-static long differs(const uint8_t *p, size_t n, uint64_t seed)
-{
-	for (size_t i = 0; i < n; i++)
-		if (p[i] != (uint8_t)(mix(seed * 1000003 + i / 8) >> (8 * (i % 8))))
-			return (long)i;
-	return -1;
-}
 
 static int make(int rank, int n, int *socks, const struct opts *o, struct hora_net_link **l, char *err,
 		size_t errlen)
@@ -203,7 +182,7 @@ static int sizes_body(int me, int n, struct hora_net_link *l, const struct opts 
 		for (size_t i = 0; j != me && i < NSIZES; i++) {
 			sb[j][i] = malloc(sizes[i] + 1);
 			rb[j][i] = malloc(sizes[i] + 1);
-			fill(sb[j][i], sizes[i], seed_of(me, j, i));
+			th_fill_bytes(sb[j][i], sizes[i], seed_of(me, j, i));
 			memset(rb[j][i], 0xee, sizes[i]);
 			CHECK(!l->ops->post_recv(l, j, rb[j][i], sizes[i], NULL, NULL, &rq[j][i]), "post_recv");
 		}
@@ -214,7 +193,7 @@ static int sizes_body(int me, int n, struct hora_net_link *l, const struct opts 
 		for (size_t i = 0; j != me && i < NSIZES; i++) {
 			int rc = l->ops->wait(rq[j][i], e, sizeof(e));
 			CHECK(!rc, "receive %zu (%zu B) from %d: %d %s", i, sizes[i], j, rc, e);
-			long at = differs(rb[j][i], sizes[i], seed_of(j, me, i));
+			long at = th_bytes_differ(rb[j][i], sizes[i], seed_of(j, me, i));
 			CHECK(at < 0, "message %zu (%zu B) from rank %d differs at byte %ld", i, sizes[i], j, at);
 			CHECK(!(rc = l->ops->wait(sq[j][i], e, sizeof(e))), "send %zu to %d: %d %s", i, j, rc, e);
 			free(sb[j][i]);
@@ -288,7 +267,7 @@ static void cb_recv(void *arg, int status, const char *e)
 	r->recvs++;
 	if (status)
 		cb_fail(r, status, "receive", e);
-	else if (differs(r->rb[t], step_len(t), seed_of(r->left, r->me, (size_t)t)) >= 0)
+	else if (th_bytes_differ(r->rb[t], step_len(t), seed_of(r->left, r->me, (size_t)t)) >= 0)
 		cb_fail(r, -EILSEQ, "receive", "wrong bytes");
 	if (!r->rc && t + 1 < STEPS &&
 	    r->l->ops->post_send(r->l, r->right, r->sb[t + 1], step_len(t + 1), cb_send, &the_ring, NULL))
@@ -312,7 +291,7 @@ static int ring_body(int me, int n, struct hora_net_link *l, const struct opts *
 		r.t[t] = t;
 		r.sb[t] = malloc(step_len(t) + 1);
 		r.rb[t] = malloc(step_len(t) + 1);
-		fill(r.sb[t], step_len(t), seed_of(me, r.right, (size_t)t));
+		th_fill_bytes(r.sb[t], step_len(t), seed_of(me, r.right, (size_t)t));
 	}
 	pthread_mutex_lock(&r.mu); /* the callbacks wait until all three are posted */
 	CHECK(!l->ops->post_recv(l, r.left, r.rb[0], step_len(0), cb_recv, &r.t[0], NULL) &&
@@ -400,21 +379,21 @@ static int xchg_body(int me, int n, struct hora_net_link *l, const struct opts *
 	for (int call = 0; call < 3; call++) {
 		struct hd oh = {0x68647221u, (uint32_t)call, {0}}, ih, want = oh;
 		char e[256] = "";
-		fill(ob, sizes2[call], seed_of(me, right, (size_t)call));
+		th_fill_bytes(ob, sizes2[call], seed_of(me, right, (size_t)call));
 		struct hora_net_link_xchg x = {.to = right, .out_head = &oh, .out_body = ob, .out_bytes = sizes2[call],
 					       .from = left, .in_head = &ih, .in_body = ib, .in_bytes = sizes2[call],
 					       .head_bytes = sizeof(oh), .check = check_head, .check_arg = &want,
 					       .err = e, .errlen = sizeof(e)};
 		int rc = l->ops->exchange(l, &x);
 		CHECK(!rc, "call %d: %d dir %d %s", call, rc, x.dir, e);
-		CHECK(differs(ib, sizes2[call], seed_of(left, me, (size_t)call)) < 0, "call %d: wrong bytes", call);
+		CHECK(th_bytes_differ(ib, sizes2[call], seed_of(left, me, (size_t)call)) < 0, "call %d: wrong bytes", call);
 	}
 	/* a refused head: rank 0 expects call 7 but the others send 3; rank
 	 * 0's left still gets all of rank 0's message (sent before the refusal
 	 * returns) and rank 0 fails -EBADE receiving */
 	struct hd oh = {0x68647221u, 3, {0}}, ih, want = {0x68647221u, me == 0 ? 7 : 3, {0}};
 	char e[256] = "";
-	fill(ob, 1000, 77); /* it fits the ring: rank 0's left is not left waiting for room */
+	th_fill_bytes(ob, 1000, 77); /* it fits the ring: rank 0's left is not left waiting for room */
 	struct hora_net_link_xchg x = {.to = right, .out_head = &oh, .out_body = ob, .out_bytes = 1000,
 				       .from = left, .in_head = &ih, .in_body = ib, .in_bytes = 1000,
 				       .head_bytes = sizeof(oh), .check = check_head, .check_arg = &want,
@@ -423,7 +402,7 @@ static int xchg_body(int me, int n, struct hora_net_link *l, const struct opts *
 	if (me == 0)
 		CHECK(rc == -EBADE && x.dir == 1, "rc %d dir %d (%s)", rc, x.dir, e);
 	else
-		CHECK(!rc && differs(ib, 1000, 77) < 0, "rc %d dir %d (%s)", rc, x.dir, e);
+		CHECK(!rc && th_bytes_differ(ib, 1000, 77) < 0, "rc %d dir %d (%s)", rc, x.dir, e);
 	free(ob);
 	free(ib);
 	/* in step before destroy, on the queued path (the fast one from 0's left is out of step) */
@@ -445,7 +424,7 @@ static int notify_body(int me, int n, struct hora_net_link *l, const struct opts
 {
 	(void)n, (void)o;
 	uint8_t note[32], got[32] = {0};
-	fill(note, sizeof(note), 5);
+	th_fill_bytes(note, sizeof(note), 5);
 	if (me == 0) {
 		CHECK(!l->ops->notify(l, 1, note, sizeof(note)), "notify");
 		CHECK(l->ops->notify(l, 0, note, sizeof(note)) == -EINVAL, "notify to ourselves");
@@ -512,7 +491,7 @@ static int interrupt_body(int me, int n, struct hora_net_link *l, const struct o
 	CHECK(!l->ops->post_send(l, 1, b, 32, NULL, NULL, &r), "a post after it");
 	CHECK(l->ops->wait(r, e, sizeof(e)) == -ECANCELED, "fails too");
 	CHECK(l->ops->exchange(l, &x) == -ECANCELED, "and a later exchange");
-	fill(b, 32, 1);
+	th_fill_bytes(b, 32, 1);
 	CHECK(!l->ops->notify(l, 1, b, 32), "a notice still leaves");
 	return 0;
 }

@@ -212,16 +212,22 @@ static void *rank_main(void *arg)
 	return NULL;
 }
 
-static void run(int n)
+/* a connected Unix socket pair between every two of n ranks: sv[i][j] */
+static void socket_mesh(int n)
 {
-	N = n;
-	th_rank_addrs(addr, addrs, n);
 	for (int i = 0; i < n; i++)
 		for (int j = i + 1; j < n; j++) {
 			int p[2];
 			cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, p), 0);
 			sv[i][j] = p[0], sv[j][i] = p[1];
 		}
+}
+
+static void run(int n)
+{
+	N = n;
+	th_rank_addrs(addr, addrs, n);
+	socket_mesh(n);
 	pthread_barrier_init(&bar, NULL, (unsigned)n);
 	pthread_t t[MAXR];
 	for (int i = 0; i < n; i++) {
@@ -300,12 +306,7 @@ Test(link_shm_coll, a_rank_killed_mid_allreduce_fails_the_others_naming_it, .tim
 	cr_assert_neq(rep, MAP_FAILED);
 	memset(rep, 0, sizeof(*rep));
 	th_rank_addrs(addr, addrs, n);
-	for (int i = 0; i < n; i++)
-		for (int j = i + 1; j < n; j++) {
-			int p[2];
-			cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, p), 0);
-			sv[i][j] = p[0], sv[j][i] = p[1];
-		}
+	socket_mesh(n);
 	int ready[2];
 	cr_assert_eq(pipe(ready), 0);
 	pid_t pid[MAXR];

@@ -41,29 +41,6 @@ static int64_t in_ms(int ms)
 	return hora_clock_ns() + (int64_t)ms * 1000000;
 }
 
-static uint64_t mix(uint64_t x)
-{
-	x += 0x9e3779b97f4a7c15ull;
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
-}
-
-static void fill(uint8_t *p, size_t n, uint64_t seed)
-{
-	for (size_t i = 0; i < n; i++)
-		p[i] = (uint8_t)(mix(seed * 1000003 + i / 8) >> (8 * (i % 8)));
-}
-
-/* the first index that differs from fill(seed), or -1 */
-static long differs(const uint8_t *p, size_t n, uint64_t seed)
-{
-	for (size_t i = 0; i < n; i++)
-		if (p[i] != (uint8_t)(mix(seed * 1000003 + i / 8) >> (8 * (i % 8))))
-			return (long)i;
-	return -1;
-}
-
 static int shm_fits(size_t len, size_t ring)
 {
 	return ((len + HORA_NET_SHM_FRAME_HEAD + 63) & ~(size_t)63) <= ring;
@@ -97,12 +74,12 @@ static void *stream_run(void *arg)
 		for (size_t i = 0; i < NSIZES && !s->rc; i++) {
 			const uint64_t seed = s->seed + (uint64_t)r * NSIZES + i;
 			if (s->send) {
-				fill(buf, sizes[i], seed);
+				th_fill_bytes(buf, sizes[i], seed);
 				s->rc = hora_net_shm_send(s->c, buf, sizes[i], in_ms(20000), s->err, sizeof(s->err));
 			} else {
 				memset(buf, 0xee, sizes[i]);
 				s->rc = hora_net_shm_recv(s->c, buf, sizes[i], in_ms(20000), s->err, sizeof(s->err));
-				if (!s->rc && (s->bad_at = differs(buf, sizes[i], seed)) >= 0) {
+				if (!s->rc && (s->bad_at = th_bytes_differ(buf, sizes[i], seed)) >= 0) {
 					s->bad_msg = i;
 					s->rc = -EILSEQ;
 				}
@@ -183,7 +160,7 @@ static void *ring_run(void *arg)
 	uint8_t *out = malloc(BIG), *in = malloc(BIG);
 	k->bad_at = -1;
 	for (size_t i = 0; i < NSIZES && !k->rc; i++) {
-		fill(out, sizes[i], 1000u * (uint64_t)k->rank + i);
+		th_fill_bytes(out, sizes[i], 1000u * (uint64_t)k->rank + i);
 		memset(in, 0xee, sizes[i]);
 		struct fp mine = {.from = (uint64_t)k->rank, .msg = i}, theirs,
 			  want = {.from = (uint64_t)((k->rank + k->n - 1) % k->n), .msg = i};
@@ -195,7 +172,7 @@ static void *ring_run(void *arg)
 		k->rc = hora_net_shm_xchg(&x);
 		k->dir = x.dir;
 		uint64_t from = (uint64_t)((k->rank + k->n - 1) % k->n);
-		if (!k->rc && (k->bad_at = differs(in, sizes[i], 1000u * from + i)) >= 0) {
+		if (!k->rc && (k->bad_at = th_bytes_differ(in, sizes[i], 1000u * from + i)) >= 0) {
 			k->bad_msg = i;
 			k->rc = -EILSEQ;
 		}
@@ -285,9 +262,9 @@ Test(net_shm, a_refused_head_stops_the_exchange_after_our_message_is_out, .timeo
 	struct hora_net_shm *a, *b;
 	pair(&a, &b, RING, 0);
 	struct refuser f = {.c = b, .out = malloc(BIG), .in = malloc(BIG)};
-	fill(f.out, BIG, 4242);
+	th_fill_bytes(f.out, BIG, 4242);
 	uint8_t *out = malloc(BIG), *in = malloc(BIG);
-	fill(out, BIG, 1);
+	th_fill_bytes(out, BIG, 1);
 	pthread_t t;
 	pthread_create(&t, NULL, refuser_run, &f);
 	char err[256] = "";
@@ -303,7 +280,7 @@ Test(net_shm, a_refused_head_stops_the_exchange_after_our_message_is_out, .timeo
 	cr_assert_eq(f.x.dir, 1);
 	cr_assert_eq(f.x.torn, 0);
 	cr_assert_eq(theirs.from, 1);
-	cr_assert_eq(differs(in, BIG, 4242), -1, "its whole message arrived");
+	cr_assert_eq(th_bytes_differ(in, BIG, 4242), -1, "its whole message arrived");
 	/* ours could not finish: it stopped reading and left */
 	cr_assert_eq(rc, -EPIPE, "%d %s", rc, err);
 	cr_assert_eq(x.dir, 0);
@@ -448,7 +425,7 @@ Test(net_shm, reserve_and_peek_are_contiguous_across_the_wrap, .timeout = 30)
 	uint64_t pos = 0;
 	int crossed = 0;
 	for (int i = 0; i < 200; i++) {
-		size_t len = i == 0 ? maxlen : (size_t)(mix((uint64_t)i) % (maxlen + 1));
+		size_t len = i == 0 ? maxlen : (size_t)(th_mix((uint64_t)i) % (maxlen + 1));
 		uint64_t f = (len + HORA_NET_SHM_FRAME_HEAD + 63) & ~63ull;
 		crossed += pos % ring + f > ring; /* this frame runs over the ring's end */
 		pos += f;
@@ -456,10 +433,10 @@ Test(net_shm, reserve_and_peek_are_contiguous_across_the_wrap, .timeout = 30)
 		const void *r;
 		cr_assert_eq(hora_net_shm_reserve(a, len, &w, in_ms(5000), err, sizeof(err)), 0, "%s", err);
 		cr_assert_eq((uintptr_t)w % 16, 0, "payload 16-byte aligned");
-		fill(w, len, (uint64_t)i);
+		th_fill_bytes(w, len, (uint64_t)i);
 		cr_assert_eq(hora_net_shm_commit(a, len, err, sizeof(err)), 0, "%s", err);
 		cr_assert_eq(hora_net_shm_peek(b, len, &r, in_ms(5000), err, sizeof(err)), 0, "%s", err);
-		cr_assert_eq(differs(r, len, (uint64_t)i), -1, "message %d (%zu bytes) as peeked", i, len);
+		cr_assert_eq(th_bytes_differ(r, len, (uint64_t)i), -1, "message %d (%zu bytes) as peeked", i, len);
 		cr_assert_eq(hora_net_shm_release(b, err, sizeof(err)), 0, "%s", err);
 	}
 	cr_assert_gt(crossed, 20, "frames over the wrap: %d", crossed);
@@ -467,14 +444,14 @@ Test(net_shm, reserve_and_peek_are_contiguous_across_the_wrap, .timeout = 30)
 	void *w;
 	const void *r;
 	cr_assert_eq(hora_net_shm_reserve(a, 1000, &w, in_ms(5000), err, sizeof(err)), 0, "%s", err);
-	fill(w, 10, 42);
+	th_fill_bytes(w, 10, 42);
 	cr_assert_eq(hora_net_shm_send(a, "x", 1, in_ms(5000), NULL, 0), -EBUSY);
 	cr_assert_eq(hora_net_shm_commit(a, 10, err, sizeof(err)), 0, "%s", err);
 	cr_assert_eq(hora_net_shm_peek(b, 11, &r, in_ms(5000), err, sizeof(err)), -EMSGSIZE);
 	cr_assert(strstr(err, "has 10 bytes, 11 expected"), "%s", err);
 	uint8_t got[10];
 	cr_assert_eq(hora_net_shm_recv(b, got, 10, in_ms(5000), err, sizeof(err)), 0, "%s", err);
-	cr_assert_eq(differs(got, 10, 42), -1);
+	cr_assert_eq(th_bytes_differ(got, 10, 42), -1);
 	/* a message whose frame exceeds the ring cannot be reserved or peeked */
 	cr_assert_eq(hora_net_shm_reserve(a, maxlen + 1, &w, in_ms(5000), err, sizeof(err)), -EMSGSIZE);
 	/* a receiver that does not know the length asks for it first */
@@ -504,14 +481,14 @@ Test(net_shm, reserve_and_peek_are_contiguous_across_the_wrap, .timeout = 30)
 	for (size_t i = 1; i < NSIZES; i++) {
 		if (shm_fits(sizes[i], ring)) {
 			cr_assert_eq(hora_net_shm_peek(b, sizes[i], &r, in_ms(5000), err, sizeof(err)), 0, "%s", err);
-			cr_assert_eq(differs(r, sizes[i], 3 + i), -1, "message %zu", i);
+			cr_assert_eq(th_bytes_differ(r, sizes[i], 3 + i), -1, "message %zu", i);
 			cr_assert_eq(hora_net_shm_release(b, NULL, 0), 0);
 			continue;
 		}
 		cr_assert_eq(hora_net_shm_peek(b, sizes[i], &r, in_ms(5000), err, sizeof(err)), -EMSGSIZE);
 		cr_assert(strstr(err, "does not fit the ring whole"), "%s", err);
 		cr_assert_eq(hora_net_shm_recv(b, buf, sizes[i], in_ms(5000), err, sizeof(err)), 0, "%s", err);
-		cr_assert_eq(differs(buf, sizes[i], 3 + i), -1, "message %zu", i);
+		cr_assert_eq(th_bytes_differ(buf, sizes[i], 3 + i), -1, "message %zu", i);
 	}
 	pthread_join(t, NULL);
 	check_stream(&tx, "sender");
@@ -845,7 +822,7 @@ Test(net_shm, messages_moved_by_steps_on_two_channels_from_one_thread, .timeout 
 	char err[256] = "";
 	for (size_t i = 0; i < NSIZES; i++) {
 		struct hora_net_shm_msg s, r;
-		fill(out, sizes[i], 31 + i);
+		th_fill_bytes(out, sizes[i], 31 + i);
 		cr_assert_eq(hora_net_shm_msg_send(&s, a0, out, sizes[i], err, sizeof(err)), 0, "%s", err);
 		cr_assert_eq(hora_net_shm_msg_recv(&r, b1, in, sizes[i], err, sizeof(err)), 0, "%s", err);
 		while (!hora_net_shm_msg_done(&s) || !hora_net_shm_msg_done(&r)) {
@@ -863,7 +840,7 @@ Test(net_shm, messages_moved_by_steps_on_two_channels_from_one_thread, .timeout 
 			rc = hora_net_shm_msg_wait(m, n, NULL, 0, 0, in_ms(20000), &which, err, sizeof(err));
 			cr_assert_eq(rc, 0, "%d %s", rc, err);
 		}
-		cr_assert_eq(differs(in, sizes[i], 32 + i), -1, "message %zu (%zu B)", i, sizes[i]);
+		cr_assert_eq(th_bytes_differ(in, sizes[i], 32 + i), -1, "message %zu (%zu B)", i, sizes[i]);
 	}
 	pthread_join(t[0], NULL);
 	pthread_join(t[1], NULL);
@@ -939,7 +916,7 @@ Test(net_shm, look_copies_a_prefix_of_the_next_message_and_consumes_nothing, .ti
 	pair(&a, &b, RING, 0);
 	uint8_t out[100], in[101];
 	char err[256] = "";
-	fill(out, sizeof(out), 9);
+	th_fill_bytes(out, sizeof(out), 9);
 	cr_assert_eq(hora_net_shm_look(b, in, 8, in_ms(10), err, sizeof(err)), -ETIMEDOUT);
 	cr_assert_eq(hora_net_shm_send(a, out, 100, in_ms(20000), err, sizeof(err)), 0, "%s", err);
 	cr_assert_eq(hora_net_shm_look(b, in, 8, in_ms(20000), err, sizeof(err)), 0, "%s", err);
