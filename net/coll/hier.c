@@ -171,6 +171,29 @@ static int cross_fail(struct hora_net_comm *c, int rc)
  * slices 0.88 and 0.97) */
 #define HIER_SLICE (1u << 20)
 
+/* A call of one slice: its three stages in turn, on the caller's thread
+ * (the same order and ops as the pipeline's, so the local ranks agree
+ * whichever way each runs it) */
+static int hier_one_slice(const struct pipe *p)
+{
+	struct hora_net_comm *c = p->c;
+	struct hora_net_stage *s = c->stage;
+	char e[300] = "";
+	size_t off, len;
+	int rc = s->ops->reduce_scatter(s, p->in, p->buf, p->count, p->t, p->op, e, sizeof(e));
+	if (rc)
+		return stage_fail(c, rc, "reduce-scatter within the host", e);
+	hora_net_stage_shard(p->count, s->nlocal, s->lrank, &off, &len);
+	uint8_t *shard = p->buf + off * p->esz;
+	if ((rc = hora_net_allreduce(c->cross, shard, shard, len, p->t, p->op == HORA_NET_AVG ? HORA_NET_SUM : p->op)))
+		return cross_fail(c, rc);
+	if (p->op == HORA_NET_AVG)
+		hora_net_scale(shard, len, p->t, c->n);
+	if ((rc = s->ops->allgather(s, p->buf, p->count, p->t, e, sizeof(e))))
+		return stage_fail(c, rc, "allgather within the host", e);
+	return 0;
+}
+
 int hier_allreduce(struct hora_net_comm *c, const void *send, void *recv, size_t count, enum hora_net_dtype t,
 		   enum hora_net_op op, const struct fp *f)
 {
@@ -182,6 +205,8 @@ int hier_allreduce(struct hora_net_comm *c, const void *send, void *recv, size_t
 	struct pipe p = {.c = c, .in = send, .buf = recv, .count = count, .esz = esz, .t = t, .op = op,
 			 .slice = (size_t)c->stage->nlocal * (per / esz)};
 	p.nslices = count ? (int)((count + p.slice - 1) / p.slice) : 1;
+	if (p.nslices == 1) /* nothing to overlap: no thread */
+		return hier_one_slice(&p);
 	pthread_mutex_init(&p.mu, NULL);
 	pthread_cond_init(&p.cv, NULL);
 	pthread_t th;
