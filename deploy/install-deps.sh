@@ -14,6 +14,7 @@ PKGS=(
   gnuplot-nox                       # bench --plot
   iproute2 nftables iptables iperf3 # netns test hosts and anchors
   procps psmisc time
+  systemd                           # systemd-analyze verify (tests/cli/test_systemd.sh)
   python3                           # deploy/netns-cluster.sh and bench/*.sh, *.py (standard library only)
 )
 
