@@ -528,7 +528,8 @@ HORA_API int hora_comm_set_algorithm(struct hora_comm *c, enum hora_algo algo);
  * probe periods), the call in flight and every later call on c fail with
  * HORA_ERR_LOST, hora_comm_last_error naming its rank, worker and address
  * (elastic training is off: the job stops). A member that joins, or leaves
- * gracefully, does not stop it. */
+ * gracefully, does not stop it. With train.elastic on in the file's train
+ * section, the communicator is elastic instead ("elastic jobs" below). */
 HORA_API int hora_init(const char *cluster_file, struct hora_comm **out, char *err, size_t errlen);
 /* Leave the job (graceful: the others see a LEAVE, not a failure; after a
  * stall abort or a lost worker they see a failure) and destroy c. */
@@ -570,6 +571,40 @@ HORA_API void hora_dist_optim_grads_ready(void *arg, int layer, size_t offset, s
 /* After forward_backward: wait for every average, then step the wrapped
  * optimizer. Returns 0 or the communicator's error. */
 HORA_API int hora_dist_optim_step(struct hora_dist_optim *d, float *params, double lr);
+
+/* ---- elastic jobs for programs of their own (Horovod's hvd.elastic) -------
+ * hora_init over a cluster file whose train section turns train.elastic on
+ * (train: {elastic: {min_workers: 2}}: only its elastic keys act for such a
+ * program) makes an elastic communicator: a worker that dies, freezes or
+ * leaves makes the call in flight and later ones fail with HORA_ERR_VIEW
+ * (not HORA_ERR_LOST), and a worker started after the job began joins it:
+ * its hora_init returns once the others re-formed with it. The program
+ * keeps its own state: it commits it (a copy) at points every rank reaches
+ * alike, and after a re-form every rank agrees on one commit and takes it
+ * from one rank that has it (the Python binding's hora.torch.elastic does
+ * all of this; core/python/README.md). Ranks and size change across a
+ * re-form; hora_rank / hora_size / hora_local_* give the new ones. */
+/* 1 when c is elastic. */
+HORA_API int hora_elastic_on(const struct hora_comm *c);
+/* 1 when this worker joined a running job (it has no state of its own
+ * until the others send theirs). */
+HORA_API int hora_elastic_joined(const struct hora_comm *c);
+/* 1 when c should be re-formed: a worker of it is dead or gone, or joiners
+ * wait to be admitted. No communication: ranks may see it at different
+ * moments, so agree on it (an allreduce MAX of it at a commit point). */
+HORA_API int hora_elastic_pending(struct hora_comm *c);
+/* The membership view c is formed over (changes at each re-form). */
+HORA_API uint64_t hora_elastic_view(const struct hora_comm *c);
+/* Re-form c over the next view, after a call failed with rc (or with rc 0
+ * when hora_elastic_pending agreed): waits up to the failure-detection time
+ * for the view to change when it has not yet, then forms the communicator
+ * of the workers alive (and the joiners), at most train.elastic.max_workers,
+ * waiting for min_workers. Every request on c must be finished. Returns 0,
+ * rc itself when it was no view change (every worker alive: the error
+ * stands), -EAGAIN for rc 0 with nothing to re-form for, or the reason the
+ * job cannot go on (HORA_ERR_STALL, HORA_ERR_NOJOB, fewer than min_workers
+ * for train.elastic.wait_s, ...), with the reason in err. */
+HORA_API int hora_elastic_reform(struct hora_comm *c, int rc, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

@@ -286,7 +286,22 @@ int hora_init(const char *file, struct hora_comm **out, char *err, size_t errlen
 		return rc;
 	if (file && *file)
 		o.cluster_file = file;
-	return hora_init_with(&o, out, err, errlen);
+	if (!o.cluster_file || !*o.cluster_file)
+		return hora_init_with(&o, out, err, errlen);
+	/* the train section's elastic keys (hora.h, "elastic jobs"); the rest of
+	 * it is the built-in trainer's */
+	struct hora_train_config *tc = malloc(sizeof(*tc));
+	if (!tc)
+		return -ENOMEM;
+	hora_train_config_defaults(tc);
+	int nkeys = 0;
+	rc = hora_config_load_train(tc, o.cluster_file, &nkeys, err, errlen);
+	if (!rc && tc->elastic.on)
+		o.elastic = &tc->elastic;
+	if (!rc)
+		rc = hora_init_with(&o, out, err, errlen);
+	free(tc);
+	return rc;
 }
 
 void hora_finalize(struct hora_comm *c)
