@@ -11,7 +11,9 @@
 
 #include "cfgkey.h"
 #include "hora.h"
+#include "hosts.h"
 #include "net/transport/handshake.h"
+#include "net/util/hostport.h"
 #include "yamlwalk.h"
 
 #include <arpa/inet.h>
@@ -43,9 +45,8 @@ static int set_host(void *base, const char *key, const char *v, int line, int co
 		    size_t errlen)
 {
 	struct hora_cluster_node *n = base;
-	struct in_addr a;
-	if (inet_pton(AF_INET, v, &a) != 1)
-		return hora_cfg_bad(err, errlen, "%s must be an IPv4 address (got '%s')", key, v);
+	if (!hora_host_valid(v))
+		return hora_cfg_bad(err, errlen, "%s must be an IPv4 address or a host name (got '%s')", key, v);
 	n->host_line = line;
 	n->host_col = col;
 	return hora_cfg_text(n->host, sizeof(n->host), key, v, 0, err, errlen);
@@ -72,9 +73,12 @@ static int set_seeds(void *base, const char *key, const char *v, int line, int c
 	for (char *save, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
 		while (*tok == ' ')
 			tok++;
-		struct hora_swim_addr a;
-		if (hora_net_swim_addr(tok, &a) || c->nseeds == HORA_CLUSTER_MAX_SEEDS)
-			return hora_cfg_bad(err, errlen, "%s must be a list of IPv4:PORT (got '%s')", key, tok);
+		char host[256];
+		uint16_t port;
+		if (hora_hostport_split(tok, host, sizeof(host), &port) || !port || !hora_host_valid(host) ||
+		    c->nseeds == HORA_CLUSTER_MAX_SEEDS)
+			return hora_cfg_bad(err, errlen, "%s must be a list of HOST:PORT, HOST an IPv4 address or "
+							 "a host name (got '%s')", key, tok);
 		snprintf(c->seeds[c->nseeds++], sizeof(c->seeds[0]), "%s", tok);
 	}
 	return 0;

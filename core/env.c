@@ -55,7 +55,7 @@ int hora_env_size(const char *name, uint64_t hi, uint64_t *out, char *err, size_
 int hora_env_proc(int *proc, char *err, size_t errlen)
 {
 	static const char *const names[] = {"HORA_PROC", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK",
-					    "PMI_RANK"};
+					    "PMI_RANK", "JOB_COMPLETION_INDEX"};
 	*proc = 0;
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
 		long g;

@@ -23,8 +23,8 @@ int hora_env_double(const char *name, double lo, double hi, double *out, char *e
 int hora_env_size(const char *name, uint64_t hi, uint64_t *out, char *err, size_t errlen);
 
 /* This process's global worker index: the first of HORA_PROC, SLURM_PROCID,
- * OMPI_COMM_WORLD_RANK, PMI_RANK that is set (as `hora launch`, Slurm or
- * mpirun set them), else 0. 0 or HORA_ERR_CONFIG naming the variable. */
+ * OMPI_COMM_WORLD_RANK, PMI_RANK, JOB_COMPLETION_INDEX that is set (as
+ * `hora launch`, Slurm, mpirun or a Kubernetes Indexed Job set them), else 0. 0 or HORA_ERR_CONFIG naming the variable. */
 int hora_env_proc(int *proc, char *err, size_t errlen);
 
 /* HORA_SECRET's value, or NULL when unset: the cluster secret when no

@@ -513,8 +513,9 @@ HORA_API int hora_comm_set_algorithm(struct hora_comm *c, enum hora_algo algo);
 /* ---- distributed training, as in Horovod ------------------------------------ */
 
 /* Join the job: read the cluster file (NULL: $HORA_CONFIG), find this
- * worker's index (HORA_PROC, SLURM_PROCID, OMPI_COMM_WORLD_RANK or
- * PMI_RANK, as set by `hora launch`, Slurm or mpirun), join the membership
+ * worker's index (HORA_PROC, SLURM_PROCID, OMPI_COMM_WORLD_RANK, PMI_RANK
+ * or JOB_COMPLETION_INDEX, as set by `hora launch`, Slurm, mpirun or a
+ * Kubernetes Indexed Job), join the membership
  * through the seeds, wait for the view that holds every worker of the file,
  * and form the communicator over that view (rank = position in the view).
  * Without a cluster file: a communicator of one (rank 0 of 1).

@@ -18,6 +18,7 @@
 #include "cluster.h"
 #include "comm.h"
 #include "env.h"
+#include "hosts.h"
 #include "log.h"
 
 #include "net/membership/membership.h"
@@ -102,13 +103,22 @@ static int join_membership(struct joining *j, char *err, size_t errlen)
 		sw.first_view_min = sw.min_members;
 	struct hora_swim_addr seeds[HORA_CLUSTER_MAX_SEEDS];
 	int nseeds = 0;
-	for (int i = 0; i < j->cc.nseeds; i++)
-		if (!hora_net_swim_addr(j->cc.seeds[i], &seeds[nseeds]))
+	char ip[HORA_HOST_IP_MAX], hp[300], why[512];
+	/* names (hosts.h) may not be published yet: a pod still starting */
+	const int wait_ms = j->cc.join_timeout_ms > 0 ? j->cc.join_timeout_ms : 10000;
+	for (int i = 0; i < j->cc.nseeds; i++) {
+		if ((rc = hora_hostport_resolve(j->cc.seeds[i], hp, sizeof(hp), wait_ms, why, sizeof(why))))
+			return snprintf(err, errlen, "cluster.seeds[%d]: %s", i, why), rc;
+		if (!hora_net_swim_addr(hp, &seeds[nseeds]))
 			nseeds++;
+	}
+	if ((rc = hora_host_resolve(j->cc.nodes[j->node].host, ip, wait_ms, why, sizeof(why))))
+		return snprintf(err, errlen, "cluster.nodes[%d].host (worker %d's): %s", j->node, j->o->proc,
+				why), rc;
 	const int port = j->cc.port_base + 1 + j->o->proc;
 	uint16_t bound;
-	return hora_net_membership_create(j->loop, &sw, j->cc.nodes[j->node].host, (uint16_t)port,
-					  &bound, seeds, nseeds, &j->mem, err, errlen);
+	return hora_net_membership_create(j->loop, &sw, ip, (uint16_t)port, &bound, seeds, nseeds, &j->mem,
+					  err, errlen);
 }
 
 /* until this worker is in the job's first view, which the membership forms
@@ -168,7 +178,15 @@ int hora_joining_addr(const struct hora_cluster_config *cc, uint64_t uid, char a
 	int gi = (int)(uid >> 40) - 1, li, ni = hora_cluster_locate(cc, gi, &li);
 	if (ni < 0)
 		return -1;
-	snprintf(addr, 80, "%s:%d", cc->nodes[ni].host, cc->port_base + 1 + gi);
+	/* a name is looked up at each use: a worker started again (a
+	 * Kubernetes pod replaced) may come back at another address */
+	char ip[HORA_HOST_IP_MAX], why[512];
+	if (hora_host_resolve(cc->nodes[ni].host, ip, 5000, why, sizeof(why))) {
+		HORA_LOGE("worker %d: cluster.nodes[%d].host: %s", gi, ni, why);
+		snprintf(addr, 80, "%s:%d", cc->nodes[ni].host, cc->port_base + 1 + gi);
+		return 0; /* the name itself: the connect to it fails, naming it */
+	}
+	snprintf(addr, 80, "%s:%d", ip, cc->port_base + 1 + gi);
 	return 0;
 }
 

@@ -21,6 +21,7 @@
 #include "comm.h"
 #include "env.h"
 #include "hora.h"
+#include "hosts.h"
 #include "init.h"
 #include "net/membership/membership.h"
 #include "net/transport/handshake.h"
@@ -97,8 +98,9 @@ static void usage(FILE *f, const char *what)
 		"       [--seed IP:PORT]... [--secret-file F] [--probe-interval-ms 200]\n"
 		"       [--suspect-timeout-ms 1000] %s[--run-ms N]\n"
 		"       worker only: [--train | --no-train] [--metrics F] [--timeline F] [--resume]\n"
-		"  With --config, worker G (--proc, or SLURM_PROCID / OMPI_COMM_WORLD_RANK / PMI_RANK /\n"
-		"  HORA_PROC) of the file binds its node's host at port_base + 1 + G. --set KEY=VALUE\n"
+		"  With --config, worker G (--proc, or HORA_PROC / SLURM_PROCID / OMPI_COMM_WORLD_RANK /\n"
+		"  PMI_RANK / JOB_COMPLETION_INDEX) of the file binds its node's host (an IPv4 address\n"
+		"  or a name, looked up) at port_base + 1 + G. --set KEY=VALUE\n"
 		"  (in order), then --seed, --secret-file, --probe-interval-ms, --suspect-timeout-ms\n"
 		"  and --expect act as their keys in the file. The cluster secret comes from the\n"
 		"  file's secret_file or HORA_SECRET.\n"
@@ -326,11 +328,17 @@ static int node_from_cluster(struct node_opts *o, const struct hora_cluster_conf
 	o->swim = cc->membership;
 	o->join_timeout_ms = cc->join_timeout_ms;
 	snprintf(o->secret_file, sizeof(o->secret_file), "%s", cc->secret_file);
-	for (int i = 0; i < cc->nseeds && o->nseeds < MAX_SEEDS; i++)
-		if (!hora_net_swim_addr(cc->seeds[i], &o->seeds[o->nseeds]))
+	char hp[300], why[512];
+	const int wait_ms = cc->join_timeout_ms > 0 ? cc->join_timeout_ms : 10000; /* hosts.h */
+	for (int i = 0; i < cc->nseeds && o->nseeds < MAX_SEEDS; i++) {
+		if (hora_hostport_resolve(cc->seeds[i], hp, sizeof(hp), wait_ms, why, sizeof(why))) {
+			fprintf(stderr, "%s: cluster.seeds[%d]: %s\n", prog, i, why);
+			return 1;
+		}
+		if (!hora_net_swim_addr(hp, &o->seeds[o->nseeds]))
 			o->nseeds++;
+	}
 	if (f->config && role == HORA_SWIM_WORKER) {
-		char why[256];
 		if (o->proc < 0 && hora_env_proc(&o->proc, why, sizeof(why))) {
 			fprintf(stderr, "%s: %s\n", prog, why);
 			return 2;
@@ -346,7 +354,12 @@ static int node_from_cluster(struct node_opts *o, const struct hora_cluster_conf
 			long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 			o->cpu = (int)(local % (ncpu > 0 ? ncpu : 1));
 		}
-		snprintf(o->host, sizeof(o->host), "%s", cc->nodes[node].host);
+		char ip[HORA_HOST_IP_MAX];
+		if (hora_host_resolve(cc->nodes[node].host, ip, wait_ms, why, sizeof(why))) {
+			fprintf(stderr, "%s: cluster.nodes[%d].host: %s\n", prog, node, why);
+			return 1;
+		}
+		snprintf(o->host, sizeof(o->host), "%s", ip);
 		o->port = (uint16_t)(cc->port_base + 1 + o->proc);
 	}
 	struct hora_swim_addr a;

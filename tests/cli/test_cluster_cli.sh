@@ -21,8 +21,10 @@ expect "workers not a number" $'cluster:\n  nodes:\n    - host: 127.0.0.1\n     
   "c.yaml:4:16: cluster.nodes[0].workers must be a positive integer (got 'four')"
 expect "negative workers" $'cluster:\n  nodes:\n    - {host: 127.0.0.1, workers: -1}\n' \
   "c.yaml:3:34: cluster.nodes[0].workers must be a positive integer (got '-1')"
-expect "host not an address" $'cluster:\n  nodes:\n    - {host: localhost, workers: 1}\n' \
-  "c.yaml:3:14: cluster.nodes[0].host must be an IPv4 address (got 'localhost')"
+expect "host neither an address nor a name" $'cluster:\n  nodes:\n    - {host: node_1, workers: 1}\n' \
+  "c.yaml:3:14: cluster.nodes[0].host must be an IPv4 address or a host name (got 'node_1')"
+expect "host a broken address" $'cluster:\n  nodes:\n    - {host: 10.0.0, workers: 1}\n' \
+  "c.yaml:3:14: cluster.nodes[0].host must be an IPv4 address or a host name (got '10.0.0')"
 expect "missing workers" $'cluster:\n  nodes:\n    - host: 127.0.0.1\n' \
   "c.yaml:3:13: cluster.nodes[0].workers is missing"
 expect "missing nodes" $'cluster:\n  name: x\n' "cluster.nodes is missing"
@@ -34,7 +36,7 @@ expect "duplicate host" $'cluster:\n  nodes:\n    - {host: 127.0.0.1, workers: 1
 expect "unreadable secret file" $'cluster:\n  secret_file: /nonexistent/secret\n  nodes:\n    - {host: 127.0.0.1, workers: 1}\n' \
   "c.yaml:2:16: cluster.secret_file: secret file /nonexistent/secret: No such file or directory"
 expect "bad seed" $'cluster:\n  seeds: [\"127.0.0.1\"]\n  nodes:\n    - {host: 127.0.0.1, workers: 1}\n' \
-  "c.yaml:2:10: cluster.seeds must be a list of IPv4:PORT (got '127.0.0.1')"
+  "c.yaml:2:10: cluster.seeds must be a list of HOST:PORT, HOST an IPv4 address or a host name (got '127.0.0.1')"
 expect "wrong type for a size" $'cluster:\n  nodes:\n    - {host: 127.0.0.1, workers: 1}\ntransport:\n  chunk_size: big\n' \
   "c.yaml:5:15: transport.chunk_size must be a size"
 expect "not a boolean" $'cluster:\n  nodes:\n    - {host: 127.0.0.1, workers: 1}\ntransport:\n  rcvlowat: maybe\n' \

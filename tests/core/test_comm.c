@@ -650,15 +650,22 @@ Test(init, worker_index_comes_from_the_first_variable_set)
 	unsetenv("SLURM_PROCID");
 	unsetenv("OMPI_COMM_WORLD_RANK");
 	unsetenv("PMI_RANK");
+	unsetenv("JOB_COMPLETION_INDEX");
 	cr_assert_eq(hora_env_proc(&g, err, sizeof(err)), 0);
 	cr_assert_eq(g, 0);
+	setenv("JOB_COMPLETION_INDEX", "7", 1); /* a Kubernetes Indexed Job's pod */
+	cr_assert_eq(hora_env_proc(&g, err, sizeof(err)), 0);
+	cr_assert_eq(g, 7, "JOB_COMPLETION_INDEX alone (got %d)", g);
 	setenv("PMI_RANK", "5", 1);
+	cr_assert_eq(hora_env_proc(&g, err, sizeof(err)), 0);
+	cr_assert_eq(g, 5, "PMI_RANK before JOB_COMPLETION_INDEX (got %d)", g);
 	setenv("SLURM_PROCID", "3", 1);
 	cr_assert_eq(hora_env_proc(&g, err, sizeof(err)), 0);
 	cr_assert_eq(g, 3, "SLURM_PROCID before PMI_RANK (got %d)", g);
 	setenv("HORA_PROC", "2", 1);
 	cr_assert_eq(hora_env_proc(&g, err, sizeof(err)), 0);
 	cr_assert_eq(g, 2, "HORA_PROC first (got %d)", g);
+	unsetenv("JOB_COMPLETION_INDEX");
 }
 
 /* HORA_FUSION_THRESHOLD / HORA_CYCLE_TIME_MS reach the distributed optimizer
