@@ -285,15 +285,22 @@ int hora_cluster_load_edit(struct hora_cluster_config *c, const char *path, hora
 	static const char *const skip[] = {"train"};
 	static const char *const lists[] = {"cluster.seeds"};
 	static const char *const map_lists[] = {"cluster.nodes"};
+	const bool slurm = c->slurm && c->slurm->on; /* nodes may come from the step */
 	const struct hora_yaml_spec spec = {.set = walk_set, .refused = walk_refused, .skip = skip,
 					    .nskip = 1, .lists = lists, .nlists = 1,
 					    .map_lists = map_lists, .nmap_lists = 1,
-					    .required_section = "cluster"};
+					    .required_section = slurm ? NULL : "cluster"};
 	struct hora_cluster_config tmp = *c;
-	snprintf(tmp.file, sizeof(tmp.file), "%s", path);
-	int rc = hora_yaml_walk(path, &spec, &tmp, err, errlen);
+	const bool has_file = path != NULL;
+	if (!has_file && !slurm)
+		return hora_cfg_bad(err, errlen, "no cluster file");
+	snprintf(tmp.file, sizeof(tmp.file), "%s", has_file ? path : "(the Slurm step)");
+	path = tmp.file; /* messages name it */
+	int rc = has_file ? hora_yaml_walk(path, &spec, &tmp, err, errlen) : 0;
 	if (!rc && edit)
 		rc = edit(&tmp, arg, err, errlen);
+	if (!rc && slurm && tmp.nnodes == 0)
+		rc = hora_slurm_fill(&tmp, c->slurm, err, errlen);
 	if (rc)
 		return rc;
 	if (tmp.nnodes == 0)
@@ -301,7 +308,7 @@ int hora_cluster_load_edit(struct hora_cluster_config *c, const char *path, hora
 					"(host, workers)", path);
 	for (int i = 0; i < tmp.nnodes; i++) {
 		struct hora_cluster_node *n = &tmp.nodes[i];
-		if (!n->line)
+		if (!n->line && !n->host[0] && !n->workers) /* a node of --set keys has no line */
 			return hora_cfg_bad(err, errlen, "%s: cluster.nodes[%d] is empty", path, i);
 		if (!n->host[0])
 			return hora_cfg_bad(err, errlen, "%s:%d:%d: cluster.nodes[%d].host is missing", path,

@@ -5,6 +5,7 @@
 
 #include "config.h" /* hora_config_load_train, for the files that read both sections */
 #include "net/membership/membership.h"
+#include "slurm.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -33,6 +34,10 @@ struct hora_cluster_config {
 	 * the loader reads no environment, and refuses a file with neither a
 	 * secret_file nor this */
 	const char *secret_env;
+	/* an srun step (slurm.h; NULL: none), set by the caller before loading:
+	 * the file may then have no cluster section, or no cluster.nodes, and
+	 * path may be NULL; the nodes, seed and port_base come from the step */
+	const struct hora_slurm *slurm;
 	char seeds[HORA_CLUSTER_MAX_SEEDS][80];
 	int nseeds;
 	char launcher[512];    /* local | ssh | netns | a command template with {host} and {cmd} */

@@ -5,6 +5,7 @@
 
 #include "cfgkey.h"
 #include "log.h"
+#include "slurm.h"
 
 #include <errno.h>
 #include <math.h>
@@ -111,6 +112,50 @@ int hora_env_apply_log(char *err, size_t errlen)
 	return HORA_ERR_CONFIG;
 }
 
+/* a string variable into buf (too long: an error naming it) */
+static int env_text(const char *name, char *buf, size_t len, char *err, size_t errlen)
+{
+	const char *v = env_get(name);
+	buf[0] = 0;
+	if (!v)
+		return 0;
+	if (strlen(v) >= len)
+		return hora_cfg_bad(err, errlen, "%s is longer than %zu bytes", name, len - 1);
+	snprintf(buf, len, "%s", v);
+	return 1;
+}
+
+int hora_env_slurm(struct hora_slurm *s, char *err, size_t errlen)
+{
+	*s = (struct hora_slurm){0};
+	int rc = env_text("SLURM_STEP_NODELIST", s->nodelist, sizeof(s->nodelist), err, errlen);
+	long v;
+	if (rc <= 0 || (rc = hora_env_long("SLURM_NTASKS", 1, 1 << 20, &v, err, errlen)) <= 0)
+		return rc < 0 ? rc : 0; /* not an srun step */
+	s->ntasks = (int)v;
+	static const char *const ints[] = {"SLURM_PROCID", "SLURM_LOCALID", "SLURM_NODEID", "SLURM_JOB_ID",
+					   "SLURM_STEP_ID"};
+	long *out[] = {&v, &v, &v, &s->job_id, &s->step_id};
+	int *iout[] = {&s->procid, &s->localid, &s->nodeid, NULL, NULL};
+	for (int i = 0; i < 5; i++) {
+		if ((rc = hora_env_long(ints[i], 0, 1L << 40, out[i], err, errlen)) < 0)
+			return rc;
+		if (!rc && i < 3)
+			return hora_cfg_bad(err, errlen, "%s is not set beside SLURM_STEP_NODELIST (not an srun "
+							 "task?)", ints[i]);
+		if (iout[i])
+			*iout[i] = (int)v;
+	}
+	if ((rc = env_text("SLURM_STEP_TASKS_PER_NODE", s->tasks_per_node, sizeof(s->tasks_per_node), err,
+			   errlen)) <= 0)
+		return rc < 0 ? rc : hora_cfg_bad(err, errlen, "SLURM_STEP_TASKS_PER_NODE is not set beside "
+								"SLURM_STEP_NODELIST");
+	if ((rc = env_text("SLURM_STEP_RESV_PORTS", s->resv_ports, sizeof(s->resv_ports), err, errlen)) < 0)
+		return rc;
+	s->on = s->ntasks > 1;
+	return 0;
+}
+
 int hora_env_init_opts(struct hora_init_opts *o, char *err, size_t errlen)
 {
 	int rc;
@@ -121,6 +166,8 @@ int hora_env_init_opts(struct hora_init_opts *o, char *err, size_t errlen)
 	o->cluster_file = env_get("HORA_CONFIG");
 	o->secret_env = hora_env_secret();
 	if ((rc = hora_env_proc(&o->proc, err, errlen)))
+		return rc;
+	if ((rc = hora_env_slurm(&o->slurm, err, errlen)))
 		return rc;
 	if ((rc = hora_env_long("HORA_SPIN_US", -1, 1000000, &spin, err, errlen)) < 0)
 		return rc;

@@ -50,8 +50,17 @@ const char *hora_env_test_step_log(void);
  * HORA_ERR_CONFIG naming the variable and the accepted values. */
 int hora_env_apply_log(char *err, size_t errlen);
 
+struct hora_slurm;
+/* An srun task's step (slurm.h): SLURM_STEP_NODELIST, SLURM_NTASKS,
+ * SLURM_PROCID, SLURM_LOCALID, SLURM_NODEID, SLURM_STEP_TASKS_PER_NODE,
+ * SLURM_STEP_RESV_PORTS, SLURM_JOB_ID, SLURM_STEP_ID. s->on when a step of
+ * several tasks. 0, or HORA_ERR_CONFIG naming a variable that is set but
+ * wrong, or missing beside the others. */
+int hora_env_slurm(struct hora_slurm *s, char *err, size_t errlen);
+
 /* Everything hora_init takes from the environment: HORA_CONFIG (the cluster
- * file), HORA_SECRET, the worker index (hora_env_proc), HORA_SPIN_US (0: never
+ * file), HORA_SECRET, the worker index (hora_env_proc), an srun step
+ * (hora_env_slurm), HORA_SPIN_US (0: never
  * poll), HORA_FUSION_THRESHOLD,
  * HORA_CYCLE_TIME_MS; applies HORA_LOG. Fills o (after hora_init_opts_defaults)
  * and returns 0, or HORA_ERR_CONFIG naming the variable. o->cluster_file

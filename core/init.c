@@ -57,7 +57,8 @@ static int load_job(struct joining *j, char *err, size_t errlen)
 	} else {
 		hora_cluster_defaults(&j->cc);
 		j->cc.secret_env = j->o->secret_env;
-		int rc = hora_cluster_load(&j->cc, file, err, errlen);
+		j->cc.slurm = &j->o->slurm;
+		int rc = hora_cluster_load(&j->cc, file && *file ? file : NULL, err, errlen);
 		if (rc)
 			return rc;
 	}
@@ -65,7 +66,7 @@ static int load_job(struct joining *j, char *err, size_t errlen)
 	j->size = hora_cluster_size(&j->cc);
 	j->node = hora_cluster_locate(&j->cc, j->o->proc, &local);
 	if (j->o->proc < 0 || j->node < 0) {
-		snprintf(err, errlen, "worker %d does not exist: %s has %d workers", j->o->proc, file, j->size);
+		snprintf(err, errlen, "worker %d does not exist: %s has %d workers", j->o->proc, j->cc.file, j->size);
 		return HORA_ERR_CONFIG;
 	}
 	char why[256], warn[320];
@@ -269,7 +270,7 @@ static int elastic_start(struct joining *j, struct hora_comm **out, char *err, s
 int hora_init_with(const struct hora_init_opts *o, struct hora_comm **out, char *err, size_t errlen)
 {
 	*out = NULL;
-	if (!o->cluster && (!o->cluster_file || !*o->cluster_file))
+	if (!o->cluster && (!o->cluster_file || !*o->cluster_file) && !o->slurm.on)
 		return init_single(o, out, err, errlen);
 	struct joining *j = calloc(1, sizeof(*j));
 	if (!j)
@@ -304,7 +305,7 @@ int hora_init(const char *file, struct hora_comm **out, char *err, size_t errlen
 		return rc;
 	if (file && *file)
 		o.cluster_file = file;
-	if (!o.cluster_file || !*o.cluster_file)
+	if (!o.cluster_file || !*o.cluster_file) /* a job of one, or an srun step's nodes alone */
 		return hora_init_with(&o, out, err, errlen);
 	/* the train section's elastic keys (hora.h, "elastic jobs"); the rest of
 	 * it is the built-in trainer's */

@@ -5,6 +5,7 @@
 #define HORA_CORE_INIT_H
 
 #include "hora.h"
+#include "slurm.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -36,6 +37,10 @@ struct hora_init_opts {
 	 * finds the job running joins it (core/rejoin.c), and the communicator
 	 * re-forms over each new view instead of stopping on a lost worker */
 	const struct hora_elastic_config *elastic;
+	/* an srun step (hora_env_slurm; .on 0: none): nodes, seed and ports
+	 * come from it where the cluster file names no nodes, or there is no
+	 * file at all */
+	struct hora_slurm slurm;
 };
 
 void hora_init_opts_defaults(struct hora_init_opts *o);

@@ -15,6 +15,7 @@ PKGS=(
   iproute2 nftables iptables iperf3 # netns test hosts and anchors
   procps psmisc time
   systemd                           # systemd-analyze verify (tests/cli/test_systemd.sh)
+  slurm-wlm munge                   # a private Slurm (tests/integration/test_slurm.sh); no daemon is started
   python3                           # deploy/netns-cluster.sh and bench/*.sh, *.py (standard library only)
 )
 

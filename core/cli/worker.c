@@ -23,6 +23,7 @@
 #include "hora.h"
 #include "hosts.h"
 #include "init.h"
+#include "slurm.h"
 #include "net/membership/membership.h"
 #include "net/transport/handshake.h"
 #include "net/transport/transport.h"
@@ -288,13 +289,15 @@ static int edit_cluster(struct hora_cluster_config *cc, void *arg, char *err, si
 
 /* The cluster configuration of this node: the file with --set and the key
  * flags, or (no file) the defaults with the key flags. 0 or 2 (said). */
-static int load_cluster(struct hora_cluster_config *cc, const struct node_flags *f, const char *prog)
+static int load_cluster(struct hora_cluster_config *cc, const struct node_flags *f,
+			const struct hora_slurm *slurm, const char *prog)
 {
 	char err[2048];
 	hora_cluster_defaults(cc);
 	cc->secret_env = hora_env_secret();
+	cc->slurm = slurm;
 	int rc;
-	if (f->config) {
+	if (f->config || (slurm->on && !f->listen)) { /* an srun step: its nodes (core/slurm.h) */
 		rc = hora_cluster_load_edit(cc, f->config, edit_cluster, (void *)f, err, sizeof(err));
 	} else if (f->sets.n) {
 		snprintf(err, sizeof(err), "--set '%s' needs --config (it sets a key of the cluster file)",
@@ -303,7 +306,7 @@ static int load_cluster(struct hora_cluster_config *cc, const struct node_flags 
 	} else {
 		rc = apply_flag_keys(cc, f, err, sizeof(err));
 	}
-	if (!rc && !f->config) { /* the load's defaults, without a file */
+	if (!rc && !f->config && !cc->nnodes) { /* the load's defaults, without a file */
 		if (!cc->membership.min_members)
 			cc->membership.min_members = 1;
 		cc->membership.ping_timeout_ms = cc->membership.probe_interval_ms * 2 / 5;
@@ -338,7 +341,7 @@ static int node_from_cluster(struct node_opts *o, const struct hora_cluster_conf
 		if (!hora_net_swim_addr(hp, &o->seeds[o->nseeds]))
 			o->nseeds++;
 	}
-	if (f->config && role == HORA_SWIM_WORKER) {
+	if ((f->config || cc->nnodes) && role == HORA_SWIM_WORKER) { /* a file, or an srun step's nodes */
 		if (o->proc < 0 && hora_env_proc(&o->proc, why, sizeof(why))) {
 			fprintf(stderr, "%s: %s\n", prog, why);
 			return 2;
@@ -729,7 +732,14 @@ static int cmd_node(int argc, char **argv, enum hora_swim_role role)
 	}
 	if ((rc = parse_flags(argc, argv, role, f, prog)))
 		goto out;
-	if ((rc = load_cluster(cc, f, prog)) || (rc = node_from_cluster(&o, cc, f, role, prog)))
+	struct hora_slurm slurm = {0};
+	char why[512];
+	if (role == HORA_SWIM_WORKER && hora_env_slurm(&slurm, why, sizeof(why))) {
+		fprintf(stderr, "%s: %s\n", prog, why);
+		rc = 2;
+		goto out;
+	}
+	if ((rc = load_cluster(cc, f, &slurm, prog)) || (rc = node_from_cluster(&o, cc, f, role, prog)))
 		goto out;
 	const int train = decide_training(f, role, tc, prog);
 	if (train == 2 || (rc = refuse_unused(f, train == 1, prog))) {
