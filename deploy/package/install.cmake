@@ -86,7 +86,7 @@ set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION libs)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS OFF)
 set(CPACK_DEBIAN_PACKAGE_DEPENDS
-  "libc6 (>= 2.34), liburing2 (>= 2.3), libyaml-0-2 (>= 0.2.5), zlib1g (>= 1:1.2.3.3), libopenblas0, libsodium23, libgcc-s1")
+  "libc6 (>= 2.34), liburing2 (>= 2.3), libyaml-0-2, zlib1g (>= 1:1.2.6), libopenblas0, libsodium23 (>= 0.6.0)")
 # a static link (libhora.a, hora::hora_static, pkg-config --static) needs
 # the dependencies' development files
 set(CPACK_DEBIAN_PACKAGE_SUGGESTS
