@@ -13,25 +13,43 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define N 4099 /* more than one small message, an odd count */
 
-/* A free TCP port on 127.0.0.1 (bound to port 0 and read back). */
+/* A free TCP port on 127.0.0.1 below the kernel's ephemeral range (where
+ * an outgoing connection of another process could take it between this
+ * check and the rank's bind), at random (main seeds rand) among those
+ * that bind now. */
 static int free_port(void)
 {
-	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t len = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
-	if (fd >= 0 && !bind(fd, (struct sockaddr *)&a, sizeof(a)) &&
-	    !getsockname(fd, (struct sockaddr *)&a, &len))
-		port = ntohs(a.sin_port);
-	if (fd >= 0)
+	int lo = 32768, hi = 60999;
+	FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+	if (f) {
+		if (fscanf(f, "%d %d", &lo, &hi) != 2)
+			lo = 32768;
+		fclose(f);
+	}
+	if (lo <= 12000)
+		lo = 32768; /* an unusual range: below it is still outside */
+	for (int tries = 0; tries < 200; tries++) {
+		int port = 10000 + rand() % (lo - 10000);
+		struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+					.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+		int fd = socket(AF_INET, SOCK_STREAM, 0);
+		if (fd < 0)
+			return -1;
+		int ok = !bind(fd, (struct sockaddr *)&a, sizeof(a));
 		close(fd);
-	return port;
+		if (ok)
+			return port;
+	}
+	return -1;
 }
 
 static int run_rank(int rank, const char *const *addrs)
@@ -83,6 +101,7 @@ int main(void)
 		fprintf(stderr, "library %s, headers %s\n", hora_version(), HORA_VERSION_STRING);
 		return 1;
 	}
+	srand((unsigned)getpid() ^ (unsigned)time(NULL));
 	int p0 = free_port(), p1 = free_port();
 	if (p0 < 0 || p1 < 0 || p0 == p1) {
 		fprintf(stderr, "no free ports\n");
