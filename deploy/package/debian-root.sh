@@ -10,7 +10,7 @@
 #      apt resolves the package's Depends from the mirror, nothing else is
 #      installed beforehand;
 #   3. `hora --version`, `ldconfig -p | grep libhora`, and a dynamic link
-#      check of /usr/lib/libhora.so.MAJOR in the chroot.
+#      check of libhora.so.MAJOR (as ld.so.cache has it) in the chroot.
 # Exits 0 when all three work. Env: HORA_DEBIAN_MIRROR (default
 # http://deb.debian.org/debian). Installs debootstrap on the host if missing.
 set -euo pipefail
@@ -58,7 +58,8 @@ step "hora --version (in the chroot)"
 chroot "$ROOT" hora --version
 step "the library (in the chroot)"
 chroot "$ROOT" ldconfig -p | grep libhora
-lib=$(chroot "$ROOT" sh -c 'ls /usr/lib/libhora.so.[0-9]* | head -1')
+lib=$(chroot "$ROOT" ldconfig -p | sed -n 's/^[[:space:]]*libhora\.so\.[0-9]* .*=> //p' | head -1)
+[[ -n $lib ]] || { echo "debian-root.sh: no libhora.so.MAJOR in the chroot's ld.so cache" >&2; exit 1; }
 chroot "$ROOT" sh -c "ldd $lib" | sed 's/^/  /'
 if chroot "$ROOT" sh -c "ldd $lib" | grep -q 'not found'; then
 	echo "debian-root.sh: $lib misses libraries in the chroot" >&2

@@ -187,10 +187,13 @@ check "dpkg-deb --info: Package hora, Version $VERSION, Architecture $(dpkg --pr
 has "$T/info" "shlibs"; check "dpkg-deb --info: a shlibs control file" $?
 dpkg-deb --ctrl-tarfile "$DEB" | tar -xO ./shlibs >"$T/shlibs" 2>/dev/null
 grep -qx "libhora $MAJOR hora (>= $VERSION)" "$T/shlibs"; check "shlibs: libhora $MAJOR hora (>= $VERSION)" $?
+# the package's library directory: usr/ + the build's CMAKE_INSTALL_LIBDIR
+# (lib; lib/x86_64-linux-gnu in a tree configured with the prefix /usr)
+L=usr/$(sed -n 's/^CMAKE_INSTALL_LIBDIR:[A-Z]*=//p' "$BUILD/CMakeCache.txt")
 dpkg-deb --contents "$DEB" | awk '{print $6}' | sed 's|^\./||' >"$T/contents"
 for f in usr/include/hora/hora.h usr/include/hora/hora_model.h usr/include/hora/hora_config.h \
-	usr/lib/libhora.so.$VERSION usr/lib/libhora.so.$MAJOR usr/lib/libhora.so usr/lib/libhora.a \
-	usr/bin/hora usr/lib/pkgconfig/hora.pc usr/lib/cmake/hora/hora-config.cmake; do
+	"$L/libhora.so.$VERSION" "$L/libhora.so.$MAJOR" "$L/libhora.so" "$L/libhora.a" \
+	usr/bin/hora "$L/pkgconfig/hora.pc" "$L/cmake/hora/hora-config.cmake"; do
 	grep -qx "$f" "$T/contents" || { echo "  missing $f"; false; }
 done
 check "dpkg-deb --contents: headers, libraries, hora, hora.pc, the CMake package under /usr" $?
@@ -198,10 +201,10 @@ check "dpkg-deb --contents: headers, libraries, hora, hora.pc, the CMake package
 check "dpkg-deb --contents: nothing outside /usr" $?
 mkdir -p "$T/x"
 dpkg-deb -x "$DEB" "$T/x"
-grep -q '^prefix=/usr$' "$T/x/usr/lib/pkgconfig/hora.pc"; check "the package's hora.pc has prefix=/usr" $?
+grep -q '^prefix=/usr$' "$T/x/$L/pkgconfig/hora.pc"; check "the package's hora.pc has prefix=/usr" $?
 # Depends covers what dpkg-shlibdeps computes for the library and the command
 mkdir -p "$T/x/debian" && : >"$T/x/debian/control"
-(cd "$T/x" && dpkg-shlibdeps -O -eusr/lib/libhora.so."$VERSION" -eusr/bin/hora 2>/dev/null) |
+(cd "$T/x" && dpkg-shlibdeps -O -e"$L/libhora.so.$VERSION" -eusr/bin/hora 2>/dev/null) |
 	sed -n 's/^shlibs:Depends=//p' | tr ',' '\n' | sed 's/^ *//' >"$T/shlibdeps"
 echo "  dpkg-shlibdeps: $(tr '\n' ',' <"$T/shlibdeps")"
 depends=$(field Depends)
