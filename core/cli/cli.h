@@ -4,6 +4,7 @@
 #ifndef HORA_CLI_CLI_H
 #define HORA_CLI_CLI_H
 
+int hora_cmd_version(void);                 /* version.c: `hora --version` */
 int hora_cmd_seed(int argc, char **argv);   /* worker.c */
 int hora_cmd_worker(int argc, char **argv); /* worker.c */
 int hora_cmd_launch(int argc, char **argv); /* launch.c */

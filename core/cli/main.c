@@ -24,7 +24,6 @@
 
 #include <errno.h>
 #include <getopt.h>
-#include <liburing.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -187,19 +186,10 @@ static int cmd_gpu_info(void)
 	return rc < 0 ? 1 : 0;
 }
 
-/* `hora --version`: the version, then what was compiled and what this
- * machine has (io_uring from the kernel, CUDA through libhora_gpu.so). */
+/* `hora --version`: version.c. */
 static int cmd_version(void)
 {
-	struct io_uring ring;
-	char cuda[2048];
-	int rc = io_uring_queue_init(2, &ring, 0);
-	if (rc == 0)
-		io_uring_queue_exit(&ring);
-	hora_gpu_feature(cuda, sizeof(cuda));
-	printf("hora %s\nfeatures: io_uring (liburing %s) %s%s; %s\n", hora_version(),
-	       HORA_LIBURING_VERSION, rc ? "no: " : "yes", rc ? strerror(-rc) : "", cuda);
-	return 0;
+	return hora_cmd_version();
 }
 
 static void usage(FILE *f)
