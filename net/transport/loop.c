@@ -318,7 +318,7 @@ static void do_listen(struct hora_net_loop *loop, struct cmd *c)
 	if (fd < 0)
 		goto fail;
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(fd, (struct sockaddr *)&c->addr, c->addrlen) || listen(fd, 1024))
+	if (hora_net_bind_retry(fd, (struct sockaddr *)&c->addr, c->addrlen) || listen(fd, 1024))
 		goto fail;
 	struct sockaddr_storage ss;
 	socklen_t len = sizeof(ss);

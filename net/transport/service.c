@@ -269,7 +269,7 @@ int hora_net_dgram_open(struct hora_net_loop *loop, const struct sockaddr_in *ad
 		return -ENOMEM;
 	}
 	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (fd < 0 || bind(fd, (const struct sockaddr *)addr, sizeof(*addr))) {
+	if (fd < 0 || hora_net_bind_retry(fd, (const struct sockaddr *)addr, sizeof(*addr))) {
 		int e = errno;
 		char ip[INET_ADDRSTRLEN];
 		inet_ntop(AF_INET, &addr->sin_addr, ip, sizeof(ip));
