@@ -147,3 +147,8 @@ const char *hora_env_launch_worker(void)
 {
 	return env_get("HORA_LAUNCH_WORKER");
 }
+
+const char *hora_env_tmpdir(void)
+{
+	return env_get("TMPDIR");
+}

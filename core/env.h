@@ -58,6 +58,10 @@ int hora_env_apply_log(char *err, size_t errlen);
  * points into the environment: valid while it is not changed. */
 int hora_env_init_opts(struct hora_init_opts *o, char *err, size_t errlen);
 
+/* TMPDIR's value (NULL: unset or empty): where `hora run` and `hora launch
+ * ... -- CMD` make their private directory (else /tmp). */
+const char *hora_env_tmpdir(void);
+
 /* HORA_LAUNCH_WORKER's value (NULL: unset or empty), a test hook: the
  * program `hora launch` runs for each worker instead of its own executable
  * (with the same arguments, "worker --config F --proc G ..."), so that the
