@@ -234,7 +234,7 @@ static int job_file(const struct run_args *ra, struct launch *la, struct launch_
 		la->file = ra->file;
 		return 0;
 	}
-	struct run_hosts hs;
+	struct run_hosts hs = {.n = 0};
 	int rc = job_hosts(ra, &hs);
 	if (rc)
 		return rc;
