@@ -297,7 +297,7 @@ int hora_cluster_load_edit(struct hora_cluster_config *c, const char *path, hora
 					"(host, workers)", path);
 	for (int i = 0; i < tmp.nnodes; i++) {
 		struct hora_cluster_node *n = &tmp.nodes[i];
-		if (!n->line)
+		if (!n->line && !n->host[0] && !n->workers) /* a node of --set keys has no line */
 			return hora_cfg_bad(err, errlen, "%s: cluster.nodes[%d] is empty", path, i);
 		if (!n->host[0])
 			return hora_cfg_bad(err, errlen, "%s:%d:%d: cluster.nodes[%d].host is missing", path,

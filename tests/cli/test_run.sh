@@ -135,6 +135,10 @@ check "hora run -np 4 CLUSTER.yaml CMD: the file's workers, sum 10 (rc=$rc)" $?
 timeout 60 "$HORA" run "$T/local.yaml" --set 'cluster.nodes[0].workers=2' -- "$AR" >"$T/out" 2>&1; rc=$?
 [[ $rc == 0 ]] && sums 2 && grep -q "local-demo: 2 workers" "$T/out" && no_tmp_left
 check "hora run CLUSTER.yaml --set cluster.nodes[0].workers=2: the copy has 2 workers, sum 3 (rc=$rc)" $?
+timeout 60 "$HORA" run -np 5 "$T/local.yaml" --set 'cluster.nodes[1].host=127.0.0.2' --set 'cluster.nodes[1].workers=1' \
+  -- "$AR" >"$T/out" 2>&1; rc=$?
+[[ $rc == 0 ]] && sums 5 && grep -q '^\[4 127.0.0.2\] rank 4 of 5' "$T/out" && grep -q "5 workers on 2 node(s)" "$T/out"
+check "--set cluster.nodes[1].host/workers: a node added to the copy, sum 15 (rc=$rc)" $?
 
 # 7. hora launch FILE -- CMD: the command in place of hora worker
 export HORA_SECRET="launch-cmd-test-secret-0123456789"
