@@ -10,7 +10,7 @@
  * `ip netns exec NS` (launcher netns, NS = the node's netns), or through a
  * command template ({host}, {cmd}; launcher ssh uses cluster.ssh_command).
  * Each worker's output comes back line by line prefixed "[G host]";
- * SIGINT/SIGTERM are forwarded to the workers (by PID); the exit status is 0
+ * SIGINT/SIGTERM/SIGHUP are forwarded to the workers (by PID); the exit status is 0
  * only if every worker exited 0, and each failed worker is named with its
  * last lines. Once a worker has failed, the others get a grace period
  * (2 x membership.suspect_timeout_ms + 3 s: the failure detector's time to
