@@ -255,6 +255,12 @@ int launch_check_file(struct launch *la)
 				"command template containing {cmd}\n", who, la->file, mode);
 		return 2;
 	}
+	if (la->cmd && la->cc.bind && !la->local && !la->netns) {
+		fprintf(stderr, "%s: %s: cluster.bind: core pins the processes it starts on this host; a "
+				"command on a remote host (launcher %s) cannot be pinned from here (bind: none, "
+				"or pin it in the command)\n", who, la->file, mode);
+		return 2;
+	}
 	for (int k = 0; la->netns && k < la->cc.nnodes; k++)
 		if (!la->cc.nodes[k].netns[0]) {
 			fprintf(stderr, "%s: %s: cluster.nodes[%d].netns is missing "

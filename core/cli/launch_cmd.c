@@ -11,7 +11,9 @@
  *                    on its node and the node's workers (hora_init takes its rank
  *                    from the agreed view, which equals HORA_PROC while all are alive)
  *
- * Local and netns: set in the child before exec. Under ssh or a template,
+ * Local and netns: set in the child before exec, which also pins it to CPU
+ * (local index mod CPUs) under cluster.bind: core, as hora worker pins
+ * itself (refused for a remote command: launch_check_file). Under ssh or a template,
  * the remote host has neither the launcher's environment nor, for `hora
  * run`, its file: the command line is a small shell script that reads the
  * secret's line and the cluster file from its stdin (which ssh forwards;
@@ -25,6 +27,7 @@
 #include "env.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +50,14 @@ void launch_cmd_env(const struct launch *la, int g, const struct hora_cluster_no
 	set_int("HORA_LOCAL_SIZE", node->workers);
 	if (la->secret)
 		setenv("HORA_SECRET", la->secret, 1);
+	if (la->cc.bind) { /* cluster.bind: core, as hora worker does it: CPU li mod ncpu */
+		long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+		cpu_set_t set;
+		CPU_ZERO(&set);
+		CPU_SET((int)(li % (ncpu > 0 ? ncpu : 1)), &set);
+		if (sched_setaffinity(0, sizeof(set), &set))
+			fprintf(stderr, "%s: worker %d: cluster.bind: core: %s\n", la->who, g, strerror(errno));
+	}
 }
 
 /* Append s to out (k: its length so far); false when it does not fit. */

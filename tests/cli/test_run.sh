@@ -154,6 +154,13 @@ timeout 60 "$HORA" launch "$T/local.yaml" -- sh -c 'echo "cfg=$HORA_CONFIG"' >"$
 check "hora launch FILE -- CMD without --set: HORA_CONFIG is the file's absolute path (rc=$rc)" $?
 unset HORA_SECRET
 
+# cluster.bind: core acts on a command too (pinned as hora worker pins itself)
+ncpu=$(nproc)
+"$HORA" run -np 2 --set cluster.bind=core -- sh -c 'grep Cpus_allowed_list /proc/self/status' >"$T/out" 2>&1; rc=$?
+[[ $rc == 0 ]] && grep -qP "^\[0 127.0.0.1\] Cpus_allowed_list:\t0$" "$T/out" \
+  && grep -qP "^\[1 127.0.0.1\] Cpus_allowed_list:\t$((1 % ncpu))$" "$T/out"
+check "--set cluster.bind=core: copy g pinned to CPU g mod $ncpu (rc=$rc)" $?
+
 # 8. bad arguments: exit 2, the thing named, nothing started
 bad() { # bad NAME PATTERN ARGS...
   local name=$1 pat=$2; shift 2
@@ -182,6 +189,8 @@ bad "-np against the file" "hora run: -np 3, but $T/local.yaml has 4 worker(s)" 
 bad "-H and a file" "hora run: give one of -H, --hostfile and CLUSTER.yaml" -np 4 -H 127.0.0.1:4 "$T/local.yaml" true
 bad "a bad --set" "--set 'collectives.algorithm=fancy'" -np 2 --set collectives.algorithm=fancy true
 bad "--set of no key" "unknown key 'cluster.nonsense'" -np 2 --set cluster.nonsense=1 true
+bad "cluster.bind: core for remote copies" "cluster.bind: core pins the processes it starts on this host" \
+  -np 1 -H 192.0.2.10:1 --set cluster.bind=core true
 bad "--port out of range" "hora run: --port must be an integer in 1024..60000 (got '80')" -np 2 --port 80 true
 
 echo "run: $pass passed, $fail failed"
