@@ -118,7 +118,7 @@ int hora_env_init_opts(struct hora_init_opts *o, char *err, size_t errlen)
 	double x;
 	if ((rc = hora_env_apply_log(err, errlen)))
 		return rc;
-	o->cluster_file = env_get("HORA_CONFIG");
+	o->cluster_file = hora_env_config();
 	o->secret_env = hora_env_secret();
 	if ((rc = hora_env_proc(&o->proc, err, errlen)))
 		return rc;
@@ -151,4 +151,9 @@ const char *hora_env_launch_worker(void)
 const char *hora_env_tmpdir(void)
 {
 	return env_get("TMPDIR");
+}
+
+const char *hora_env_config(void)
+{
+	return env_get("HORA_CONFIG");
 }

@@ -58,6 +58,11 @@ int hora_env_apply_log(char *err, size_t errlen);
  * points into the environment: valid while it is not changed. */
 int hora_env_init_opts(struct hora_init_opts *o, char *err, size_t errlen);
 
+/* HORA_CONFIG's value (NULL: unset or empty): the cluster file, for
+ * hora_init and for `hora worker` without --config (a copy started by
+ * `hora run` or `hora launch FILE -- CMD`). */
+const char *hora_env_config(void);
+
 /* TMPDIR's value (NULL: unset or empty): where `hora run` and `hora launch
  * ... -- CMD` make their private directory (else /tmp). */
 const char *hora_env_tmpdir(void);

@@ -67,6 +67,11 @@ for n in 2 4; do
   check "-np $n $(basename "$AR"): hora_init(NULL) joins, sum $(( n * (n + 1) / 2 )) on every rank (rc=$rc)" $?
 done
 
+# hora worker as the command: without --config it takes HORA_CONFIG
+timeout 60 "$HORA" run -np 3 -- "$HORA" worker --until-full-view >"$T/out" 2>&1; rc=$?
+[[ $rc == 0 && $(grep -cE '^\[[0-2] 127\.0\.0\.1\] worker .*: rank [0-2] of 3 in view' "$T/out") == 3 ]] && no_tmp_left
+check "hora run -np 3 hora worker --until-full-view: the file from HORA_CONFIG, a view of 3 (rc=$rc)" $?
+
 # a Python interpreter is just another command (the Python package is not needed)
 if [[ -x /usr/bin/python3 ]]; then
   "$HORA" run -np 2 /usr/bin/python3 -c 'import os; print("py", os.environ["HORA_PROC"], os.environ["HORA_SIZE"])' \
