@@ -222,7 +222,10 @@ static int job_hosts(const struct run_args *ra, struct run_hosts *hs)
 		hs->h[0].slots = ra->np;
 		rc = 0;
 	}
-	return rc ? rc : run_hosts_fill(hs, ra->np, ra->hosts ? "-H" : ra->hostfile);
+	const char *from = ra->hosts ? "-H" : ra->hostfile ? ra->hostfile : "this host";
+	if (!rc)
+		rc = run_hosts_fill(hs, ra->np, from);
+	return rc ? rc : run_hosts_check_mix(hs, from);
 }
 
 /* la->file: the CLUSTER.yaml, or the generated file (unedited, so that a bad

@@ -27,6 +27,9 @@ int run_hosts_parse_file(struct run_hosts *hs, const char *path);
  * them dropped, the last one cut. 0, or 2 when np is more than the slots
  * (said, naming what from). */
 int run_hosts_fill(struct run_hosts *hs, int np, const char *from);
+/* A loopback host beside others (the others could not reach its workers):
+ * 2, said naming both; else 0. */
+int run_hosts_check_mix(const struct run_hosts *hs, const char *from);
 /* Whether every host is a loopback address (127.0.0.0/8): run locally. */
 bool run_hosts_all_loopback(const struct run_hosts *hs);
 

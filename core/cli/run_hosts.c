@@ -148,6 +148,19 @@ int run_hosts_fill(struct run_hosts *hs, int np, const char *from)
 	return 0;
 }
 
+int run_hosts_check_mix(const struct run_hosts *hs, const char *from)
+{
+	int loop = -1, other = -1;
+	for (int i = 0; i < hs->n; i++)
+		*(strncmp(hs->h[i].ip, "127.", 4) ? &other : &loop) = i;
+	if (loop < 0 || other < 0)
+		return 0;
+	fprintf(stderr, "hora run: %s: host '%s' is a loopback address (%s), which %s cannot reach: name "
+			"this host by an address the other hosts reach\n",
+		from, hs->h[loop].name, hs->h[loop].ip, hs->h[other].name);
+	return 2;
+}
+
 bool run_hosts_all_loopback(const struct run_hosts *hs)
 {
 	for (int i = 0; i < hs->n; i++)

@@ -196,6 +196,8 @@ bad "a bad --set" "--set 'collectives.algorithm=fancy'" -np 2 --set collectives.
 bad "--set of no key" "unknown key 'cluster.nonsense'" -np 2 --set cluster.nonsense=1 true
 bad "cluster.bind: core for remote copies" "cluster.bind: core pins the processes it starts on this host" \
   -np 1 -H 192.0.2.10:1 --set cluster.bind=core true
+bad "a loopback host beside a remote one" "hora run: -H: host 'localhost' is a loopback address (127.0.0.1), which 192.0.2.10 cannot reach" \
+  -np 2 -H localhost:1,192.0.2.10:1 true
 bad "--port out of range" "hora run: --port must be an integer in 1024..60000 (got '80')" -np 2 --port 80 true
 
 echo "run: $pass passed, $fail failed"
