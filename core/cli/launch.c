@@ -209,18 +209,29 @@ static bool trains(const struct launch *la, int nkeys)
 	return train && !until_full;
 }
 
+/* A loader's message, la->file named as la->shown. */
+static void say(const struct launch *la, const char *err)
+{
+	const char *at = la->shown ? strstr(err, la->file) : NULL;
+	if (at)
+		fprintf(stderr, "%s: %.*s%s%s\n", la->who, (int)(at - err), err, la->shown,
+			at + strlen(la->file));
+	else
+		fprintf(stderr, "%s: %s\n", la->who, err);
+}
+
 /* The whole file with every --set, as each worker will read it: cluster
  * sections (hora_cluster_load_edit), the train section, the launcher and
  * every node's netns. 0 or 2 (message printed). */
 int launch_check_file(struct launch *la)
 {
 	char err[2048];
-	const char *who = la->who;
+	const char *who = la->who, *name = la->shown ? la->shown : la->file;
 	hora_cluster_defaults(&la->cc);
 	la->cc.secret_env = la->secret ? la->secret : hora_env_secret();
 	if (hora_cluster_load_edit(&la->cc, la->file, hora_setargs_apply_cluster, &la->sets, err,
 				   sizeof(err))) {
-		fprintf(stderr, "%s: %s\n", who, err);
+		say(la, err);
 		return 2;
 	}
 	struct hora_train_config tc;
@@ -228,13 +239,13 @@ int launch_check_file(struct launch *la)
 	int nkeys = 0;
 	if (hora_config_load_train(&tc, la->file, &nkeys, err, sizeof(err)) ||
 	    hora_setargs_apply_train(&tc, &la->sets, err, sizeof(err))) {
-		fprintf(stderr, "%s: %s\n", who, err);
+		say(la, err);
 		return 2;
 	}
 	if (tc.elastic.restart && !tc.elastic.on) {
 		fprintf(stderr, "%s: %s: train.elastic.restart: true needs elastic training, and "
 				"train.elastic.enabled is false (a restarted worker can only rejoin "
-				"workers that went on without it)\n", who, la->file);
+				"workers that went on without it)\n", who, name);
 		return 2;
 	}
 	if (la->cmd || trains(la, nkeys)) /* a command: the file's train.elastic rules */
@@ -252,19 +263,19 @@ int launch_check_file(struct launch *la)
 	la->tpl = !strcmp(mode, "ssh") ? la->cc.ssh_command : mode;
 	if (!la->local && !la->netns && !strstr(la->tpl, "{cmd}")) {
 		fprintf(stderr, "%s: %s: cluster.launcher '%s' must be local, ssh, netns or a "
-				"command template containing {cmd}\n", who, la->file, mode);
+				"command template containing {cmd}\n", who, name, mode);
 		return 2;
 	}
 	if (la->cmd && la->cc.bind && !la->local && !la->netns) {
 		fprintf(stderr, "%s: %s: cluster.bind: core pins the processes it starts on this host; a "
 				"command on a remote host (launcher %s) cannot be pinned from here (bind: none, "
-				"or pin it in the command)\n", who, la->file, mode);
+				"or pin it in the command)\n", who, name, mode);
 		return 2;
 	}
 	for (int k = 0; la->netns && k < la->cc.nnodes; k++)
 		if (!la->cc.nodes[k].netns[0]) {
 			fprintf(stderr, "%s: %s: cluster.nodes[%d].netns is missing "
-					"(launcher netns)\n", who, la->file, k);
+					"(launcher netns)\n", who, name, k);
 			return 2;
 		}
 	return 0;

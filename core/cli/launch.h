@@ -58,6 +58,7 @@ struct launch_child {
 struct launch {
 	const char *who; /* "hora launch" or "hora run": the prefix of the launcher's lines */
 	const char *file;
+	const char *shown; /* file's name in messages (NULL: file; hora run's generated file) */
 	struct hora_setargs sets;
 	int extra, argc; /* argv[extra..argc) go to every worker after "--" */
 	char **argv;

@@ -251,6 +251,7 @@ static int job_file(const struct run_args *ra, struct launch *la, struct launch_
 	if (len < 0 || launch_tmp_write(tmp, la->who, text, (size_t)len, NULL, path, cap))
 		return 1;
 	la->file = path;
+	la->shown = "the job's cluster file (written by hora run)";
 	return 0;
 }
 
@@ -278,6 +279,8 @@ static int job_check(const struct run_args *ra, struct launch *la, struct launch
 		return 0;
 	if (launch_tmp_edited_copy(tmp, la->who, la->file, &la->sets, la->cfgpath, sizeof(la->cfgpath)))
 		return 1;
+	if (!la->shown)
+		la->shown = ra->file;
 	la->file = la->cfgpath; /* the copy holds every --set now */
 	la->sets = (struct hora_setargs){0};
 	return launch_check_file(la);

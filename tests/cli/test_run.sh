@@ -170,7 +170,8 @@ check "--set cluster.bind=core: copy g pinned to CPU g mod $ncpu (rc=$rc)" $?
 bad() { # bad NAME PATTERN ARGS...
   local name=$1 pat=$2; shift 2
   timeout 20 "$HORA" run "$@" >"$T/out" 2>&1; local rc=$?
-  [[ $rc == 2 ]] && grep -q -- "$pat" "$T/out" && ! grep -q "workers on" "$T/out" && no_tmp_left
+  [[ $rc == 2 ]] && grep -q -- "$pat" "$T/out" && ! grep -q "workers on" "$T/out" && no_tmp_left \
+    && ! grep -q "$TMPDIR" "$T/out"  # a generated file is named as such, not by a path that is gone
   check "$name: exit 2 naming it (rc=$rc)" $?
 }
 bad "-np 0" "hora run: -np must be an integer in 1..4096 (got '0')" -np 0 true
@@ -198,6 +199,8 @@ bad "cluster.bind: core for remote copies" "cluster.bind: core pins the processe
   -np 1 -H 192.0.2.10:1 --set cluster.bind=core true
 bad "a loopback host beside a remote one" "hora run: -H: host 'localhost' is a loopback address (127.0.0.1), which 192.0.2.10 cannot reach" \
   -np 2 -H localhost:1,192.0.2.10:1 true
+bad "a --set the whole-file check refuses" "hora run: the job's cluster file (written by hora run): membership.suspect_timeout_ms (100) must be at least" \
+  -np 2 --set membership.suspect_timeout_ms=100 true
 bad "--port out of range" "hora run: --port must be an integer in 1024..60000 (got '80')" -np 2 --port 80 true
 
 echo "run: $pass passed, $fail failed"
