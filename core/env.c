@@ -163,7 +163,7 @@ int hora_env_init_opts(struct hora_init_opts *o, char *err, size_t errlen)
 	double x;
 	if ((rc = hora_env_apply_log(err, errlen)))
 		return rc;
-	o->cluster_file = env_get("HORA_CONFIG");
+	o->cluster_file = hora_env_config();
 	o->secret_env = hora_env_secret();
 	if ((rc = hora_env_proc(&o->proc, err, errlen)))
 		return rc;
@@ -193,4 +193,14 @@ int hora_env_init_opts(struct hora_init_opts *o, char *err, size_t errlen)
 const char *hora_env_launch_worker(void)
 {
 	return env_get("HORA_LAUNCH_WORKER");
+}
+
+const char *hora_env_tmpdir(void)
+{
+	return env_get("TMPDIR");
+}
+
+const char *hora_env_config(void)
+{
+	return env_get("HORA_CONFIG");
 }

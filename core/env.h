@@ -67,6 +67,15 @@ int hora_env_slurm(struct hora_slurm *s, char *err, size_t errlen);
  * points into the environment: valid while it is not changed. */
 int hora_env_init_opts(struct hora_init_opts *o, char *err, size_t errlen);
 
+/* HORA_CONFIG's value (NULL: unset or empty): the cluster file, for
+ * hora_init and for `hora worker` without --config (a copy started by
+ * `hora run` or `hora launch FILE -- CMD`). */
+const char *hora_env_config(void);
+
+/* TMPDIR's value (NULL: unset or empty): where `hora run` and `hora launch
+ * ... -- CMD` make their private directory (else /tmp). */
+const char *hora_env_tmpdir(void);
+
 /* HORA_LAUNCH_WORKER's value (NULL: unset or empty), a test hook: the
  * program `hora launch` runs for each worker instead of its own executable
  * (with the same arguments, "worker --config F --proc G ..."), so that the

@@ -8,6 +8,7 @@ int hora_cmd_version(void);                 /* version.c: `hora --version` */
 int hora_cmd_seed(int argc, char **argv);   /* worker.c */
 int hora_cmd_worker(int argc, char **argv); /* worker.c */
 int hora_cmd_launch(int argc, char **argv); /* launch.c */
+int hora_cmd_run(int argc, char **argv);    /* run.c */
 #if HORA_WITH_BENCH
 #endif
 

@@ -1,4 +1,4 @@
-/* launch.c - `hora launch CLUSTER.yaml [--set key=value]... [-- worker args]`
+/* launch.c - `hora launch CLUSTER.yaml [--set key=value]... [-- worker args | -- CMD ARGS...]`
  *
  * Validates the whole cluster file with every --set applied (cluster,
  * transport, membership, collectives and train sections: exit 2 with
@@ -10,7 +10,7 @@
  * `ip netns exec NS` (launcher netns, NS = the node's netns), or through a
  * command template ({host}, {cmd}; launcher ssh uses cluster.ssh_command).
  * Each worker's output comes back line by line prefixed "[G host]";
- * SIGINT/SIGTERM are forwarded to the workers (by PID); the exit status is 0
+ * SIGINT/SIGTERM/SIGHUP are forwarded to the workers (by PID); the exit status is 0
  * only if every worker exited 0, and each failed worker is named with its
  * last lines. Once a worker has failed, the others get a grace period
  * (2 x membership.suspect_timeout_ms + 3 s: the failure detector's time to
@@ -29,6 +29,12 @@
  * line names every death, how and when (core/cli/README.md has its format).
  * HORA_LAUNCH_WORKER (a test hook, core/env.c) runs another program instead
  * of this executable, for tests with stand-in workers.
+ *
+ * After "--", a first word that does not start with '-' is a command run
+ * in place of `hora worker` for every worker, with the environment of
+ * launch_cmd.c (HORA_CONFIG, HORA_PROC, ...); with --set, HORA_CONFIG names
+ * an edited copy of the file (yamledit.c) in a private directory removed at
+ * exit. `hora run` (run.c) starts its jobs through the same launch_run.
  */
 #include "launch.h"
 
@@ -54,7 +60,7 @@ static void on_signal(int sig)
 	g_fwd = sig;
 }
 
-static void quote(char *out, size_t cap, const char *s)
+void launch_quote(char *out, size_t cap, const char *s)
 {
 	size_t k = 0;
 	if (k + 1 < cap)
@@ -140,10 +146,14 @@ void launch_drain(struct launch_child *c, bool eof)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: hora launch CLUSTER.yaml [--set KEY=VALUE]... [-- WORKER-ARGS...]\n"
+	fprintf(f, "usage: hora launch CLUSTER.yaml [--set KEY=VALUE]... [-- WORKER-ARGS... | -- CMD ARGS...]\n"
 		   "  Checks the whole file with every --set applied, then starts\n"
 		   "  `hora worker --config CLUSTER.yaml --proc G [--set KEY=VALUE]...` for every worker G.\n"
-		   "  e.g. hora launch deploy/clusters/local.yaml -- --until-full-view\n");
+		   "  After --, words starting with '-' are worker flags; otherwise they are a command run\n"
+		   "  in place of hora worker, with HORA_CONFIG (the file, or with --set an edited copy),\n"
+		   "  HORA_PROC=G, HORA_RANK, HORA_SIZE, HORA_LOCAL_RANK, HORA_LOCAL_SIZE in its environment.\n"
+		   "  e.g. hora launch deploy/clusters/local.yaml -- --until-full-view\n"
+		   "       hora launch deploy/clusters/local.yaml -- build/hora-example-mnist 3\n");
 }
 
 /* argv: FILE [--set K=V]... [-- ARGS...]. 0, 2 (bad usage) or -1 (help). */
@@ -174,9 +184,13 @@ static int parse_args(struct launch *la, int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	if (la->extra < argc && argv[la->extra][0] != '-') { /* a command, not worker flags */
+		la->cmd = argv + la->extra;
+		la->ncmd = argc - la->extra;
+	}
 	if (argc - la->extra > LAUNCH_MAX_ARGS) {
-		fprintf(stderr, "hora launch: at most %d worker arguments after '--' (got %d)\n",
-			LAUNCH_MAX_ARGS, argc - la->extra);
+		fprintf(stderr, "hora launch: at most %d %s after '--' (got %d)\n", LAUNCH_MAX_ARGS,
+			la->cmd ? "words of the command" : "worker arguments", argc - la->extra);
 		return 2;
 	}
 	return 0;
@@ -195,17 +209,29 @@ static bool trains(const struct launch *la, int nkeys)
 	return train && !until_full;
 }
 
+/* A loader's message, la->file named as la->shown. */
+static void say(const struct launch *la, const char *err)
+{
+	const char *at = la->shown ? strstr(err, la->file) : NULL;
+	if (at)
+		fprintf(stderr, "%s: %.*s%s%s\n", la->who, (int)(at - err), err, la->shown,
+			at + strlen(la->file));
+	else
+		fprintf(stderr, "%s: %s\n", la->who, err);
+}
+
 /* The whole file with every --set, as each worker will read it: cluster
  * sections (hora_cluster_load_edit), the train section, the launcher and
  * every node's netns. 0 or 2 (message printed). */
-static int check_file(struct launch *la)
+int launch_check_file(struct launch *la)
 {
 	char err[2048];
+	const char *who = la->who, *name = la->shown ? la->shown : la->file;
 	hora_cluster_defaults(&la->cc);
-	la->cc.secret_env = hora_env_secret();
+	la->cc.secret_env = la->secret ? la->secret : hora_env_secret();
 	if (hora_cluster_load_edit(&la->cc, la->file, hora_setargs_apply_cluster, &la->sets, err,
 				   sizeof(err))) {
-		fprintf(stderr, "hora launch: %s\n", err);
+		say(la, err);
 		return 2;
 	}
 	struct hora_train_config tc;
@@ -213,22 +239,22 @@ static int check_file(struct launch *la)
 	int nkeys = 0;
 	if (hora_config_load_train(&tc, la->file, &nkeys, err, sizeof(err)) ||
 	    hora_setargs_apply_train(&tc, &la->sets, err, sizeof(err))) {
-		fprintf(stderr, "hora launch: %s\n", err);
+		say(la, err);
 		return 2;
 	}
 	if (tc.elastic.restart && !tc.elastic.on) {
-		fprintf(stderr, "hora launch: %s: train.elastic.restart: true needs elastic training, and "
+		fprintf(stderr, "%s: %s: train.elastic.restart: true needs elastic training, and "
 				"train.elastic.enabled is false (a restarted worker can only rejoin "
-				"workers that went on without it)\n", la->file);
+				"workers that went on without it)\n", who, name);
 		return 2;
 	}
-	if (trains(la, nkeys))
+	if (la->cmd || trains(la, nkeys)) /* a command: the file's train.elastic rules */
 		la->ec = tc.elastic;
 	else
 		for (int i = 0; i < la->sets.n; i++)
 			if (hora_setarg_is_train(la->sets.arg[i])) {
-				fprintf(stderr, "hora launch: --set %s: train keys apply to a training job "
-						"only, and this job is membership only\n", la->sets.arg[i]);
+				fprintf(stderr, "%s: --set %s: train keys apply to a training job "
+						"only, and this job is membership only\n", who, la->sets.arg[i]);
 				return 2;
 			}
 	const char *mode = la->cc.launcher;
@@ -236,20 +262,27 @@ static int check_file(struct launch *la)
 	la->netns = !strcmp(mode, "netns");
 	la->tpl = !strcmp(mode, "ssh") ? la->cc.ssh_command : mode;
 	if (!la->local && !la->netns && !strstr(la->tpl, "{cmd}")) {
-		fprintf(stderr, "hora launch: %s: cluster.launcher '%s' must be local, ssh, netns or a "
-				"command template containing {cmd}\n", la->file, mode);
+		fprintf(stderr, "%s: %s: cluster.launcher '%s' must be local, ssh, netns or a "
+				"command template containing {cmd}\n", who, name, mode);
+		return 2;
+	}
+	if (la->cmd && la->cc.bind && !la->local && !la->netns) {
+		fprintf(stderr, "%s: %s: cluster.bind: core pins the processes it starts on this host; a "
+				"command on a remote host (launcher %s) cannot be pinned from here (bind: none, "
+				"or pin it in the command)\n", who, name, mode);
 		return 2;
 	}
 	for (int k = 0; la->netns && k < la->cc.nnodes; k++)
 		if (!la->cc.nodes[k].netns[0]) {
-			fprintf(stderr, "hora launch: %s: cluster.nodes[%d].netns is missing "
-					"(launcher netns)\n", la->file, k);
+			fprintf(stderr, "%s: %s: cluster.nodes[%d].netns is missing "
+					"(launcher netns)\n", who, name, k);
 			return 2;
 		}
 	return 0;
 }
 
-/* argv of worker g (NULL-terminated; strings borrowed from la and gs). */
+/* argv of worker g (NULL-terminated; strings borrowed from la and gs):
+ * `hora worker --config F --proc G [--set K=V]... ARGS`, or the command. */
 static int worker_args(const struct launch *la, const struct hora_cluster_node *node,
 		       const char *gs, const char **args, int cap)
 {
@@ -259,6 +292,12 @@ static int worker_args(const struct launch *la, const struct hora_cluster_node *
 		args[na++] = "netns";
 		args[na++] = "exec";
 		args[na++] = node->netns;
+	}
+	if (la->cmd) {
+		for (int i = 0; i < la->ncmd && na < cap - 1; i++)
+			args[na++] = la->cmd[i];
+		args[na] = NULL;
+		return na;
 	}
 	args[na++] = la->self;
 	args[na++] = "worker";
@@ -276,6 +315,48 @@ static int worker_args(const struct launch *la, const struct hora_cluster_node *
 	return na;
 }
 
+/* The shell command line of worker g under ssh or a template: {cmd} is
+ * the worker's argv quoted, or a command's remote script (launch_cmd.c). */
+static int remote_line(const struct launch *la, int g, int li, const struct hora_cluster_node *node,
+		       const char **args, int na, char *line, size_t cap)
+{
+	char cmd[8192] = "";
+	if (la->cmd) {
+		if (launch_cmd_remote(la, g, node, li, cmd, sizeof(cmd))) {
+			fprintf(stderr, "%s: the command of worker %d is too long for a remote shell "
+					"(at most %zu bytes)\n", la->who, g, sizeof(cmd));
+			return 1;
+		}
+	} else {
+		size_t k2 = 0;
+		for (int i = 0; i < na && k2 < sizeof(cmd) - 1; i++) {
+			char q[1024];
+			launch_quote(q, sizeof(q), args[i]);
+			k2 += (size_t)snprintf(cmd + k2, sizeof(cmd) - k2, "%s%s", i ? " " : "", q);
+		}
+	}
+	fill(line, cap, la->tpl, node->host, cmd);
+	return 0;
+}
+
+/* Write the payload on the child's stdin (a pipe) and close it; a child
+ * that exits first (ssh could not connect) is no reason to die of SIGPIPE. */
+static void send_payload(const struct launch *la, int fd)
+{
+	struct sigaction ign = {.sa_handler = SIG_IGN}, old;
+	sigaction(SIGPIPE, &ign, &old);
+	for (size_t off = 0; off < la->npayload;) {
+		ssize_t w = write(fd, la->payload + off, la->npayload - off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			break;
+		off += (size_t)w;
+	}
+	close(fd);
+	sigaction(SIGPIPE, &old, NULL);
+}
+
 /* Fork worker g with its output on a pipe into ch. 0, or 1 (pipe failed). */
 int launch_start_worker(const struct launch *la, int g, struct launch_child *ch)
 {
@@ -285,19 +366,13 @@ int launch_start_worker(const struct launch *la, int g, struct launch_child *ch)
 	snprintf(gs, sizeof(gs), "%d", g);
 	const char *args[HORA_SETARG_MAX * 2 + LAUNCH_MAX_ARGS + 16];
 	int na = worker_args(la, node, gs, args, (int)(sizeof(args) / sizeof(args[0])));
-	char cmd[8192] = "", line[16384];
-	if (!la->local && !la->netns) { /* a remote shell command line */
-		size_t k2 = 0;
-		for (int i = 0; i < na && k2 < sizeof(cmd) - 1; i++) {
-			char q[1024];
-			quote(q, sizeof(q), args[i]);
-			k2 += (size_t)snprintf(cmd + k2, sizeof(cmd) - k2, "%s%s", i ? " " : "", q);
-		}
-		fill(line, sizeof(line), la->tpl, node->host, cmd);
-	}
-	int pfd[2];
-	if (pipe2(pfd, O_CLOEXEC)) {
-		perror("hora launch: pipe");
+	char line[16384];
+	const bool remote = !la->local && !la->netns, feed = remote && la->cmd;
+	if (remote && remote_line(la, g, local_i, node, args, na, line, sizeof(line)))
+		return 1;
+	int pfd[2], in[2] = {-1, -1};
+	if (pipe2(pfd, O_CLOEXEC) || (feed && pipe2(in, O_CLOEXEC))) {
+		fprintf(stderr, "%s: pipe: %s\n", la->who, strerror(errno));
 		return 1;
 	}
 	pid_t pid = fork();
@@ -306,7 +381,11 @@ int launch_start_worker(const struct launch *la, int g, struct launch_child *ch)
 			setenv("HORA_PROGRESS", "bar", 1);
 		dup2(pfd[1], STDOUT_FILENO);
 		dup2(pfd[1], STDERR_FILENO);
-		if (!la->local && !la->netns)
+		if (feed)
+			dup2(in[0], STDIN_FILENO);
+		if (la->cmd && !remote)
+			launch_cmd_env(la, g, node, local_i);
+		if (remote)
 			execl("/bin/sh", "sh", "-c", line, (char *)NULL);
 		else
 			execvp(args[0], (char *const *)args);
@@ -314,6 +393,13 @@ int launch_start_worker(const struct launch *la, int g, struct launch_child *ch)
 		_exit(127);
 	}
 	close(pfd[1]);
+	if (feed) {
+		close(in[0]);
+		if (pid > 0)
+			send_payload(la, in[1]);
+		else
+			close(in[1]);
+	}
 	*ch = (struct launch_child){.pid = pid, .fd = pfd[0], .g = g, .host = node->host};
 	if (pid < 0) {
 		ch->done = true;
@@ -322,11 +408,11 @@ int launch_start_worker(const struct launch *la, int g, struct launch_child *ch)
 	return 0;
 }
 
-static void forward_signal(struct launch_child *ch, int n, int running)
+static void forward_signal(const char *who, struct launch_child *ch, int n, int running)
 {
 	int sig = g_fwd;
 	g_fwd = 0;
-	fprintf(stderr, "hora launch: forwarding signal %d to %d worker(s)\n", sig, running);
+	fprintf(stderr, "%s: forwarding signal %d to %d worker(s)\n", who, sig, running);
 	for (int g = 0; g < n; g++)
 		if (!ch[g].done && ch[g].pid > 0)
 			kill(ch[g].pid, sig);
@@ -383,7 +469,8 @@ static bool failed(const struct launch_child *c)
 
 /* grace_s after the first failure, SIGKILL the workers still running,
  * naming each (once). */
-static void end_stragglers(struct launch_child *ch, int n, double grace_s, double *failed_at, bool *killed)
+static void end_stragglers(const char *who, struct launch_child *ch, int n, double grace_s, double *failed_at,
+			   bool *killed)
 {
 	if (*killed)
 		return;
@@ -400,9 +487,9 @@ static void end_stragglers(struct launch_child *ch, int n, double grace_s, doubl
 	*killed = true;
 	for (int g = 0; g < n; g++)
 		if (!ch[g].done && ch[g].pid > 0) {
-			fprintf(stderr, "hora launch: worker %d on %s is still running %.1f s after worker %d "
+			fprintf(stderr, "%s: worker %d on %s is still running %.1f s after worker %d "
 					"failed (stopped or hung?): killing it (SIGKILL)\n",
-				g, ch[g].host, grace_s, first);
+				who, g, ch[g].host, grace_s, first);
 			kill(ch[g].pid, SIGKILL); /* works on a stopped process too */
 		}
 }
@@ -418,7 +505,7 @@ static void supervise(const struct launch *la, struct launch_child *ch, int n, i
 	bool killed = false;
 	while (running) {
 		if (g_fwd) {
-			forward_signal(ch, n, running);
+			forward_signal(la->who, ch, n, running);
 			if (er && er->stop_at < 0)
 				er->stop_at = hora_clock_s();
 		}
@@ -429,7 +516,7 @@ static void supervise(const struct launch *la, struct launch_child *ch, int n, i
 		if (running && er)
 			launch_elastic_stragglers(er, ch, n);
 		else if (running)
-			end_stragglers(ch, n, grace_s, &failed_at, &killed);
+			end_stragglers(la->who, ch, n, grace_s, &failed_at, &killed);
 		if (!np && running)
 			usleep(50000);
 	}
@@ -447,7 +534,7 @@ static void supervise(const struct launch *la, struct launch_child *ch, int n, i
 }
 
 /* Name each failed worker with its last lines; returns how many failed. */
-static int report(const struct launch_child *ch, int n)
+static int report(const char *who, const struct launch_child *ch, int n)
 {
 	int failed = 0;
 	for (int g = 0; g < n; g++) {
@@ -456,17 +543,98 @@ static int report(const struct launch_child *ch, int n)
 			continue;
 		failed++;
 		if (WIFSIGNALED(st))
-			fprintf(stderr, "hora launch: worker %d on %s was killed by signal %d; last lines:\n",
-				g, ch[g].host, WTERMSIG(st));
+			fprintf(stderr, "%s: worker %d on %s was killed by signal %d; last lines:\n",
+				who, g, ch[g].host, WTERMSIG(st));
 		else
-			fprintf(stderr, "hora launch: worker %d on %s exited with status %d; last lines:\n",
-				g, ch[g].host, WEXITSTATUS(st));
+			fprintf(stderr, "%s: worker %d on %s exited with status %d; last lines:\n",
+				who, g, ch[g].host, WEXITSTATUS(st));
 		int from = ch[g].ntail > LAUNCH_TAIL ? ch[g].ntail - LAUNCH_TAIL : 0;
 		for (int i = from; i < ch[g].ntail; i++)
 			fprintf(stderr, "    %s\n", ch[g].tail[i % LAUNCH_TAIL]);
 	}
-	printf("hora launch: %d of %d workers succeeded\n", n - failed, n);
+	printf("%s: %d of %d workers succeeded\n", who, n - failed, n);
 	return failed;
+}
+
+void launch_signals_install(void)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+}
+
+bool launch_signal_pending(void)
+{
+	return g_fwd != 0;
+}
+
+/* Start worker 0..n-1; when one cannot be started (no pipe), stop the ones
+ * already started and mark the rest failed (127). */
+static void start_all(const struct launch *la, struct launch_child *ch, int n, struct launch_elastic *er)
+{
+	int started = 0;
+	while (started < n && !launch_start_worker(la, started, &ch[started]))
+		started++;
+	if (started == n)
+		return;
+	er->stop_at = hora_clock_s(); /* no restarts of the ones stopped here */
+	for (int g = 0; g < started; g++)
+		if (ch[g].pid > 0)
+			kill(ch[g].pid, SIGTERM);
+	for (int g = started; g < n; g++)
+		ch[g] = (struct launch_child){.fd = -1, .g = g, .done = true, .status = 127 << 8, .host = "-"};
+}
+
+int launch_run(struct launch *la)
+{
+	const int n = hora_cluster_size(&la->cc);
+	struct launch_child *ch = calloc((size_t)n, sizeof(*ch));
+	if (!ch) {
+		fprintf(stderr, "%s: out of memory\n", la->who);
+		return 1;
+	}
+	launch_signals_install();
+	printf("%s: %s: %d workers on %d node(s), launcher %s\n", la->who, la->cc.name, n,
+	       la->cc.nnodes, la->cc.launcher);
+	fflush(stdout);
+	const int sus_ms = la->cc.membership.suspect_timeout_ms; /* the file's, with every --set */
+	const double grace_s = 2.0 * (sus_ms > 0 ? sus_ms : 1000) / 1e3 + 3.0;
+	struct launch_elastic er = {.who = la->who, .ec = &la->ec, .grace_s = grace_s, .t0 = hora_clock_s(),
+				    .done_at = -1, .stop_at = -1, .frozen_at = -1};
+	start_all(la, ch, n, &er);
+	int running = 0, rc;
+	for (int g = 0; g < n; g++)
+		running += !ch[g].done;
+	if (la->ec.on) {
+		supervise(la, ch, n, running, grace_s, &er);
+		rc = launch_elastic_report(&er, ch, n);
+	} else {
+		supervise(la, ch, n, running, grace_s, NULL);
+		rc = report(la->who, ch, n) ? 1 : 0;
+	}
+	free(ch);
+	return rc;
+}
+
+/* la->self: this executable, or HORA_LAUNCH_WORKER's program. 0 or 1. */
+static int find_self(struct launch *la)
+{
+	ssize_t sl = readlink("/proc/self/exe", la->self, sizeof(la->self) - 1);
+	if (sl <= 0) {
+		fprintf(stderr, "%s: cannot resolve /proc/self/exe: %s\n", la->who, strerror(errno));
+		return 1;
+	}
+	la->self[sl] = 0;
+	const char *hook = hora_env_launch_worker();
+	if (hook && !la->cmd) {
+		fprintf(stderr, "%s: HORA_LAUNCH_WORKER=%s runs instead of hora worker "
+				"(a test hook)\n", la->who, hook);
+		snprintf(la->self, sizeof(la->self), "%s", hook);
+	}
+	return 0;
 }
 
 int hora_cmd_launch(int argc, char **argv)
@@ -476,67 +644,29 @@ int hora_cmd_launch(int argc, char **argv)
 		perror("hora launch");
 		return 1;
 	}
+	la->who = "hora launch";
+	struct launch_tmp tmp = {0};
 	int rc = parse_args(la, argc, argv);
 	if (rc)
 		goto out;
-	if ((rc = check_file(la)))
+	launch_signals_install(); /* before a private copy exists: removed on a signal too */
+	if ((rc = launch_check_file(la)) || (rc = find_self(la)))
 		goto out;
-	ssize_t sl = readlink("/proc/self/exe", la->self, sizeof(la->self) - 1);
-	if (sl <= 0 || !realpath(la->file, la->cfgpath)) {
-		fprintf(stderr, "hora launch: cannot resolve paths: %s\n", strerror(errno));
+	if (la->cmd && la->sets.n) { /* the command reads the file itself: an edited copy */
+		if ((rc = launch_tmp_edited_copy(&tmp, la->who, la->file, &la->sets, la->cfgpath,
+						 sizeof(la->cfgpath))))
+			goto out;
+	} else if (!realpath(la->file, la->cfgpath)) {
+		fprintf(stderr, "hora launch: %s: %s\n", la->file, strerror(errno));
 		rc = 1;
 		goto out;
 	}
-	la->self[sl] = 0;
-	const char *hook = hora_env_launch_worker();
-	if (hook) {
-		fprintf(stderr, "hora launch: HORA_LAUNCH_WORKER=%s runs instead of hora worker "
-				"(a test hook)\n", hook);
-		snprintf(la->self, sizeof(la->self), "%s", hook);
-	}
-	const int n = hora_cluster_size(&la->cc);
-	struct launch_child *ch = calloc((size_t)n, sizeof(*ch));
-	if (!ch) {
-		perror("hora launch");
-		rc = 1;
+	if (la->cmd && !la->local && !la->netns && (rc = launch_cmd_payload(la)))
 		goto out;
-	}
-	struct sigaction sa;
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_signal;
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	printf("hora launch: %s: %d workers on %d node(s), launcher %s\n", la->cc.name, n,
-	       la->cc.nnodes, la->cc.launcher);
-	fflush(stdout);
-	const int sus_ms = la->cc.membership.suspect_timeout_ms; /* the file's, with every --set */
-	const double grace_s = 2.0 * (sus_ms > 0 ? sus_ms : 1000) / 1e3 + 3.0;
-	struct launch_elastic er = {.ec = &la->ec, .grace_s = grace_s, .t0 = hora_clock_s(), .done_at = -1,
-				 .stop_at = -1, .frozen_at = -1};
-	int started = 0;
-	while (started < n && !launch_start_worker(la, started, &ch[started]))
-		started++;
-	if (started < n) { /* no pipe: stop the ones already started */
-		er.stop_at = hora_clock_s(); /* no restarts of the ones stopped here */
-		for (int g = 0; g < started; g++)
-			if (ch[g].pid > 0)
-				kill(ch[g].pid, SIGTERM);
-		for (int g = started; g < n; g++)
-			ch[g] = (struct launch_child){.fd = -1, .g = g, .done = true, .status = 127 << 8,
-					       .host = "-"};
-	}
-	int running = 0;
-	for (int g = 0; g < n; g++)
-		running += !ch[g].done;
-	if (la->ec.on) {
-		supervise(la, ch, n, running, grace_s, &er);
-		rc = launch_elastic_report(&er, ch, n);
-	} else {
-		supervise(la, ch, n, running, grace_s, NULL);
-		rc = report(ch, n) ? 1 : 0;
-	}
-	free(ch);
+	rc = launch_signal_pending() ? 1 : launch_run(la);
 out:
+	launch_tmp_remove(&tmp);
+	free(la->payload);
 	free(la);
 	return rc < 0 ? 0 : rc;
 }

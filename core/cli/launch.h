@@ -56,10 +56,20 @@ struct launch_child {
 
 /* The command line and the checked file (launch.c). */
 struct launch {
+	const char *who; /* "hora launch" or "hora run": the prefix of the launcher's lines */
 	const char *file;
+	const char *shown; /* file's name in messages (NULL: file; hora run's generated file) */
 	struct hora_setargs sets;
 	int extra, argc; /* argv[extra..argc) go to every worker after "--" */
 	char **argv;
+	/* a command run in place of `hora worker` (NULL: hora worker with
+	 * argv[extra..argc)), with the environment of launch_cmd.c */
+	char **cmd;
+	int ncmd;
+	const char *secret; /* HORA_SECRET for the command's processes (NULL: the launcher's own) */
+	char *payload;      /* sent on the stdin of a command under ssh or a template: the
+			       secret's line and the cluster file (launch_cmd.c) */
+	size_t npayload;
 	struct hora_cluster_config cc;
 	bool local, netns;
 	const char *tpl; /* command template (ssh or a custom launcher) */
@@ -69,6 +79,7 @@ struct launch {
 
 /* The elastic supervision's state (launch_elastic.c). */
 struct launch_elastic {
+	const char *who; /* the launcher's name in its lines */
 	const struct hora_elastic_config *ec;
 	double grace_s;
 	double t0;      /* launch time (hora_clock_s) */
@@ -80,6 +91,49 @@ struct launch_elastic {
 	bool culled;    /* the stragglers have been killed */
 	const char *cull_why; /* what they outlived by grace_s */
 };
+
+/* SIGINT, SIGTERM and SIGHUP caught, to be forwarded to the workers once
+ * they run (launch.c); whether one came already. */
+void launch_signals_install(void);
+bool launch_signal_pending(void);
+/* The whole file la->file with every la->sets, as each worker will see it;
+ * sets la->local/netns/tpl/ec. 0 or 2 (said, la->who first). */
+int launch_check_file(struct launch *la);
+/* Start every worker of la->cc, relay, supervise, report: the exit status
+ * (0 every worker exited 0; 1). la->self and la->cfgpath are set. */
+int launch_run(struct launch *la);
+
+/* A command's process (launch_cmd.c). In the child of worker g (node,
+ * local index li), before exec: HORA_CONFIG, HORA_PROC, HORA_RANK,
+ * HORA_SIZE, HORA_LOCAL_RANK, HORA_LOCAL_SIZE, HORA_SECRET (la->secret). */
+void launch_cmd_env(const struct launch *la, int g, const struct hora_cluster_node *node, int li);
+/* The remote shell script of worker g under ssh or a template, quoted once
+ * for the template's shell: it reads the secret's line and the cluster
+ * file from stdin into a private directory, runs the command there with
+ * the same environment, removes the directory. 0, or -1 (too long). */
+int launch_cmd_remote(const struct launch *la, int g, const struct hora_cluster_node *node, int li,
+		      char *out, size_t cap);
+/* la->payload: the secret's line (empty without la->secret) and the file
+ * at la->cfgpath. 0, or 1 (said). */
+int launch_cmd_payload(struct launch *la);
+/* Quote s for a POSIX shell ('...'). */
+void launch_quote(char *out, size_t cap, const char *s);
+
+/* A launcher's private directory and the one cluster file in it
+ * (launch_tmp.c): $TMPDIR or /tmp, mode 0700, the file 0600. */
+struct launch_tmp {
+	char dir[PATH_MAX], file[PATH_MAX + 16];
+};
+/* Write text (with sets applied, hora_yaml_edit, when sets has any) as the
+ * directory's cluster.yaml, made on first use; its path into path. 0 or 1
+ * (said). */
+int launch_tmp_write(struct launch_tmp *t, const char *who, const char *text, size_t len,
+		     const struct hora_setargs *sets, char *path, size_t cap);
+/* The same with the text of file. */
+int launch_tmp_edited_copy(struct launch_tmp *t, const char *who, const char *file,
+			   const struct hora_setargs *sets, char *path, size_t cap);
+/* Remove the file and the directory (nothing when none was made). */
+void launch_tmp_remove(struct launch_tmp *t);
 
 /* Fork worker g with its output on a pipe into ch (launch.c). 0, or 1
  * (pipe failed, said on stderr); a failed fork leaves ch done with status

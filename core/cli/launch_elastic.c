@@ -85,7 +85,7 @@ static int restart_worker(const struct launch *la, struct launch_elastic *er, st
 		c->death[c->ndeaths - 1].restarted_s = hora_clock_s() - er->t0;
 		c->death[c->ndeaths - 1].restart_no = c->restarts;
 	}
-	fprintf(stderr, "hora launch: restarted worker %d on %s (%d of %d restarts)\n", c->g, c->host,
+	fprintf(stderr, "%s: restarted worker %d on %s (%d of %d restarts)\n", er->who, c->g, c->host,
 		c->restarts, er->ec->restart_limit);
 	return !c->done;
 }
@@ -107,7 +107,7 @@ static int elastic_exit(const struct launch *la, struct launch_elastic *er, stru
 		return 0;
 	}
 	if (WIFEXITED(c->status) && WEXITSTATUS(c->status) == 5) { /* HORA_ERR_NOJOB */
-		fprintf(stderr, "hora launch: worker %d on %s found no job to join (it had ended)\n", c->g,
+		fprintf(stderr, "%s: worker %d on %s found no job to join (it had ended)\n", er->who, c->g,
 			c->host);
 		return 0;
 	}
@@ -141,7 +141,7 @@ static int elastic_exit(const struct launch *la, struct launch_elastic *er, stru
 		next = "; restarting it";
 	else if (er->ec->restart && er->stop_at < 0)
 		next = "; no restarts left, the others go on without it";
-	fprintf(stderr, "hora launch: worker %d on %s %s at %.1f s%s%s\n", c->g, c->host, h,
+	fprintf(stderr, "%s: worker %d on %s %s at %.1f s%s%s\n", er->who, c->g, c->host, h,
 		now - er->t0, next, c->ntail ? "; last lines:" : "");
 	print_tail(c);
 	return again ? restart_worker(la, er, c) : 0;
@@ -209,8 +209,8 @@ void launch_elastic_stragglers(struct launch_elastic *er, struct launch_child *c
 	er->culled = true;
 	for (int g = 0; g < n; g++)
 		if (!ch[g].done && ch[g].pid > 0) {
-			fprintf(stderr, "hora launch: worker %d on %s is still running %.1f s after %s "
-					"(stopped or hung?): killing it (SIGKILL)\n",
+			fprintf(stderr, "%s: worker %d on %s is still running %.1f s after %s "
+					"(stopped or hung?): killing it (SIGKILL)\n", er->who,
 				g, ch[g].host, er->grace_s, er->cull_why);
 			ch[g].culled = true;
 			kill(ch[g].pid, SIGKILL); /* works on a stopped process too */
@@ -251,12 +251,12 @@ int launch_elastic_report(const struct launch_elastic *er, const struct launch_c
 	}
 	const bool ok = er->done_at >= 0 && !late;
 	if (ok)
-		printf("hora launch: training completed by %d worker%s", completed,
+		printf("%s: training completed by %d worker%s", er->who, completed,
 		       completed == 1 ? "" : "s");
 	else if (er->done_at < 0)
-		printf("hora launch: training did not complete (no worker exited 0)");
+		printf("%s: training did not complete (no worker exited 0)", er->who);
 	else
-		printf("hora launch: training did not complete (%d worker%s failed after it completed)", late,
+		printf("%s: training did not complete (%d worker%s failed after it completed)", er->who, late,
 		       late == 1 ? "" : "s");
 	for (int g = 0; g < n; g++) {
 		for (int i = 0; i < ch[g].ndeaths && i < LAUNCH_DEATHS; i++) {

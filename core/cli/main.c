@@ -2,6 +2,7 @@
  *
  *   hora train [--config F.yaml] [flags]    train one worker
  *   hora launch CLUSTER.yaml [--set K=V]... every worker of a cluster file (launch.c)
+ *   hora run -np N [-H ...] CMD ARGS...     N copies of a command (run.c, horovodrun's interface)
  *   hora seed | hora worker [flags]         membership, or a worker's job (worker.c)
  *   hora bench train [flags]                training-step vs GEMM bench
  *   hora gpu-info                           CUDA devices (when built with CUDA)
@@ -197,6 +198,7 @@ static void usage(FILE *f)
 	fprintf(f, "usage: hora <command> [options]\n"
 		   "  train      train a model on one worker (hora train --help)\n"
 		   "  launch     start every worker of a cluster file (hora launch --help)\n"
+		   "  run        start N copies of a command: hora run -np 4 python3 train.py (hora run --help)\n"
 		   "  seed       run a bare seed that admits joiners (hora seed --help)\n"
 		   "  worker     join a cluster and follow its agreed views (hora worker --help)\n"
 		   "  bench      benchmarks: hora bench train --help\n"
@@ -228,6 +230,8 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(cmd, "launch"))
 		return hora_cmd_launch(argc - 1, argv + 1);
+	if (!strcmp(cmd, "run"))
+		return hora_cmd_run(argc - 1, argv + 1);
 	if (!strcmp(cmd, "seed"))
 		return hora_cmd_seed(argc - 1, argv + 1);
 	if (!strcmp(cmd, "worker"))

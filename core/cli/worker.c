@@ -105,6 +105,9 @@ static void usage(FILE *f, const char *what)
 		"  (in order), then --seed, --secret-file, --probe-interval-ms, --suspect-timeout-ms\n"
 		"  and --expect act as their keys in the file. The cluster secret comes from the\n"
 		"  file's secret_file or HORA_SECRET.\n"
+		"  Without --config nor --listen, a worker takes the file from HORA_CONFIG (as\n"
+		"  `hora run -np 4 hora worker` sets it). Under srun, a file without cluster.nodes (or\n"
+		"  none) takes the nodes, seed and ports from the step (deploy/README.md, Slurm).\n"
 		"  A worker with --config whose file has a train section trains it with every other\n"
 		"  worker of the file (unless --until-full-view or --no-train); --listen and --run-ms\n"
 		"  do not apply to such a job.\n",
@@ -262,6 +265,10 @@ static int parse_flags(int argc, char **argv, enum hora_swim_role role, struct n
 		fprintf(stderr, "%s: unexpected argument '%s'\n", prog, argv[optind]);
 		return 2;
 	}
+	/* a worker started by hora run / hora launch FILE -- CMD: the job's file
+	 * (a bare worker, --listen, keeps its own address) */
+	if (role == HORA_SWIM_WORKER && !f->config && !f->listen)
+		f->config = hora_env_config();
 	return 0;
 }
 
