@@ -391,6 +391,11 @@ HORA_API int hora_barrier_async(struct hora_comm *c, struct hora_request **req);
 HORA_API int hora_wait(struct hora_request *req);
 /* 1 if req finished (hora_wait then returns at once), 0 if not. */
 HORA_API int hora_test(struct hora_request *req);
+/* Wait at most timeout_ms (>= 0) for req: 1 if it has not finished by then
+ * (req stays valid: wait again, or hora_wait), else what hora_wait returns
+ * (req freed). For callers that must look up between waits, e.g. a Python
+ * binding that lets Ctrl-C through while a collective waits for a peer. */
+HORA_API int hora_wait_timeout(struct hora_request *req, int timeout_ms);
 
 /* ---- decentralized averaging (gossip), as BlueFog's ------------------------- */
 

@@ -551,6 +551,37 @@ Test(comm, async_barrier_waits_for_the_last_rank, .timeout = 60)
 	cr_assert_not(atomic_load(&barrier_early), "an async barrier finished before the last rank entered");
 }
 
+/* hora_wait_timeout: 1 while the last rank has not come (the request stays
+ * valid and is waited for again), then the result, the request freed */
+static _Atomic int timeouts_seen;
+static void wait_timeout_fn(struct rank_ctx *x)
+{
+	int v = x->rank + 1, sum = 0;
+	if (x->rank == x->n - 1)
+		usleep(300000);
+	struct hora_request *rq;
+	int rc = hora_allreduce_async(x->c, &v, &sum, 1, HORA_I32, HORA_SUM, &rq);
+	int t = 0;
+	if (!rc)
+		while ((rc = hora_wait_timeout(rq, 20)) == 1)
+			t++;
+	if (x->rank == 0)
+		atomic_store(&timeouts_seen, t);
+	x->ok = !rc && sum == x->n * (x->n + 1) / 2 && hora_wait_timeout(NULL, 1) == -EINVAL;
+	snprintf(x->err, sizeof(x->err), "rc %d sum %d: %s", rc, sum, rc ? hora_comm_last_error(x->c) : "");
+}
+
+Test(comm, wait_timeout_returns_1_until_the_request_finished, .timeout = 60)
+{
+	struct rank_ctx rk[MAXR];
+	atomic_store(&timeouts_seen, 0);
+	run_ranks(2, wait_timeout_fn, NULL, rk);
+	for (int r = 0; r < 2; r++)
+		cr_assert(rk[r].ok, "rank %d: %s", r, rk[r].err);
+	cr_assert_geq(atomic_load(&timeouts_seen), 3, "rank 0 waited 300 ms in 20 ms steps but timed out %d times",
+		      atomic_load(&timeouts_seen));
+}
+
 /* ---- the small-message threshold --------------------------------------------------- */
 
 static void small_fn(struct rank_ctx *x)
