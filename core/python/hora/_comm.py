@@ -1,0 +1,154 @@
+"""_comm.py - the one communicator of the process and the table of pending
+requests, shared by the NumPy API (hora/__init__.py) and hora.torch.
+
+Not the user API. Every collective is queued on the communicator's
+background thread (hora_*_async) and waited for with hora_wait_timeout in
+short slices, so a wait for a peer that does not come can be interrupted by
+Ctrl-C (KeyboardInterrupt) while the GIL is free for other threads. Handles
+are ints; the table keeps the buffers of a request alive until it finished,
+and a finish function turns the raw result into what the caller gets
+(a slice, a copy back, a decompression).
+"""
+import atexit
+import ctypes
+import itertools
+import threading
+
+from ._lib import lib, check, HoraError
+
+# enum hora_dtype / enum hora_op of core/hora.h
+F32, F64, F16, BF16, I32, I64 = range(6)
+SUM, AVG, MIN, MAX, PROD = range(5)
+DTYPE_NAMES = {F32: "f32", F64: "f64", F16: "f16", BF16: "bf16", I32: "i32", I64: "i64"}
+ITEMSIZE = {F32: 4, F64: 8, F16: 2, BF16: 2, I32: 4, I64: 8}
+
+WAIT_SLICE_MS = 50  # how long a wait sleeps in C before Python looks for signals
+
+
+class _State:
+    comm = None          # ctypes.c_void_p of hora_init, None before init / after shutdown
+    rank = 0
+    size = 1
+    local_rank = 0
+    local_size = 1
+    neighbor_check = True
+
+
+state = _State()
+_lock = threading.Lock()
+_ids = itertools.count(1)
+# handle -> [request c_void_p, keep-alive objects, finish(result) or None]
+_pending = {}
+
+
+def init():
+    """Join the job: hora_init(NULL, ...) reads HORA_CONFIG / HORA_PROC (set
+    by `hora run` / `hora launch FILE -- CMD`); without HORA_CONFIG a job of
+    one. Calling it again is a no-op."""
+    with _lock:
+        if state.comm is not None:
+            return
+        c = ctypes.c_void_p()
+        err = ctypes.create_string_buffer(1024)
+        rc = lib.hora_init(None, ctypes.byref(c), err, len(err))
+        if rc:
+            msg = err.value.decode("utf-8", "replace") or lib.hora_strerror(rc).decode()
+            raise HoraError(rc, "hora.init: " + msg)
+        state.comm = c
+        state.rank = lib.hora_rank(c)
+        state.size = lib.hora_size(c)
+        state.local_rank = lib.hora_local_rank(c)
+        state.local_size = lib.hora_local_size(c)
+
+
+def is_initialized():
+    return state.comm is not None
+
+
+def comm():
+    c = state.comm
+    if c is None:
+        raise ValueError("hora has not been initialized; use hora.init() (or hora.torch.init())")
+    return c
+
+
+def shutdown():
+    """Finish every pending request, then leave the job (hora_finalize).
+    A no-op when not initialized."""
+    with _lock:
+        c = state.comm
+        if c is None:
+            return
+        for h in list(_pending):
+            try:
+                synchronize(h)
+            except HoraError:
+                pass
+        state.comm = None
+        lib.hora_finalize(c)
+
+
+def _atexit():
+    # A request still running (a Ctrl-C left it, or its peer never came) would
+    # make hora_finalize wait for it: then the communicator is left to the
+    # process's end, and the buffers to the C thread (never freed).
+    if state.comm is None:
+        return
+    if any(not lib.hora_test(p[0]) for p in _pending.values()):
+        keep = list(_pending.values())
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(keep))
+        state.comm = None
+        return
+    shutdown()
+
+
+atexit.register(_atexit)
+
+
+def submit(fn, args, keep, finish=None, what=None):
+    """Queue hora_<fn>_async(comm, *args, &req); returns a handle."""
+    c = comm()
+    req = ctypes.c_void_p()
+    check(getattr(lib, fn)(c, *args, ctypes.byref(req)), c, what)
+    h = next(_ids)
+    _pending[h] = [req, keep, finish]
+    return h
+
+
+def poll(handle):
+    """True once the request finished (synchronize then returns at once)."""
+    p = _pending.get(handle)
+    if p is None:
+        raise ValueError("hora: unknown or already synchronized handle %r" % (handle,))
+    return bool(lib.hora_test(p[0]))
+
+
+def synchronize(handle):
+    """Wait for the request, then return its result (None for a barrier).
+    Ctrl-C raises KeyboardInterrupt here; the request then goes on in the
+    background and stays pending: synchronize(handle) again waits for it."""
+    p = _pending.get(handle)
+    if p is None:
+        raise ValueError("hora: unknown or already synchronized handle %r" % (handle,))
+    req = p[0]
+    wait = lib.hora_wait_timeout
+    rc = wait(req, 0)
+    while rc == 1:
+        rc = wait(req, WAIT_SLICE_MS)
+    del _pending[handle]
+    if rc:
+        check(rc, state.comm)
+    finish = p[2]
+    return finish() if finish is not None else None
+
+
+def run(fn, args, keep, finish=None, what=None):
+    """The blocking form: submit, then synchronize."""
+    return synchronize(submit(fn, args, keep, finish, what))
+
+
+def set_neighbor_check(on):
+    on = bool(on)
+    if on != state.neighbor_check:
+        check(lib.hora_comm_set_neighbor_check(comm(), int(on)), state.comm)
+        state.neighbor_check = on
