@@ -15,6 +15,7 @@ PKGS=(
   iproute2 nftables iptables iperf3 # netns test hosts and anchors
   procps psmisc time
   python3                           # deploy/netns-cluster.sh and bench/*.sh, *.py (standard library only)
+  python3-numpy python3-torch python3-pytest  # core/python (the hora package) and tests/python
 )
 
 missing=()
