@@ -90,3 +90,15 @@ def test_sigint_interrupts_a_wait_with_keyboardinterrupt(job):
     # at once, not when the collective ends on its own (the 30 s I/O timeout;
     # a wait that cannot be interrupted passes only then: checked)
     assert float(re.search(r"after ([0-9.]+) s", got[0]).group(1)) < 10, got
+
+
+def test_init_with_a_bad_cluster_file_raises_horaerror_naming_it(tmp_path):
+    import subprocess
+    import sys
+    bad = tmp_path / "missing.yaml"
+    code = ("import hora\ntry:\n    hora.init()\nexcept hora.HoraError as e:\n"
+            "    print('HoraError', e.code, e.message)\n")
+    out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, HORA_CONFIG=str(bad)),
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.startswith("HoraError -"), (out.stdout, out.stderr)
+    assert str(bad) in out.stdout, out.stdout
