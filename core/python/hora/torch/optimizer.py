@@ -48,7 +48,7 @@ def _threshold():
 
 
 class _Bucket:
-    __slots__ = ("params", "flat", "views", "half", "ready", "handle", "code", "nbytes")
+    __slots__ = ("params", "flat", "views", "half", "ready", "handle", "code", "array")
 
     def __init__(self, params, compression):
         dt = params[0].dtype
@@ -63,8 +63,9 @@ class _Bucket:
         comp, _ = compression.compress(self.flat)
         self.half = comp.contiguous() if comp is not self.flat else None
         buf = self.half if self.half is not None else self.flat
-        from . import _code
+        from . import _code, _as_np
         self.code = _code(buf)
+        self.array = _as_np(buf)  # what the allreduce reads and writes, in place
         self.ready = 0
         self.handle = None
 
@@ -156,11 +157,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 with torch.no_grad():
                     v.copy_(g)
                 p.grad = v
-        buf = b.flat
         if b.half is not None:
             b.half.copy_(b.flat)
-            buf = b.half
-        a = buf.view(torch.int16).numpy() if buf.dtype == torch.bfloat16 else buf.numpy()
+        a = b.array
         b.handle = _h._allreduce_async(a, b.code, self._op, a, None, "DistributedOptimizer")
 
     def synchronize(self):
