@@ -162,6 +162,22 @@ train(opt_cls=torch.optim.Adam, steps=3)
 train(bpps=2, steps=2, momentum=0.9)
 train(op=hvd.Sum, steps=2)
 
+# misuse is refused, never a race with the averaging in flight
+if n > 1:
+    model = make(9)
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                   named_parameters=model.named_parameters())
+    xb, yb = data(0)
+    torch.nn.functional.cross_entropy(model(xb), yb).backward()
+    for call in (lambda: torch.nn.functional.cross_entropy(model(xb), yb).backward(), opt.zero_grad):
+        try:
+            call()
+            raise AssertionError("accepted")
+        except RuntimeError as e:
+            assert "before step() or synchronize()" in str(e), e
+    opt.step()        # (what the refused backward accumulated may have raced: not compared)
+    opt.zero_grad()
+
 # broadcast_optimizer_state: root's momentum buffers and options everywhere
 model = make(7)
 opt = torch.optim.SGD(model.parameters(), lr=0.01 * (r + 1), momentum=0.5)

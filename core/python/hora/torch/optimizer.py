@@ -134,6 +134,12 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 return
             c = self._counts[key] + 1
             self._counts[key] = c
+            if c > self._bpps:
+                # its bucket may be on the wire: accumulating into it now would race
+                raise RuntimeError(
+                    "hora.torch.DistributedOptimizer: gradients were computed more than "
+                    "backward_passes_per_step (%d) times before step() or synchronize(); "
+                    "raise backward_passes_per_step to accumulate" % self._bpps)
             if c != self._bpps:
                 return
             b = self._buckets[self._slot[key][0]]
@@ -201,6 +207,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     def zero_grad(self, set_to_none=False):
         """Zero every gradient in place (the bucket buffers; set_to_none is
         not followed, so that the gradients stay views of them)."""
+        if any(b.handle is not None for b in self._buckets):
+            raise RuntimeError("hora.torch.DistributedOptimizer: zero_grad() was called after "
+                               "backward() but before step() or synchronize()")
         for b in self._buckets:
             b.flat.zero_()
             for p, v in zip(b.params, b.views):
