@@ -33,7 +33,25 @@ __all__ = ["init", "shutdown", "is_initialized", "rank", "size", "local_rank", "
            "barrier", "synchronize", "poll", "broadcast_parameters", "broadcast_optimizer_state",
            "broadcast_object", "allgather_object", "DistributedOptimizer", "Compression",
            "neighbor_allreduce", "neighbor_allreduce_nonblocking", "HoraError",
-           "Sum", "Average", "Min", "Max", "Product"]
+           "Sum", "Average", "Min", "Max", "Product", "nccl_built", "mpi_built", "gloo_built",
+           "mpi_threads_supported"]
+
+def nccl_built():
+    """False: hora.torch moves tensors through the CPU (horovod.torch compatibility)"""
+    return False
+
+
+def mpi_built():
+    return False
+
+
+def gloo_built():
+    return False
+
+
+def mpi_threads_supported():
+    return False
+
 
 _CODES = {_torch.float32: _comm.F32, _torch.float64: _comm.F64, _torch.float16: _comm.F16,
           _torch.bfloat16: _comm.BF16, _torch.int32: _comm.I32, _torch.int64: _comm.I64}
