@@ -46,8 +46,12 @@ def results(out):
     return [l[len("RESULT "):] for l in out.splitlines() if l.startswith("RESULT ")]
 
 
-def test_a_mismatched_call_raises_on_every_rank(job):
-    res = job(2, "errors.py", "mismatch").wait(60)
+INLINE = pytest.mark.parametrize("inline", ["0", "1"], ids=["queued", "inline"])
+
+
+@INLINE
+def test_a_mismatched_call_raises_on_every_rank(job, inline):
+    res = job(2, "errors.py", "mismatch", env={"HORA_TEST_INLINE": inline}).wait(60)
     for g, (rc, out, err) in enumerate(res):
         got = results(out)
         assert rc == 0 and len(got) == 2, report(res)
@@ -56,10 +60,11 @@ def test_a_mismatched_call_raises_on_every_rank(job):
 
 
 @pytest.mark.parametrize("sig", ["SIGKILL", "SIGSTOP"])
-def test_a_killed_or_frozen_peer_makes_the_survivors_raise_naming_it(job, sig):
+@INLINE
+def test_a_killed_or_frozen_peer_makes_the_survivors_raise_naming_it(job, sig, inline):
     """kill -9: the survivors fail on the broken connections; SIGSTOP: the
     failure detector declares it dead (HORA_ERR_LOST, about 1.4 s here)"""
-    j = job(3, "errors.py", "lost")
+    j = job(3, "errors.py", "lost", env={"HORA_TEST_INLINE": inline})
     for p in j.procs:
         wait_line(p, "READY")
     time.sleep(0.5)                       # ranks 0 and 1 are in the allreduce by now

@@ -17,13 +17,13 @@ import numpy as _np
 
 from ._lib import HoraError, library_path, lib as _lib
 from . import _comm
-from ._comm import init, shutdown, is_initialized, poll, synchronize
+from ._comm import init, shutdown, is_initialized, poll, synchronize, set_interruptible
 
 __all__ = ["init", "shutdown", "is_initialized", "rank", "size", "local_rank", "local_size",
            "allreduce", "allreduce_", "allreduce_async", "allreduce_async_", "allgather",
            "allgather_async", "broadcast", "broadcast_", "broadcast_async", "broadcast_async_",
            "reduce_scatter", "reduce_scatter_async", "reducescatter", "reducescatter_async",
-           "barrier", "synchronize", "poll", "HoraError", "version",
+           "barrier", "synchronize", "poll", "HoraError", "version", "set_interruptible",
            "Sum", "Average", "Min", "Max", "Product"]
 
 # reduction ops (horovod.torch's names)
@@ -207,7 +207,8 @@ def allreduce_async(array, average=None, name=None, op=None, prescale_factor=1.0
 
 def allreduce(array, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0):
     """op (default Average) of array over every rank, as a new array."""
-    return synchronize(allreduce_async(array, average, name, op, prescale_factor, postscale_factor))
+    return _comm.call(lambda: allreduce_async(array, average, name, op, prescale_factor,
+                                                postscale_factor))
 
 
 def allreduce_async_(array, average=None, name=None, op=None):
@@ -227,7 +228,7 @@ def allreduce_async_(array, average=None, name=None, op=None):
 
 
 def allreduce_(array, average=None, name=None, op=None):
-    return synchronize(allreduce_async_(array, average, name, op))
+    return _comm.call(lambda: allreduce_async_(array, average, name, op))
 
 
 def allgather_async(array, name=None):
@@ -238,7 +239,7 @@ def allgather_async(array, name=None):
 def allgather(array, name=None):
     """Every rank's array concatenated along dim 0, in rank order (the first
     dims may differ; the rest of the shape must be the same)."""
-    return synchronize(allgather_async(array, name))
+    return _comm.call(lambda: allgather_async(array, name))
 
 
 def broadcast_async_(array, root_rank, name=None):
@@ -257,7 +258,7 @@ def broadcast_async_(array, root_rank, name=None):
 
 def broadcast_(array, root_rank, name=None):
     """root_rank's array into array, in place on every rank."""
-    return synchronize(broadcast_async_(array, root_rank, name))
+    return _comm.call(lambda: broadcast_async_(array, root_rank, name))
 
 
 def broadcast_async(array, root_rank, name=None):
@@ -267,7 +268,7 @@ def broadcast_async(array, root_rank, name=None):
 
 def broadcast(array, root_rank, name=None):
     """root_rank's array, as a new array on every rank."""
-    return synchronize(broadcast_async(array, root_rank, name))
+    return _comm.call(lambda: broadcast_async(array, root_rank, name))
 
 
 def reduce_scatter_async(array, op=None, name=None):
@@ -278,7 +279,7 @@ def reduce_scatter_async(array, op=None, name=None):
 def reduce_scatter(array, op=None, name=None):
     """This rank's part (along dim 0) of op (default Average) over every
     rank's array."""
-    return synchronize(reduce_scatter_async(array, op, name))
+    return _comm.call(lambda: reduce_scatter_async(array, op, name))
 
 
 reducescatter = reduce_scatter          # horovod's spelling

@@ -10,6 +10,7 @@ and a finish function turns the raw result into what the caller gets
 (a slice, a copy back, a decompression).
 """
 import atexit
+import contextlib
 import ctypes
 import itertools
 import threading
@@ -32,6 +33,7 @@ class _State:
     local_rank = 0
     local_size = 1
     neighbor_check = True
+    interruptible = True  # blocking calls through the background thread (Ctrl-C gets in)
 
 
 state = _State()
@@ -39,6 +41,35 @@ _lock = threading.Lock()
 _ids = itertools.count(1)
 # handle -> [request c_void_p, keep-alive objects, finish(result) or None]
 _pending = {}
+_tls = threading.local()  # .blocking: the call being submitted is a blocking one
+
+
+def set_interruptible(on):
+    """True (the default): a blocking call (allreduce, ...) is queued on the
+    communicator's background thread and waited for in slices, so Ctrl-C
+    interrupts it. False: it runs on the calling thread (hora_allreduce ...,
+    no hand-off between threads: lower latency for small calls), and Ctrl-C
+    is seen only once it returned (it does when the peer comes, or fails:
+    the failure detection, the I/O timeout). The _async forms are not
+    affected."""
+    state.interruptible = bool(on)
+
+
+@contextlib.contextmanager
+def _blocking():
+    was = getattr(_tls, "blocking", False)
+    _tls.blocking = True
+    try:
+        yield
+    finally:
+        _tls.blocking = was
+
+
+def call(start):
+    """a blocking call: start() submits it (an _async function), then wait"""
+    with _blocking():
+        h = start()
+    return synchronize(h)
 
 
 def init():
@@ -94,7 +125,7 @@ def _atexit():
     # process's end, and the buffers to the C thread (never freed).
     if state.comm is None:
         return
-    if any(not lib.hora_test(p[0]) for p in _pending.values()):
+    if any(p[0] is not None and not lib.hora_test(p[0]) for p in _pending.values()):
         keep = list(_pending.values())
         ctypes.pythonapi.Py_IncRef(ctypes.py_object(keep))
         state.comm = None
@@ -108,6 +139,11 @@ atexit.register(_atexit)
 def submit(fn, args, keep, finish=None, what=None):
     """Queue hora_<fn>_async(comm, *args, &req); returns a handle."""
     c = comm()
+    if not state.interruptible and getattr(_tls, "blocking", False):
+        check(getattr(lib, fn[:-len("_async")])(c, *args), c, what)  # inline, finished
+        h = next(_ids)
+        _pending[h] = [None, keep, finish]
+        return h
     req = ctypes.c_void_p()
     check(getattr(lib, fn)(c, *args, ctypes.byref(req)), c, what)
     h = next(_ids)
@@ -120,7 +156,7 @@ def poll(handle):
     p = _pending.get(handle)
     if p is None:
         raise ValueError("hora: unknown or already synchronized handle %r" % (handle,))
-    return bool(lib.hora_test(p[0]))
+    return p[0] is None or bool(lib.hora_test(p[0]))
 
 
 def synchronize(handle):
@@ -131,10 +167,12 @@ def synchronize(handle):
     if p is None:
         raise ValueError("hora: unknown or already synchronized handle %r" % (handle,))
     req = p[0]
-    wait = lib.hora_wait_timeout
-    rc = wait(req, 0)
-    while rc == 1:
-        rc = wait(req, WAIT_SLICE_MS)
+    rc = 0
+    if req is not None:  # None: a blocking call that ran inline
+        wait = lib.hora_wait_timeout
+        rc = wait(req, 0)
+        while rc == 1:
+            rc = wait(req, WAIT_SLICE_MS)
     del _pending[handle]
     if rc:
         check(rc, state.comm)
@@ -144,7 +182,7 @@ def synchronize(handle):
 
 def run(fn, args, keep, finish=None, what=None):
     """The blocking form: submit, then synchronize."""
-    return synchronize(submit(fn, args, keep, finish, what))
+    return call(lambda: submit(fn, args, keep, finish, what))
 
 
 def set_neighbor_check(on):

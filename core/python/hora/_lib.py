@@ -94,6 +94,13 @@ _proto("hora_barrier_async", _int, _vp, _pp)
 _proto("hora_neighbor_allreduce_async", _int, _vp, _vp, _vp, _sz, _int, _dbl, _ip, _dp, _int,
        _ip, _dp, _int, _pp)
 _proto("hora_comm_set_neighbor_check", _int, _vp, _int)
+# the blocking forms (hora.set_interruptible(False)): the same arguments, no request
+_proto("hora_allreduce", _int, _vp, _vp, _vp, _sz, _int, _int)
+_proto("hora_broadcast", _int, _vp, _vp, _sz, _int, _int)
+_proto("hora_allgather", _int, _vp, _vp, _vp, _sz, _int)
+_proto("hora_reduce_scatter", _int, _vp, _vp, _vp, _sz, _int, _int)
+_proto("hora_barrier", _int, _vp)
+_proto("hora_neighbor_allreduce", _int, _vp, _vp, _vp, _sz, _int, _dbl, _ip, _dp, _int, _ip, _dp, _int)
 _proto("hora_wait", _int, _vp)
 _proto("hora_test", _int, _vp)
 _proto("hora_wait_timeout", _int, _vp, _int)

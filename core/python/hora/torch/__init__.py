@@ -18,7 +18,7 @@ import torch as _torch
 
 import hora as _h
 from hora import _comm
-from hora._comm import init, shutdown, is_initialized, poll
+from hora._comm import init, shutdown, is_initialized, poll, set_interruptible
 from hora import (rank, size, local_rank, local_size, barrier, HoraError, version,
                   Sum, Average, Min, Max, Product, Adasum)
 from .compression import Compression
@@ -34,7 +34,7 @@ __all__ = ["init", "shutdown", "is_initialized", "rank", "size", "local_rank", "
            "broadcast_object", "allgather_object", "DistributedOptimizer", "Compression",
            "neighbor_allreduce", "neighbor_allreduce_nonblocking", "HoraError",
            "Sum", "Average", "Min", "Max", "Product", "nccl_built", "mpi_built", "gloo_built",
-           "mpi_threads_supported"]
+           "mpi_threads_supported", "set_interruptible"]
 
 def nccl_built():
     """False: hora.torch moves tensors through the CPU (horovod.torch compatibility)"""
@@ -132,8 +132,8 @@ def allreduce_async(tensor, average=None, name=None, op=None, compression=Compre
 def allreduce(tensor, average=None, name=None, compression=Compression.none, op=None,
               prescale_factor=1.0, postscale_factor=1.0):
     """op (default Average) of tensor over every rank, as a new tensor"""
-    return synchronize(allreduce_async(tensor, average, name, op, compression, prescale_factor,
-                                       postscale_factor))
+    return _comm.call(lambda: allreduce_async(tensor, average, name, op, compression,
+                                              prescale_factor, postscale_factor))
 
 
 def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
@@ -144,8 +144,8 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
 
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0):
     """in place"""
-    return synchronize(allreduce_async_(tensor, average, name, op, prescale_factor,
-                                        postscale_factor))
+    return _comm.call(lambda: allreduce_async_(tensor, average, name, op, prescale_factor,
+                                               postscale_factor))
 
 
 def grouped_allreduce(tensors, average=None, name=None, compression=Compression.none, op=None):
@@ -168,7 +168,7 @@ def allgather_async(tensor, name=None):
 
 def allgather(tensor, name=None):
     """every rank's tensor concatenated along dim 0 (the first dims may differ)"""
-    return synchronize(allgather_async(tensor, name))
+    return _comm.call(lambda: allgather_async(tensor, name))
 
 
 def _bytes_view(t):
@@ -206,7 +206,7 @@ def broadcast_async_(tensor, root_rank, name=None):
 
 def broadcast_(tensor, root_rank, name=None):
     """root_rank's tensor into tensor, in place"""
-    return synchronize(broadcast_async_(tensor, root_rank, name))
+    return _comm.call(lambda: broadcast_async_(tensor, root_rank, name))
 
 
 def broadcast_async(tensor, root_rank, name=None):
@@ -215,7 +215,7 @@ def broadcast_async(tensor, root_rank, name=None):
 
 def broadcast(tensor, root_rank, name=None):
     """root_rank's tensor as a new tensor"""
-    return synchronize(broadcast_async(tensor, root_rank, name))
+    return _comm.call(lambda: broadcast_async(tensor, root_rank, name))
 
 
 def reducescatter_async(tensor, name=None, compression=Compression.none, op=Average):
@@ -230,7 +230,7 @@ def reducescatter_async(tensor, name=None, compression=Compression.none, op=Aver
 
 def reducescatter(tensor, name=None, compression=Compression.none, op=Average):
     """this rank's part (along dim 0) of op over every rank's tensor"""
-    return synchronize(reducescatter_async(tensor, name, compression, op))
+    return _comm.call(lambda: reducescatter_async(tensor, name, compression, op))
 
 
 reduce_scatter = reducescatter

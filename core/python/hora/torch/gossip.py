@@ -85,5 +85,5 @@ neighbor_allreduce_async = neighbor_allreduce_nonblocking
 def neighbor_allreduce(tensor, self_weight=None, src_weights=None, dst_weights=None,
                        enable_topo_check=True, name=None):
     """the weighted neighbour average of tensor (a new tensor)"""
-    return _comm.synchronize(neighbor_allreduce_nonblocking(
+    return _comm.call(lambda: neighbor_allreduce_nonblocking(
         tensor, self_weight, src_weights, dst_weights, enable_topo_check, name))
