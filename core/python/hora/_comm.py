@@ -20,8 +20,6 @@ from ._lib import lib, check, HoraError
 # enum hora_dtype / enum hora_op of core/hora.h
 F32, F64, F16, BF16, I32, I64 = range(6)
 SUM, AVG, MIN, MAX, PROD = range(5)
-DTYPE_NAMES = {F32: "f32", F64: "f64", F16: "f16", BF16: "bf16", I32: "i32", I64: "i64"}
-ITEMSIZE = {F32: 4, F64: 8, F16: 2, BF16: 2, I32: 4, I64: 8}
 
 WAIT_SLICE_MS = 50  # how long a wait sleeps in C before Python looks for signals
 
