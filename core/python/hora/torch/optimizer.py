@@ -145,12 +145,17 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             b = self._buckets[self._slot[key][0]]
             b.ready += 1
             if b.ready == len(b.params):
-                self._queue_ready()
+                self._queue_ready(defer_last=not _comm.state.interruptible)
         return hook
 
-    def _queue_ready(self, all_=False):
+    def _queue_ready(self, all_=False, defer_last=False):
+        """defer_last (hora.set_interruptible(False)): the last bucket is left
+        to synchronize(), which runs it on the calling thread: backward is
+        over by then, so there is nothing to overlap, and no hand-off"""
         bs = self._buckets
         while self._next < len(bs) and (all_ or bs[self._next].ready == len(bs[self._next].params)):
+            if defer_last and self._next == len(bs) - 1:
+                break
             self._queue(bs[self._next])
             self._next += 1
 
@@ -173,7 +178,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         it)."""
         if _h.size() == 1:
             return
-        self._queue_ready(all_=True)
+        with _comm._blocking():  # inline after hora.set_interruptible(False)
+            self._queue_ready(all_=True)
         for b in self._buckets:
             if b.handle is not None:
                 h, b.handle = b.handle, None
