@@ -213,7 +213,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     def zero_grad(self, set_to_none=False):
         """Zero every gradient in place (the bucket buffers; set_to_none is
         not followed, so that the gradients stay views of them)."""
-        if any(b.handle is not None for b in self._buckets):
+        if any(b.handle is not None for b in self._buckets) or any(self._counts.values()):
             raise RuntimeError("hora.torch.DistributedOptimizer: zero_grad() was called after "
                                "backward() but before step() or synchronize()")
         for b in self._buckets:
