@@ -551,6 +551,30 @@ Test(comm, async_barrier_waits_for_the_last_rank, .timeout = 60)
 	cr_assert_not(atomic_load(&barrier_early), "an async barrier finished before the last rank entered");
 }
 
+/* hora_init_elastic outside a job: refused when its settings do not turn
+ * elastic training on; on, without a cluster file, a job of one that is not
+ * elastic (nothing to re-form). The multi-process behaviour (a lost worker,
+ * a joiner) is tests/python/test_elastic.py's. */
+Test(init, hora_init_elastic_without_a_job)
+{
+	char err[256] = "";
+	struct hora_comm *c = (void *)1;
+	struct hora_elastic_config el = {0};
+	unsetenv("HORA_CONFIG");
+	cr_assert_eq(hora_init_elastic(NULL, &el, &c, err, sizeof(err)), -EINVAL);
+	cr_assert_null(c);
+	cr_assert(strstr(err, "not on"), "%s", err);
+	el.on = 1;
+	el.min_workers = 1;
+	cr_assert_eq(hora_init_elastic(NULL, &el, &c, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(hora_size(c), 1);
+	cr_assert_eq(hora_comm_should_reform(c), 0);
+	cr_assert_eq(hora_comm_is_joiner(c), 0);
+	cr_assert_eq(hora_comm_reform(c, err, sizeof(err)), -EINVAL);
+	cr_assert(strstr(err, "not an elastic communicator"), "%s", err);
+	hora_finalize(c);
+}
+
 /* hora_wait_timeout: 1 while the last rank has not come (the request stays
  * valid and is waited for again), then the result, the request freed */
 static _Atomic int timeouts_seen;

@@ -76,12 +76,18 @@ class Job:
         if env:
             e.update(env)
         self.n = n
+        self.env, self.argv = e, [sys.executable, os.path.join(WORKERS, script)] + [str(a) for a in args]
         self.procs = []
         for g in range(n):
-            eg = dict(e, HORA_PROC=str(g))
-            self.procs.append(subprocess.Popen(
-                [sys.executable, os.path.join(WORKERS, script)] + [str(a) for a in args],
-                env=eg, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+            self.spawn(g)
+
+    def spawn(self, g, env=None):
+        """start (again) worker g of the job; appended to .procs"""
+        eg = dict(self.env, HORA_PROC=str(g), **(env or {}))
+        p = subprocess.Popen(self.argv, env=eg, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+        self.procs.append(p)
+        return p
 
     def wait(self, timeout=120):
         deadline = time.monotonic() + timeout

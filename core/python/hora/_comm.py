@@ -13,13 +13,15 @@ import atexit
 import contextlib
 import ctypes
 import itertools
+import os
 import threading
 
-from ._lib import lib, check, HoraError
+from ._lib import lib, check, HoraError, ElasticConfig
 
 # enum hora_dtype / enum hora_op of core/hora.h
 F32, F64, F16, BF16, I32, I64 = range(6)
 SUM, AVG, MIN, MAX, PROD = range(5)
+HORA_ERR_LOST, HORA_ERR_VIEW = -10006, -10007
 
 WAIT_SLICE_MS = 50  # how long a wait sleeps in C before Python looks for signals
 
@@ -32,6 +34,8 @@ class _State:
     local_size = 1
     neighbor_check = True
     interruptible = True  # blocking calls through the background thread (Ctrl-C gets in)
+    elastic = False       # hora_init_elastic: re-formed after a lost worker (hora.torch.elastic)
+    joiner = False        # this process joined a running elastic job (no state yet)
 
 
 state = _State()
@@ -70,24 +74,63 @@ def call(start):
     return synchronize(h)
 
 
-def init():
+def _counts(c):
+    state.rank = lib.hora_rank(c)
+    state.size = lib.hora_size(c)
+    state.local_rank = lib.hora_local_rank(c)
+    state.local_size = lib.hora_local_size(c)
+
+
+def init(elastic=False, min_workers=1, max_workers=0, wait_s=600.0):
     """Join the job: hora_init(NULL, ...) reads HORA_CONFIG / HORA_PROC (set
     by `hora run` / `hora launch FILE -- CMD`); without HORA_CONFIG a job of
-    one. Calling it again is a no-op."""
+    one. Calling it again is a no-op. elastic=True: hora_init_elastic with
+    train.elastic's min_workers / max_workers (0: the file's workers) /
+    wait_s, for hora.torch.elastic (a lost worker raises HoraError
+    HORA_ERR_VIEW, and the job goes on after a re-form)."""
     with _lock:
         if state.comm is not None:
             return
         c = ctypes.c_void_p()
         err = ctypes.create_string_buffer(1024)
-        rc = lib.hora_init(None, ctypes.byref(c), err, len(err))
+        if elastic:
+            cfg = ElasticConfig(on=1, min_workers=int(min_workers), max_workers=int(max_workers),
+                                commit_steps=20, wait_s=float(wait_s), restart_limit=3,
+                                enabled_given=1)
+            rc = lib.hora_init_elastic(None, ctypes.byref(cfg), ctypes.byref(c), err, len(err))
+        else:
+            rc = lib.hora_init(None, ctypes.byref(c), err, len(err))
         if rc:
             msg = err.value.decode("utf-8", "replace") or lib.hora_strerror(rc).decode()
             raise HoraError(rc, "hora.init: " + msg)
         state.comm = c
-        state.rank = lib.hora_rank(c)
-        state.size = lib.hora_size(c)
-        state.local_rank = lib.hora_local_rank(c)
-        state.local_size = lib.hora_local_size(c)
+        # without a cluster file hora_init_elastic makes a job of one, not elastic
+        state.elastic = bool(elastic) and bool(os.environ.get("HORA_CONFIG"))
+        state.joiner = bool(lib.hora_comm_is_joiner(c))
+        _counts(c)
+
+
+_reset_hooks = []  # callables run after a re-form (DistributedOptimizer drops its requests)
+
+
+def reform():
+    """Finish (drop) every pending request, re-form the elastic communicator
+    over the next view, take the new rank and size."""
+    c = comm()
+    for h in list(_pending):
+        try:
+            synchronize(h)
+        except (HoraError, ValueError):
+            pass
+    _pending.clear()
+    err = ctypes.create_string_buffer(1024)
+    rc = lib.hora_comm_reform(c, err, len(err))
+    if rc:
+        raise HoraError(rc, "hora: re-forming the job: " + (err.value.decode("utf-8", "replace") or
+                                                          lib.hora_strerror(rc).decode()))
+    _counts(c)
+    for f in list(_reset_hooks):
+        f()
 
 
 def is_initialized():

@@ -23,6 +23,7 @@ from hora import (rank, size, local_rank, local_size, barrier, HoraError, versio
                   Sum, Average, Min, Max, Product, Adasum)
 from .compression import Compression
 from .optimizer import DistributedOptimizer
+from . import elastic
 from .gossip import (neighbor_allreduce, neighbor_allreduce_nonblocking, neighbor_allreduce_async,
                      in_neighbor_ranks, out_neighbor_ranks)
 

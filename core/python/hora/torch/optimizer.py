@@ -26,6 +26,7 @@ set_to_none=True) is copied into its bucket's view when its bucket goes.
 """
 import contextlib
 import os
+import weakref
 
 import torch
 
@@ -120,6 +121,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._counts = {id(p): 0 for p in order}
         self._next = 0  # next bucket to queue
         self._grad_accs = []
+        ref = weakref.WeakMethod(self._drop_requests)
+        _comm._reset_hooks.append(lambda: ref() and ref()())
         if _h.size() > 1:
             for p in order:
                 acc = p.expand_as(p).grad_fn.next_functions[0][0]
@@ -186,6 +189,15 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 _comm.synchronize(h)
                 if b.half is not None:
                     b.flat.copy_(b.half)
+            b.ready = 0
+        for k in self._counts:
+            self._counts[k] = 0
+        self._next = 0
+
+    def _drop_requests(self):
+        """after a re-form (hora.torch.elastic): the requests in flight are gone"""
+        for b in self._buckets:
+            b.handle = None
             b.ready = 0
         for k in self._counts:
             self._counts[k] = 0
