@@ -123,7 +123,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._grad_accs = []
         ref = weakref.WeakMethod(self._drop_requests)
         _comm._reset_hooks.append(lambda: ref() and ref()())
-        if _h.size() > 1:
+        # hooks when there is someone to average with, now or later (elastic: a job may grow)
+        self._hooked = _h.size() > 1 or _comm.state.elastic
+        if self._hooked:
             for p in order:
                 acc = p.expand_as(p).grad_fn.next_functions[0][0]
                 acc.register_hook(self._make_hook(p))
@@ -179,7 +181,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     def synchronize(self):
         """Queue what is left, wait for every average (the gradients then hold
         it)."""
-        if _h.size() == 1:
+        if not self._hooked:
             return
         with _comm._blocking():  # inline after hora.set_interruptible(False)
             self._queue_ready(all_=True)
