@@ -16,7 +16,7 @@ def test_a_restarted_worker_joins_at_a_commit_and_takes_the_state(job):
     """worker 2 killed, then started again: it joins the running job, the
     survivors re-form with it at their next commit, it takes their state"""
     import time
-    j = job(3, "elastic.py", env={"STEPS": "400", "STEP_PAUSE_S": "0.02"})
+    j = job(3, "elastic.py", env={"STEPS": "100", "WAIT_FOR_SIZE": "3"})
     j.procs[2].wait(120)
     time.sleep(0.5)
     j.spawn(2, {"HORA_TEST_LIFE": "2"})
@@ -24,5 +24,5 @@ def test_a_restarted_worker_joins_at_a_commit_and_takes_the_state(job):
     assert res[2][0] == -9, report(res)
     for g in (0, 1, 3):
         rc, out, err = res[g]
-        assert rc == 0 and "FINAL size=3" in out and "step=400" in out, report(res)
+        assert rc == 0 and "FINAL size=3" in out and "step=100" in out, report(res)
     assert "joined=1" in res[3][1] and "resets=2" in res[0][1], report(res)

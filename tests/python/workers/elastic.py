@@ -17,7 +17,7 @@ torch.set_num_threads(1)
 hvd.init(elastic=True, min_workers=1)
 g = int(os.environ["HORA_PROC"])
 steps = int(os.environ.get("STEPS", "30"))
-pause = float(os.environ.get("STEP_PAUSE_S", "0"))
+wait_for = int(os.environ.get("WAIT_FOR_SIZE", "0"))  # at step 50, commit until this many ranks
 second_life = os.environ.get("HORA_TEST_LIFE") == "2"
 joined = hvd.elastic.is_joiner()
 torch.manual_seed(1 + g)                       # different at first: the sync makes them equal
@@ -33,7 +33,9 @@ def train(state):
     while state.step < steps:
         if g == 2 and state.step == 12 and not second_life:
             os.kill(os.getpid(), signal.SIGKILL)
-        time.sleep(pause)
+        while state.step == 50 and hvd.size() < wait_for:
+            time.sleep(0.05)
+            state.commit()     # raises HostsUpdatedInterrupt on every rank once the joiner waits
         gen = torch.Generator().manual_seed(100 * state.step + hvd.rank())
         x, y = torch.randn(16, 10, generator=gen), torch.randint(0, 2, (16,), generator=gen)
         opt.zero_grad()
