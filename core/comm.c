@@ -877,6 +877,34 @@ int hora_wait(struct hora_request *r)
 	return hora_wait_timed(r, NULL, NULL);
 }
 
+int hora_wait_timeout(struct hora_request *r, int timeout_ms)
+{
+	if (!r || timeout_ms < 0)
+		return -EINVAL;
+	if (!atomic_load_explicit(&r->done, memory_order_acquire)) {
+		struct hora_comm *c = r->c;
+		struct timespec until; /* c->cv waits on CLOCK_REALTIME (the default attribute) */
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_sec += timeout_ms / 1000;
+		until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+		if (until.tv_nsec >= 1000000000L) {
+			until.tv_sec++;
+			until.tv_nsec -= 1000000000L;
+		}
+		pthread_mutex_lock(&c->mu);
+		c->waiters++;
+		int wrc = 0;
+		while (!atomic_load_explicit(&r->done, memory_order_acquire) && wrc != ETIMEDOUT)
+			wrc = pthread_cond_timedwait(&c->cv, &c->mu, &until);
+		c->waiters--;
+		pthread_cond_broadcast(&c->cv);
+		pthread_mutex_unlock(&c->mu);
+		if (!atomic_load_explicit(&r->done, memory_order_acquire))
+			return 1;
+	}
+	return hora_wait_timed(r, NULL, NULL);
+}
+
 int hora_test(struct hora_request *r)
 {
 	if (!r)
@@ -1084,6 +1112,16 @@ bool hora_comm_joiners(struct hora_comm *c)
 {
 	return c && c->elastic && c->el.pending && c->members && c->net &&
 	       c->el.pending(c->el.arg, c->members, hora_net_comm_size(c->net));
+}
+
+int hora_comm_is_joiner(const struct hora_comm *c)
+{
+	return hora_comm_joined(c) ? 1 : 0;
+}
+
+int hora_comm_should_reform(struct hora_comm *c)
+{
+	return c && c->elastic && (hora_comm_view_changed(c) || hora_comm_joiners(c));
 }
 
 /* local rank and size from the members' addresses */

@@ -18,6 +18,7 @@ PKGS=(
   systemd                           # systemd-analyze verify (tests/cli/test_systemd.sh)
   slurm-wlm munge                   # a private Slurm (tests/integration/test_slurm.sh); no daemon is started
   python3                           # deploy/netns-cluster.sh and bench/*.sh, *.py (standard library only)
+  python3-numpy python3-torch python3-pytest  # core/python (the hora package) and tests/python
 )
 
 missing=()

@@ -4,7 +4,8 @@
 #   2. builds with ASan+UBSan and runs every test,
 #   3. builds with ThreadSanitizer and runs the tests/tsan drivers (ranks as
 #      threads through allreduces and training; Criterion cannot run under TSan),
-#   4. builds the Release tree (warnings as errors) and runs every test.
+#   4. builds the Release tree (warnings as errors) and runs every test (the
+#      Python package's pytest suite, tests/python, among them: test_python).
 # Exits non-zero on any failure. Env: HORA_FUZZ_SECONDS (default 30 per target),
 # HORA_SKIP_SANITIZE=1 / HORA_SKIP_TSAN=1 / HORA_SKIP_FUZZ=1 to shorten a local run.
 set -euo pipefail

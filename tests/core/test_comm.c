@@ -551,6 +551,61 @@ Test(comm, async_barrier_waits_for_the_last_rank, .timeout = 60)
 	cr_assert_not(atomic_load(&barrier_early), "an async barrier finished before the last rank entered");
 }
 
+/* hora_init_elastic outside a job: refused when its settings do not turn
+ * elastic training on; on, without a cluster file, a job of one that is not
+ * elastic (nothing to re-form). The multi-process behaviour (a lost worker,
+ * a joiner) is tests/python/test_elastic.py's. */
+Test(init, hora_init_elastic_without_a_job)
+{
+	char err[256] = "";
+	struct hora_comm *c = (void *)1;
+	struct hora_elastic_config el = {0};
+	unsetenv("HORA_CONFIG");
+	cr_assert_eq(hora_init_elastic(NULL, &el, &c, err, sizeof(err)), -EINVAL);
+	cr_assert_null(c);
+	cr_assert(strstr(err, "not on"), "%s", err);
+	el.on = 1;
+	el.min_workers = 1;
+	cr_assert_eq(hora_init_elastic(NULL, &el, &c, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(hora_size(c), 1);
+	cr_assert_eq(hora_comm_should_reform(c), 0);
+	cr_assert_eq(hora_comm_is_joiner(c), 0);
+	cr_assert_eq(hora_comm_reform(c, err, sizeof(err)), -EINVAL);
+	cr_assert(strstr(err, "not an elastic communicator"), "%s", err);
+	hora_finalize(c);
+}
+
+/* hora_wait_timeout: 1 while the last rank has not come (the request stays
+ * valid and is waited for again), then the result, the request freed */
+static _Atomic int timeouts_seen;
+static void wait_timeout_fn(struct rank_ctx *x)
+{
+	int v = x->rank + 1, sum = 0;
+	if (x->rank == x->n - 1)
+		usleep(300000);
+	struct hora_request *rq;
+	int rc = hora_allreduce_async(x->c, &v, &sum, 1, HORA_I32, HORA_SUM, &rq);
+	int t = 0;
+	if (!rc)
+		while ((rc = hora_wait_timeout(rq, 20)) == 1)
+			t++;
+	if (x->rank == 0)
+		atomic_store(&timeouts_seen, t);
+	x->ok = !rc && sum == x->n * (x->n + 1) / 2 && hora_wait_timeout(NULL, 1) == -EINVAL;
+	snprintf(x->err, sizeof(x->err), "rc %d sum %d: %s", rc, sum, rc ? hora_comm_last_error(x->c) : "");
+}
+
+Test(comm, wait_timeout_returns_1_until_the_request_finished, .timeout = 60)
+{
+	struct rank_ctx rk[MAXR];
+	atomic_store(&timeouts_seen, 0);
+	run_ranks(2, wait_timeout_fn, NULL, rk);
+	for (int r = 0; r < 2; r++)
+		cr_assert(rk[r].ok, "rank %d: %s", r, rk[r].err);
+	cr_assert_geq(atomic_load(&timeouts_seen), 3, "rank 0 waited 300 ms in 20 ms steps but timed out %d times",
+		      atomic_load(&timeouts_seen));
+}
+
 /* ---- the small-message threshold --------------------------------------------------- */
 
 static void small_fn(struct rank_ctx *x)

@@ -1,0 +1,233 @@
+"""_comm.py - the one communicator of the process and the table of pending
+requests, shared by the NumPy API (hora/__init__.py) and hora.torch.
+
+Not the user API. Every collective is queued on the communicator's
+background thread (hora_*_async) and waited for with hora_wait_timeout in
+short slices, so a wait for a peer that does not come can be interrupted by
+Ctrl-C (KeyboardInterrupt) while the GIL is free for other threads. Handles
+are ints; the table keeps the buffers of a request alive until it finished,
+and a finish function turns the raw result into what the caller gets
+(a slice, a copy back, a decompression).
+"""
+import atexit
+import contextlib
+import ctypes
+import itertools
+import os
+import threading
+
+from ._lib import lib, check, HoraError, ElasticConfig
+
+# enum hora_dtype / enum hora_op of core/hora.h
+F32, F64, F16, BF16, I32, I64 = range(6)
+SUM, AVG, MIN, MAX, PROD = range(5)
+HORA_ERR_LOST, HORA_ERR_VIEW = -10006, -10007
+
+WAIT_SLICE_MS = 50  # how long a wait sleeps in C before Python looks for signals
+
+
+class _State:
+    comm = None          # ctypes.c_void_p of hora_init, None before init / after shutdown
+    rank = 0
+    size = 1
+    local_rank = 0
+    local_size = 1
+    neighbor_check = True
+    interruptible = True  # blocking calls through the background thread (Ctrl-C gets in)
+    elastic = False       # hora_init_elastic: re-formed after a lost worker (hora.torch.elastic)
+    joiner = False        # this process joined a running elastic job (no state yet)
+
+
+state = _State()
+_lock = threading.Lock()
+_ids = itertools.count(1)
+# handle -> [request c_void_p, keep-alive objects, finish(result) or None]
+_pending = {}
+_tls = threading.local()  # .blocking: the call being submitted is a blocking one
+
+
+def set_interruptible(on):
+    """True (the default): a blocking call (allreduce, ...) is queued on the
+    communicator's background thread and waited for in slices, so Ctrl-C
+    interrupts it. False: it runs on the calling thread (hora_allreduce ...,
+    no hand-off between threads: lower latency for small calls), and Ctrl-C
+    is seen only once it returned (it does when the peer comes, or fails:
+    the failure detection, the I/O timeout). The _async forms are not
+    affected."""
+    state.interruptible = bool(on)
+
+
+@contextlib.contextmanager
+def _blocking():
+    was = getattr(_tls, "blocking", False)
+    _tls.blocking = True
+    try:
+        yield
+    finally:
+        _tls.blocking = was
+
+
+def call(start):
+    """a blocking call: start() submits it (an _async function), then wait"""
+    with _blocking():
+        h = start()
+    return synchronize(h)
+
+
+def _counts(c):
+    state.rank = lib.hora_rank(c)
+    state.size = lib.hora_size(c)
+    state.local_rank = lib.hora_local_rank(c)
+    state.local_size = lib.hora_local_size(c)
+
+
+def init(elastic=False, min_workers=1, max_workers=0, wait_s=600.0):
+    """Join the job: hora_init(NULL, ...) reads HORA_CONFIG / HORA_PROC (set
+    by `hora run` / `hora launch FILE -- CMD`); without HORA_CONFIG a job of
+    one. Calling it again is a no-op. elastic=True: hora_init_elastic with
+    train.elastic's min_workers / max_workers (0: the file's workers) /
+    wait_s, for hora.torch.elastic (a lost worker raises HoraError
+    HORA_ERR_VIEW, and the job goes on after a re-form)."""
+    with _lock:
+        if state.comm is not None:
+            return
+        c = ctypes.c_void_p()
+        err = ctypes.create_string_buffer(1024)
+        if elastic:
+            cfg = ElasticConfig(on=1, min_workers=int(min_workers), max_workers=int(max_workers),
+                                commit_steps=20, wait_s=float(wait_s), restart_limit=3,
+                                enabled_given=1)
+            rc = lib.hora_init_elastic(None, ctypes.byref(cfg), ctypes.byref(c), err, len(err))
+        else:
+            rc = lib.hora_init(None, ctypes.byref(c), err, len(err))
+        if rc:
+            msg = err.value.decode("utf-8", "replace") or lib.hora_strerror(rc).decode()
+            raise HoraError(rc, "hora.init: " + msg)
+        state.comm = c
+        # without a cluster file hora_init_elastic makes a job of one, not elastic
+        state.elastic = bool(elastic) and bool(os.environ.get("HORA_CONFIG"))
+        state.joiner = bool(lib.hora_comm_is_joiner(c))
+        _counts(c)
+
+
+_reset_hooks = []  # callables run after a re-form (DistributedOptimizer drops its requests)
+
+
+def reform():
+    """Finish (drop) every pending request, re-form the elastic communicator
+    over the next view, take the new rank and size."""
+    c = comm()
+    for h in list(_pending):
+        try:
+            synchronize(h)
+        except (HoraError, ValueError):
+            pass
+    _pending.clear()
+    err = ctypes.create_string_buffer(1024)
+    rc = lib.hora_comm_reform(c, err, len(err))
+    if rc:
+        raise HoraError(rc, "hora: re-forming the job: " + (err.value.decode("utf-8", "replace") or
+                                                          lib.hora_strerror(rc).decode()))
+    _counts(c)
+    for f in list(_reset_hooks):
+        f()
+
+
+def is_initialized():
+    return state.comm is not None
+
+
+def comm():
+    c = state.comm
+    if c is None:
+        raise ValueError("hora has not been initialized; use hora.init() (or hora.torch.init())")
+    return c
+
+
+def shutdown():
+    """Finish every pending request, then leave the job (hora_finalize).
+    A no-op when not initialized."""
+    with _lock:
+        c = state.comm
+        if c is None:
+            return
+        for h in list(_pending):
+            try:
+                synchronize(h)
+            except HoraError:
+                pass
+        state.comm = None
+        lib.hora_finalize(c)
+
+
+def _atexit():
+    # A request still running (a Ctrl-C left it, or its peer never came) would
+    # make hora_finalize wait for it: then the communicator is left to the
+    # process's end, and the buffers to the C thread (never freed).
+    if state.comm is None:
+        return
+    if any(p[0] is not None and not lib.hora_test(p[0]) for p in _pending.values()):
+        keep = list(_pending.values())
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(keep))
+        state.comm = None
+        return
+    shutdown()
+
+
+atexit.register(_atexit)
+
+
+def submit(fn, args, keep, finish=None, what=None):
+    """Queue hora_<fn>_async(comm, *args, &req); returns a handle."""
+    c = comm()
+    if not state.interruptible and getattr(_tls, "blocking", False):
+        check(getattr(lib, fn[:-len("_async")])(c, *args), c, what)  # inline, finished
+        h = next(_ids)
+        _pending[h] = [None, keep, finish]
+        return h
+    req = ctypes.c_void_p()
+    check(getattr(lib, fn)(c, *args, ctypes.byref(req)), c, what)
+    h = next(_ids)
+    _pending[h] = [req, keep, finish]
+    return h
+
+
+def poll(handle):
+    """True once the request finished (synchronize then returns at once)."""
+    p = _pending.get(handle)
+    if p is None:
+        raise ValueError("hora: unknown or already synchronized handle %r" % (handle,))
+    return p[0] is None or bool(lib.hora_test(p[0]))
+
+
+def synchronize(handle):
+    """Wait for the request, then return its result (None for a barrier).
+    Ctrl-C raises KeyboardInterrupt here; the request then goes on in the
+    background and stays pending: synchronize(handle) again waits for it."""
+    p = _pending.get(handle)
+    if p is None:
+        raise ValueError("hora: unknown or already synchronized handle %r" % (handle,))
+    req = p[0]
+    rc = 0
+    if req is not None:  # None: a blocking call that ran inline
+        wait = lib.hora_wait_timeout
+        rc = wait(req, 0)
+        while rc == 1:
+            rc = wait(req, WAIT_SLICE_MS)
+    del _pending[handle]
+    if rc:
+        check(rc, state.comm)
+    finish = p[2]
+    return finish() if finish is not None else None
+
+
+def run(fn, args, keep, finish=None, what=None):
+    """The blocking form: submit, then synchronize."""
+    return call(lambda: submit(fn, args, keep, finish, what))
+
+
+def set_neighbor_check(on):
+    on = bool(on)
+    if on != state.neighbor_check:
+        check(lib.hora_comm_set_neighbor_check(comm(), int(on)), state.comm)
+        state.neighbor_check = on
