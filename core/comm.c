@@ -1114,16 +1114,6 @@ bool hora_comm_joiners(struct hora_comm *c)
 	       c->el.pending(c->el.arg, c->members, hora_net_comm_size(c->net));
 }
 
-int hora_comm_is_joiner(const struct hora_comm *c)
-{
-	return hora_comm_joined(c) ? 1 : 0;
-}
-
-int hora_comm_should_reform(struct hora_comm *c)
-{
-	return c && c->elastic && (hora_comm_view_changed(c) || hora_comm_joiners(c));
-}
-
 /* local rank and size from the members' addresses */
 static void count_local_members(struct hora_comm *c)
 {

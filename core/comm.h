@@ -103,8 +103,10 @@ const struct hora_comm_member *hora_comm_members(const struct hora_comm *c);
 bool hora_comm_view_changed(struct hora_comm *c);
 /* Whether a joiner waits to be admitted (el.pending). */
 bool hora_comm_joiners(struct hora_comm *c);
-/* hora_comm_reform (hora.h): destroy the net comm and form the next view's
- * (el.next). On failure c has no net comm: every call fails with the code
- * and err's message. */
+/* Destroy the net comm and form the next view's (el.next). Every request
+ * must be finished (it waits for the queue to drain). On failure c has no
+ * net comm: every call fails with the code and err's message. (Public as
+ * hora_elastic_reform, which first waits for the view to change.) */
+int hora_comm_reform(struct hora_comm *c, char *err, size_t errlen);
 
 #endif

@@ -537,31 +537,6 @@ HORA_API int hora_comm_set_algorithm(struct hora_comm *c, enum hora_algo algo);
  * gracefully, does not stop it. With train.elastic on in the file's train
  * section, the communicator is elastic instead ("elastic jobs" below). */
 HORA_API int hora_init(const char *cluster_file, struct hora_comm **out, char *err, size_t errlen);
-/* Elastic jobs outside the built-in training loop (the Python binding's
- * hora.torch.elastic): hora_init with elastic training on, el as
- * train.elastic (on must be set; min_workers, max_workers, wait_s act as
- * there). A worker that dies, freezes or leaves makes the call in flight
- * and every later call fail with HORA_ERR_VIEW instead of stopping the job:
- * the caller finishes its requests, calls hora_comm_reform and goes on from
- * the state it committed. A worker that finds the job running joins it (it
- * returns once the others re-formed with it: they see it waiting in
- * hora_comm_should_reform, agree on it, e.g. with an allreduce, and re-form
- * at the same point). el is copied. Without a cluster file: a job of one,
- * not elastic. */
-HORA_API int hora_init_elastic(const char *cluster_file, const struct hora_elastic_config *el,
-			       struct hora_comm **out, char *err, size_t errlen);
-/* Re-form an elastic c over the membership's next view (waiting for its
- * members and min_workers, up to wait_s); every request must be finished
- * (it waits for the queue). Rank and size may change. 0, or a code with the
- * reason in err: c then fails every call with it. -EINVAL if c is not elastic. */
-HORA_API int hora_comm_reform(struct hora_comm *c, char *err, size_t errlen);
-/* 1 if an elastic c should be re-formed (a rank died, froze or left, or a
- * joiner waits to be admitted), else 0. Ranks may see it at different
- * moments: agree before acting. Safe while calls run on other threads. */
-HORA_API int hora_comm_should_reform(struct hora_comm *c);
-/* 1 on a communicator that a joiner of a running elastic job formed (it
- * holds no state of the job: take it from a rank that does), else 0. */
-HORA_API int hora_comm_is_joiner(const struct hora_comm *c);
 /* Leave the job (graceful: the others see a LEAVE, not a failure; after a
  * stall abort or a lost worker they see a failure) and destroy c. */
 HORA_API void hora_finalize(struct hora_comm *c);

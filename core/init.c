@@ -323,25 +323,6 @@ int hora_init(const char *file, struct hora_comm **out, char *err, size_t errlen
 	return rc;
 }
 
-int hora_init_elastic(const char *file, const struct hora_elastic_config *el, struct hora_comm **out,
-		      char *err, size_t errlen)
-{
-	*out = NULL;
-	if (!el || !el->on) {
-		snprintf(err, errlen, "hora_init_elastic: elastic training is not on in its settings");
-		return -EINVAL;
-	}
-	struct hora_init_opts o;
-	hora_init_opts_defaults(&o);
-	int rc = hora_env_init_opts(&o, err, errlen);
-	if (rc)
-		return rc;
-	if (file && *file)
-		o.cluster_file = file;
-	o.elastic = el; /* copied by the rejoin state it makes */
-	return hora_init_with(&o, out, err, errlen);
-}
-
 void hora_finalize(struct hora_comm *c)
 {
 	if (!c)

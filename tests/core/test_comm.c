@@ -551,27 +551,22 @@ Test(comm, async_barrier_waits_for_the_last_rank, .timeout = 60)
 	cr_assert_not(atomic_load(&barrier_early), "an async barrier finished before the last rank entered");
 }
 
-/* hora_init_elastic outside a job: refused when its settings do not turn
- * elastic training on; on, without a cluster file, a job of one that is not
- * elastic (nothing to re-form). The multi-process behaviour (a lost worker,
- * a joiner) is tests/python/test_elastic.py's. */
-Test(init, hora_init_elastic_without_a_job)
+/* hora.h's elastic calls outside an elastic job: a job of one (no cluster
+ * file) is not elastic, has nothing pending, and a re-form is refused by
+ * name. The multi-process behaviour (a lost worker, a joiner) is
+ * test_elastic_api.sh's and tests/python/test_elastic.py's. */
+Test(init, elastic_calls_on_a_job_that_is_not_elastic)
 {
 	char err[256] = "";
-	struct hora_comm *c = (void *)1;
-	struct hora_elastic_config el = {0};
+	struct hora_comm *c = NULL;
 	unsetenv("HORA_CONFIG");
-	cr_assert_eq(hora_init_elastic(NULL, &el, &c, err, sizeof(err)), -EINVAL);
-	cr_assert_null(c);
-	cr_assert(strstr(err, "not on"), "%s", err);
-	el.on = 1;
-	el.min_workers = 1;
-	cr_assert_eq(hora_init_elastic(NULL, &el, &c, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(hora_init(NULL, &c, err, sizeof(err)), 0, "%s", err);
 	cr_assert_eq(hora_size(c), 1);
-	cr_assert_eq(hora_comm_should_reform(c), 0);
-	cr_assert_eq(hora_comm_is_joiner(c), 0);
-	cr_assert_eq(hora_comm_reform(c, err, sizeof(err)), -EINVAL);
-	cr_assert(strstr(err, "not an elastic communicator"), "%s", err);
+	cr_expect_eq(hora_elastic_on(c), 0);
+	cr_expect_eq(hora_elastic_joined(c), 0);
+	cr_expect_eq(hora_elastic_pending(c), 0);
+	cr_assert_eq(hora_elastic_reform(c, 0, err, sizeof(err)), -EINVAL);
+	cr_expect(strstr(err, "not an elastic communicator"), "%s", err);
 	hora_finalize(c);
 }
 

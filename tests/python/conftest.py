@@ -62,11 +62,13 @@ membership:
 class Job:
     """N processes of one worker script; .wait() gives [(rc, out, err)]"""
 
-    def __init__(self, tmp, n, script, args=(), env=None):
+    def __init__(self, tmp, n, script, args=(), env=None, train=None):
         base = free_port_base(n)
         self.cluster = os.path.join(str(tmp), "cluster.yaml")
         with open(self.cluster, "w") as f:
             f.write(CLUSTER.format(base=base, seed=base + 1, n=n))
+            if train:  # a train section, e.g. "elastic: {min_workers: 1}" (hora.torch.elastic)
+                f.write("train:\n  %s\n" % train)
         e = dict(os.environ)
         e["HORA_CONFIG"] = self.cluster
         e["HORA_SECRET"] = secrets.token_hex(16)
@@ -119,13 +121,14 @@ def check_all_ok(res):
 
 @pytest.fixture
 def job(tmp_path):
-    """job(n, script, *args, env=None) -> Job; every process is killed at the end"""
+    """job(n, script, *args, env=None, train=None) -> Job; every process is
+    killed at the end; train: a line of the cluster file's train section"""
     jobs = []
 
-    def start(n, script, *args, env=None):
+    def start(n, script, *args, env=None, train=None):
         d = tmp_path / ("job%d" % len(jobs))
         d.mkdir()
-        j = Job(d, n, script, args, env)
+        j = Job(d, n, script, args, env, train)
         jobs.append(j)
         return j
     yield start

@@ -13,10 +13,9 @@ import atexit
 import contextlib
 import ctypes
 import itertools
-import os
 import threading
 
-from ._lib import lib, check, HoraError, ElasticConfig
+from ._lib import lib, check, HoraError
 
 # enum hora_dtype / enum hora_op of core/hora.h
 F32, F64, F16, BF16, I32, I64 = range(6)
@@ -34,7 +33,7 @@ class _State:
     local_size = 1
     neighbor_check = True
     interruptible = True  # blocking calls through the background thread (Ctrl-C gets in)
-    elastic = False       # hora_init_elastic: re-formed after a lost worker (hora.torch.elastic)
+    elastic = False       # the cluster file turns train.elastic on: re-formed after a lost worker
     joiner = False        # this process joined a running elastic job (no state yet)
 
 
@@ -81,41 +80,40 @@ def _counts(c):
     state.local_size = lib.hora_local_size(c)
 
 
-def init(elastic=False, min_workers=1, max_workers=0, wait_s=600.0):
+def init():
     """Join the job: hora_init(NULL, ...) reads HORA_CONFIG / HORA_PROC (set
-    by `hora run` / `hora launch FILE -- CMD`); without HORA_CONFIG a job of
-    one. Calling it again is a no-op. elastic=True: hora_init_elastic with
-    train.elastic's min_workers / max_workers (0: the file's workers) /
-    wait_s, for hora.torch.elastic (a lost worker raises HoraError
-    HORA_ERR_VIEW, and the job goes on after a re-form)."""
+    by `hora run` / `hora launch FILE -- CMD`, or an srun step, or a
+    Kubernetes Indexed Job); without them a job of one. Calling it again is
+    a no-op. The job is elastic (hora.torch.elastic: a lost worker raises
+    HoraError HORA_ERR_VIEW, and the job goes on after a re-form) when the
+    cluster file's train section turns train.elastic on, e.g.
+    `train: {elastic: {min_workers: 2}}` (its min_workers, max_workers and
+    wait_s act as for the built-in trainer; `hora run` and `hora launch`
+    read the same keys for their elastic rules)."""
     with _lock:
         if state.comm is not None:
             return
         c = ctypes.c_void_p()
         err = ctypes.create_string_buffer(1024)
-        if elastic:
-            cfg = ElasticConfig(on=1, min_workers=int(min_workers), max_workers=int(max_workers),
-                                commit_steps=20, wait_s=float(wait_s), restart_limit=3,
-                                enabled_given=1)
-            rc = lib.hora_init_elastic(None, ctypes.byref(cfg), ctypes.byref(c), err, len(err))
-        else:
-            rc = lib.hora_init(None, ctypes.byref(c), err, len(err))
+        rc = lib.hora_init(None, ctypes.byref(c), err, len(err))
         if rc:
             msg = err.value.decode("utf-8", "replace") or lib.hora_strerror(rc).decode()
             raise HoraError(rc, "hora.init: " + msg)
         state.comm = c
-        # without a cluster file hora_init_elastic makes a job of one, not elastic
-        state.elastic = bool(elastic) and bool(os.environ.get("HORA_CONFIG"))
-        state.joiner = bool(lib.hora_comm_is_joiner(c))
+        state.elastic = bool(lib.hora_elastic_on(c))
+        state.joiner = bool(lib.hora_elastic_joined(c))
         _counts(c)
 
 
 _reset_hooks = []  # callables run after a re-form (DistributedOptimizer drops its requests)
 
 
-def reform():
+def reform(code=0):
     """Finish (drop) every pending request, re-form the elastic communicator
-    over the next view, take the new rank and size."""
+    over the next view (hora_elastic_reform: after the failure `code`, it
+    first waits up to the failure-detection time for the view to change;
+    when it does not, the failure stands and is raised), take the new rank
+    and size."""
     c = comm()
     for h in list(_pending):
         try:
@@ -124,7 +122,7 @@ def reform():
             pass
     _pending.clear()
     err = ctypes.create_string_buffer(1024)
-    rc = lib.hora_comm_reform(c, err, len(err))
+    rc = lib.hora_elastic_reform(c, int(code), err, len(err))
     if rc:
         raise HoraError(rc, "hora: re-forming the job: " + (err.value.decode("utf-8", "replace") or
                                                           lib.hora_strerror(rc).decode()))

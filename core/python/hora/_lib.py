@@ -103,17 +103,12 @@ _proto("hora_barrier", _int, _vp)
 _proto("hora_neighbor_allreduce", _int, _vp, _vp, _vp, _sz, _int, _dbl, _ip, _dp, _int, _ip, _dp, _int)
 
 
-class ElasticConfig(_c.Structure):
-    """struct hora_elastic_config"""
-    _fields_ = [("on", _int), ("min_workers", _int), ("max_workers", _int), ("commit_steps", _int),
-                ("wait_s", _dbl), ("batch", _int), ("restart", _int), ("restart_limit", _int),
-                ("enabled_given", _int)]
-
-
-_proto("hora_init_elastic", _int, _c.c_char_p, _c.POINTER(ElasticConfig), _pp, _c.c_char_p, _sz)
-_proto("hora_comm_reform", _int, _vp, _c.c_char_p, _sz)
-_proto("hora_comm_should_reform", _int, _vp)
-_proto("hora_comm_is_joiner", _int, _vp)
+# hora.h's "elastic jobs" (hora.torch.elastic)
+_proto("hora_elastic_on", _int, _vp)
+_proto("hora_elastic_joined", _int, _vp)
+_proto("hora_elastic_pending", _int, _vp)
+_proto("hora_elastic_view", _c.c_uint64, _vp)
+_proto("hora_elastic_reform", _int, _vp, _int, _c.c_char_p, _sz)
 _proto("hora_wait", _int, _vp)
 _proto("hora_test", _int, _vp)
 _proto("hora_wait_timeout", _int, _vp, _int)

@@ -14,7 +14,7 @@ import torch
 import hora.torch as hvd
 
 torch.set_num_threads(1)
-hvd.init(elastic=True, min_workers=1)
+hvd.init()  # elastic: the cluster file's train.elastic (test_elastic.py)
 g = int(os.environ["HORA_PROC"])
 steps = int(os.environ.get("STEPS", "30"))
 wait_for = int(os.environ.get("WAIT_FOR_SIZE", "0"))  # at step 50, commit until this many ranks

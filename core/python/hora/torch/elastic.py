@@ -1,7 +1,8 @@
 """elastic.py - horovod.torch.elastic's State and run over hora's elastic
-communicator (hora.init(elastic=True) -> hora_init_elastic).
+communicator (hora.h's "elastic jobs": the cluster file's train section
+turns train.elastic on, e.g. `train: {elastic: {min_workers: 2}}`).
 
-    hvd.init(elastic=True)
+    hvd.init()
     state = hvd.elastic.TorchState(model=model, optimizer=opt, epoch=0, batch=0)
 
     @hvd.elastic.run
@@ -16,14 +17,13 @@ run(): syncs the state from a rank that holds it (the lowest rank that is
 not a joiner), then calls train. When a worker dies, freezes or leaves,
 the call in flight raises HoraError(HORA_ERR_VIEW): every state is rolled
 back to its last commit, the communicator re-forms over the survivors
-(hora_comm_reform), the state is synced again (ranks can be a commit
+(hora_elastic_reform), the state is synced again (ranks can be a commit
 apart: all take the chosen rank's), and train is called again. At a
 commit, when a joiner waits (or a rank left), every rank agrees on it (one
 allreduce) and re-forms at that same commit. Other errors propagate.
 """
 import copy
 import functools
-import time
 
 import numpy as np
 import torch
@@ -72,7 +72,7 @@ class State:
         """every rank agrees (one allreduce) whether to re-form now"""
         if not _comm.state.elastic:
             return
-        want = np.array([lib.hora_comm_should_reform(_comm.comm())], dtype=np.int32)
+        want = np.array([lib.hora_elastic_pending(_comm.comm())], dtype=np.int32)
         if _h.allreduce(want, op=_h.Max)[0]:
             raise HostsUpdatedInterrupt()
 
@@ -154,44 +154,33 @@ class TorchState(ObjectState):
         TorchState.save(self)
 
 
-_FATAL = (-10001, -10002, -10003, -10004, -10005, -12)  # config, data, model, diverged, stall, ENOMEM
-DETECT_S = 10.0  # how long a failure that is no view change (yet) may wait for the view to say so
-
-
-def _recoverable(e):
-    """HORA_ERR_VIEW, or another failure (a peer's broken connection: a
-    crash is seen there before the failure detector speaks) followed by a
-    view change within DETECT_S, as the C training loop does"""
-    if not _comm.state.elastic or e.code in _FATAL:
-        return False
-    if e.code == _comm.HORA_ERR_VIEW:
-        return True
-    deadline = time.monotonic() + DETECT_S
-    while time.monotonic() < deadline:
-        if lib.hora_comm_should_reform(_comm.comm()):
-            return True
-        time.sleep(0.02)
-    return False
+_FATAL = (-10001, -10002, -10003, -10004, -10005, -10008, -12)
+# config, data, model, diverged, stall, no job, ENOMEM: a re-form cannot mend them
 
 
 def run(func):
-    """@hora.torch.elastic.run: func(state, ...) re-run after every re-form"""
+    """@hora.torch.elastic.run: func(state, ...) re-run after every re-form.
+    A failure on an elastic job rolls the state back to its last commit and
+    re-forms (hora_elastic_reform waits up to the failure-detection time for
+    the view to change: a crash's broken connection is seen before the
+    failure detector speaks); a failure that is no view change, or one a
+    re-form cannot mend, is raised."""
     @functools.wraps(func)
     def wrapper(state, *args, **kwargs):
-        reset = False
+        code = None  # None: start; 0: agreed at a commit; < 0: a failure
         while True:
-            if reset:
-                _comm.reform()  # its failure (no view with min_workers in wait_s) propagates
+            if code is not None:
+                _comm.reform(code)  # raises when the failure stands or the job cannot go on
                 state.on_reset()
             try:
                 state.sync()
                 _comm.state.joiner = False  # it holds the state now
                 return func(state, *args, **kwargs)
             except HoraError as e:
-                if not _recoverable(e):
+                if not _comm.state.elastic or e.code in _FATAL:
                     raise
                 state.restore()
+                code = e.code
             except HostsUpdatedInterrupt:
-                pass  # committed just now, on every rank
-            reset = True
+                code = 0  # committed just now, on every rank
     return wrapper
