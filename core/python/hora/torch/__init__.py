@@ -7,7 +7,7 @@ CPU copy. dtypes: float32, float64, float16, bfloat16, int32, int64 (and any
 dtype for broadcast, moved as bytes). broadcast_parameters,
 broadcast_optimizer_state, broadcast_object, allgather_object,
 DistributedOptimizer and Compression as Horovod's; hora.torch.elastic
-(init(elastic=True), State/TorchState, commit, @elastic.run); neighbor_allreduce
+(a cluster file with train.elastic; State/TorchState, commit, @elastic.run); neighbor_allreduce
 with BlueFog's arguments. core/python/README.md has the table against Horovod.
 """
 import collections
