@@ -2,6 +2,7 @@
 #include "trainer.h"
 
 #include "log.h"
+#include "gpu/hora_gpu.h"
 
 #include <cblas.h>
 #include <errno.h>
@@ -30,6 +31,17 @@ int hora_trainer_init(struct hora_trainer *t, const struct hora_train_config *cf
 	if (rc) {
 		snprintf(err, errlen, "%s", msg);
 		return HORA_ERR_MODEL;
+	}
+	if (cfg->device == HORA_DEVICE_CUDA) {
+		/* the CUDA MLP stands in for the CPU one (gpu/mlp_model.c) */
+		if (t->ops != hora_model_find("mnist_mlp")) {
+			snprintf(err, errlen, "train.device: cuda runs the built-in mnist_mlp only "
+				 "(train.model is %s)", t->ops->name);
+			hora_model_plugin_close(t->plugin);
+			memset(t, 0, sizeof(*t));
+			return HORA_ERR_CONFIG;
+		}
+		t->ops = hora_gpu_mlp_model();
 	}
 	struct hora_model_config mc = {
 		.input_dim = input_dim,
