@@ -142,4 +142,6 @@ extern "C" __attribute__((visibility("default"))) const struct hora_gpu_ops hora
 	hora_gpu_mlp_evaluate,
 	hora_gpu_mlp_gemms,
 	hora_gpu_gemm_time,
+	hora_gpu_mlp_load_data,
+	hora_gpu_mlp_step_idx,
 };

@@ -116,6 +116,21 @@ const struct hora_model_ops *hora_gpu_mlp_model(void);
  * hora_gpu_mlp_model()'s create ("" when none); owned by the instance. */
 const char *hora_gpu_mlp_model_error(void *state);
 
+/* One step (grads != NULL; the model's forward_backward) or an evaluation
+ * (grads NULL; stats only) of such an instance on samples idx[0..n) of ds,
+ * with ds resident on the device: copied there the first time it is seen
+ * (two data sets at once, the run's train and test sets, identified by
+ * their images pointer and size; ds must not change while the instance
+ * lives), gathered there by a kernel, so a step sends only idx. Returns 0
+ * or -errno (hora_gpu_mlp_model_error says why). */
+struct hora_dataset;
+struct hora_model_stats;
+int hora_gpu_mlp_model_step_ds(void *state, const struct hora_dataset *ds, const int64_t *idx,
+			       int n, const float *params, float *grads,
+			       struct hora_model_stats *stats,
+			       void (*ready)(void *arg, int layer, size_t offset, size_t count),
+			       void *arg);
+
 /* The cuBLAS calls of one training step at batch n of such an instance
  * (hora_gpu_ops.h mlp_gemms). */
 int hora_gpu_mlp_model_gemms(void *state, int n, struct hora_gpu_gemm *out, int cap);

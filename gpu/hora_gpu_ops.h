@@ -34,6 +34,7 @@ extern "C" {
 #define HORA_GPU_PLUGIN_SYMBOL "hora_gpu_plugin_v2"
 #define HORA_GPU_PLUGIN_SYMBOL_V1 "hora_gpu_plugin_v1"
 #define HORA_GPU_MLP_MAX_LAYERS 9 /* HORA_MODEL_MAX_HIDDEN + 1 */
+#define HORA_GPU_MLP_DATA_SLOTS 2  /* data sets resident at once (train, test) */
 
 /* The MLP of model/mlp.c on a device: layer l maps dims[l] -> dims[l+1],
  * ReLU after every layer but the last, softmax cross-entropy at the end.
@@ -119,6 +120,18 @@ struct hora_gpu_ops {
 	 * pass, by CUDA events. */
 	int (*gemm_time)(int device, const struct hora_gpu_gemm *g, int ng, int iters,
 			 double *seconds, char *err, size_t errlen);
+	/* Copy a data set to the device into slot (0..HORA_GPU_MLP_DATA_SLOTS):
+	 * images (n, dims[0]) bytes, labels (n); replaces what the slot held. */
+	int (*mlp_load_data)(struct hora_gpu_mlp *m, int slot, const uint8_t *images,
+			     const uint8_t *labels, int64_t n, char *err, size_t errlen);
+	/* mlp_forward_backward (grads != NULL) or mlp_evaluate (grads NULL) on
+	 * samples idx[0..n) of the data set in slot, gathered on the device
+	 * (x = byte / 255 as hora_dataset_gather): only idx crosses the bus
+	 * besides params and grads. -EINVAL for an empty slot or an index out
+	 * of it. */
+	int (*mlp_step_idx)(struct hora_gpu_mlp *m, int slot, const float *params, float *grads,
+			    const int64_t *idx, int n, double *loss_sum, int64_t *correct,
+			    hora_gpu_ready_fn ready, void *arg, char *err, size_t errlen);
 };
 
 #ifdef __cplusplus

@@ -73,6 +73,10 @@ static const char *null_slot(const struct hora_gpu_ops *ops, int version)
 		return "mlp_gemms";
 	if (!ops->gemm_time)
 		return "gemm_time";
+	if (!ops->mlp_load_data)
+		return "mlp_load_data";
+	if (!ops->mlp_step_idx)
+		return "mlp_step_idx";
 	return NULL;
 }
 

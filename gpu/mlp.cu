@@ -14,9 +14,12 @@
  * column for the bias gradient, the batch's loss summed on the host in
  * double), so the same inputs give the same bits run to run.
  *
- * Not here: the optimizer (the caller's, on host params), the data set on
- * the device, CUDA graphs (a later step; the host round trip per step is
- * what they would remove), NCCL.
+ * A data set can live on the device (mlp_load_data): a step then sends only
+ * the batch's sample indices and gathers x and y with a kernel.
+ *
+ * Not here: the optimizer (the caller's, on host params), CUDA graphs (a
+ * later step; the launches and the host round trip per step are what they
+ * would remove), NCCL.
  *
  * Every CUDA and cuBLAS call is checked; a failure returns -EIO (-ENOMEM
  * for allocations) with "<call>: <message>" in err. Nothing here exits.
@@ -51,6 +54,10 @@ struct hora_gpu_mlp {
 	float *h_params, *h_grads, *h_x, *h_loss;
 	unsigned char *h_y;
 	int *h_correct;
+	int64_t *h_idx, *d_idx; /* (max_batch) sample indices */
+	/* data sets resident on the device (mlp_load_data) */
+	unsigned char *d_images[HORA_GPU_MLP_DATA_SLOTS], *d_labels[HORA_GPU_MLP_DATA_SLOTS];
+	int64_t data_n[HORA_GPU_MLP_DATA_SLOTS];
 };
 
 /* ---- error helpers ------------------------------------------------------ */
@@ -162,6 +169,22 @@ __global__ static void bias_grad(const float *__restrict__ dz, int rows, int n, 
 	db[j] = s;
 }
 
+/* x (n, dim) = images[idx[r]] / 255, y = labels[idx[r]]: hora_dataset_gather */
+__global__ static void gather(const unsigned char *__restrict__ images,
+			      const unsigned char *__restrict__ labels, const int64_t *__restrict__ idx,
+			      int n, int dim, float *x, unsigned char *y)
+{
+	const float scale = 1.0f / 255.0f;
+	size_t total = (size_t)n * dim;
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
+	     i += (size_t)blockDim.x * gridDim.x) {
+		size_t r = i / dim, j = i % dim;
+		x[i] = (float)images[(size_t)idx[r] * dim + j] * scale;
+		if (j == 0)
+			y[r] = labels[idx[r]];
+	}
+}
+
 /* d *= (h > 0) */
 __global__ static void relu_backward(float *d, const float *__restrict__ h, size_t count)
 {
@@ -261,6 +284,12 @@ void hora_gpu_mlp_destroy(struct hora_gpu_mlp *m)
 	cudaFreeHost(m->h_y);
 	cudaFreeHost(m->h_loss);
 	cudaFreeHost(m->h_correct);
+	cudaFreeHost(m->h_idx);
+	cudaFree(m->d_idx);
+	for (int k = 0; k < HORA_GPU_MLP_DATA_SLOTS; k++) {
+		cudaFree(m->d_images[k]);
+		cudaFree(m->d_labels[k]);
+	}
 	free(m);
 }
 
@@ -309,6 +338,8 @@ static int alloc_buffers(struct hora_gpu_mlp *m, char *err, size_t errlen)
 	CK(cudaMallocHost((void **)&m->h_y, B));
 	CK(cudaMallocHost((void **)&m->h_loss, B * sizeof(float)));
 	CK(cudaMallocHost((void **)&m->h_correct, B * sizeof(int)));
+	CK(cudaMallocHost((void **)&m->h_idx, B * sizeof(int64_t)));
+	CK(cudaMalloc((void **)&m->d_idx, B * sizeof(int64_t)));
 	return 0;
 }
 
@@ -370,20 +401,49 @@ int hora_gpu_mlp_create(const struct hora_gpu_mlp_config *cfg, struct hora_gpu_m
 
 /* ---- a step ------------------------------------------------------------------ */
 
-/* params, x and y to the device (through pinned staging), on m->s */
-static int upload(struct hora_gpu_mlp *m, const float *params, const float *x,
-		  const unsigned char *y, int n, char *err, size_t errlen)
+/* params to the device through pinned staging, on m->s */
+static int upload_params(struct hora_gpu_mlp *m, const float *params, char *err, size_t errlen)
 {
-	const size_t xb = (size_t)n * m->cfg.dims[0] * sizeof(float);
 	/* the staging may still feed the previous step's copies */
 	CK(cudaStreamSynchronize(m->s));
 	memcpy(m->h_params, params, m->nparams * sizeof(float));
-	memcpy(m->h_x, x, xb);
-	memcpy(m->h_y, y, (size_t)n);
 	CK(cudaMemcpyAsync(m->d_params, m->h_params, m->nparams * sizeof(float),
 			   cudaMemcpyHostToDevice, m->s));
+	return 0;
+}
+
+/* a host batch x, y to the device (after upload_params) */
+static int upload_xy(struct hora_gpu_mlp *m, const float *x, const unsigned char *y, int n,
+		     char *err, size_t errlen)
+{
+	const size_t xb = (size_t)n * m->cfg.dims[0] * sizeof(float);
+	memcpy(m->h_x, x, xb);
+	memcpy(m->h_y, y, (size_t)n);
 	CK(cudaMemcpyAsync(m->d_x, m->h_x, xb, cudaMemcpyHostToDevice, m->s));
 	CK(cudaMemcpyAsync(m->d_y, m->h_y, (size_t)n, cudaMemcpyHostToDevice, m->s));
+	return 0;
+}
+
+/* samples idx[0..n) of the resident data set in slot into d_x, d_y */
+static int gather_idx(struct hora_gpu_mlp *m, int slot, const int64_t *idx, int n, char *err,
+		      size_t errlen)
+{
+	if (slot < 0 || slot >= HORA_GPU_MLP_DATA_SLOTS || !m->d_images[slot]) {
+		snprintf(err, errlen, "cuda mlp: no data set in slot %d", slot);
+		return -EINVAL;
+	}
+	for (int i = 0; i < n; i++)
+		if (idx[i] < 0 || idx[i] >= m->data_n[slot]) {
+			snprintf(err, errlen, "cuda mlp: sample %lld not in the %lld of slot %d",
+				 (long long)idx[i], (long long)m->data_n[slot], slot);
+			return -EINVAL;
+		}
+	memcpy(m->h_idx, idx, (size_t)n * sizeof(int64_t));
+	CK(cudaMemcpyAsync(m->d_idx, m->h_idx, (size_t)n * sizeof(int64_t), cudaMemcpyHostToDevice,
+			   m->s));
+	const int dim = m->cfg.dims[0];
+	CKL((gather<<<grid_for((size_t)n * dim), BLOCK, 0, m->s>>>(
+		m->d_images[slot], m->d_labels[slot], m->d_idx, n, dim, m->d_x, m->d_y)));
 	return 0;
 }
 
@@ -467,44 +527,87 @@ static int check_batch(const struct hora_gpu_mlp *m, int n, char *err, size_t er
 	return 0;
 }
 
-int hora_gpu_mlp_forward_backward(struct hora_gpu_mlp *m, const float *params, float *grads,
-				const float *x, const uint8_t *y, int n, double *loss_sum,
-				int64_t *correct, hora_gpu_ready_fn ready, void *arg, char *err,
-				size_t errlen)
+/* the step once params, x and y are on the device */
+static int run_step(struct hora_gpu_mlp *m, float *grads, int n, double *loss_sum,
+		    int64_t *correct, hora_gpu_ready_fn ready, void *arg, char *err, size_t errlen)
 {
-	int rc = check_batch(m, n, err, errlen);
-	if (rc)
+	int rc;
+	if ((rc = forward_loss(m, n, grads != NULL, err, errlen)))
 		return rc;
-	CK(cudaSetDevice(m->cfg.device));
-	if ((rc = upload(m, params, x, y, n, err, errlen)) ||
-	    (rc = forward_loss(m, n, 1, err, errlen)) || (rc = backward(m, n, err, errlen)))
-		return rc;
-	/* each layer as its copy lands, last layer first, while the layers
-	 * below still compute */
-	for (int l = m->cfg.nlayers - 1; l >= 0; l--) {
-		CK(cudaEventSynchronize(m->copy_done[l]));
-		memcpy(grads + m->off[l], m->h_grads + m->off[l], m->count[l] * sizeof(float));
-		if (ready)
-			ready(arg, l, m->off[l], m->count[l]);
+	if (grads) {
+		if ((rc = backward(m, n, err, errlen)))
+			return rc;
+		/* each layer as its copy lands, last layer first, while the
+		 * layers below still compute */
+		for (int l = m->cfg.nlayers - 1; l >= 0; l--) {
+			CK(cudaEventSynchronize(m->copy_done[l]));
+			memcpy(grads + m->off[l], m->h_grads + m->off[l], m->count[l] * sizeof(float));
+			if (ready)
+				ready(arg, l, m->off[l], m->count[l]);
+		}
 	}
 	CK(cudaStreamSynchronize(m->s));
 	add_stats(m, n, loss_sum, correct);
 	return 0;
 }
 
-int hora_gpu_mlp_evaluate(struct hora_gpu_mlp *m, const float *params, const float *x,
-			const uint8_t *y, int n, double *loss_sum, int64_t *correct, char *err,
-			size_t errlen)
+int hora_gpu_mlp_forward_backward(struct hora_gpu_mlp *m, const float *params, float *grads,
+				  const float *x, const uint8_t *y, int n, double *loss_sum,
+				  int64_t *correct, hora_gpu_ready_fn ready, void *arg, char *err,
+				  size_t errlen)
 {
 	int rc = check_batch(m, n, err, errlen);
 	if (rc)
 		return rc;
 	CK(cudaSetDevice(m->cfg.device));
-	if ((rc = upload(m, params, x, y, n, err, errlen)) ||
-	    (rc = forward_loss(m, n, 0, err, errlen)))
+	if ((rc = upload_params(m, params, err, errlen)) || (rc = upload_xy(m, x, y, n, err, errlen)))
 		return rc;
-	CK(cudaStreamSynchronize(m->s));
-	add_stats(m, n, loss_sum, correct);
+	return run_step(m, grads, n, loss_sum, correct, ready, arg, err, errlen);
+}
+
+int hora_gpu_mlp_evaluate(struct hora_gpu_mlp *m, const float *params, const float *x,
+			  const uint8_t *y, int n, double *loss_sum, int64_t *correct, char *err,
+			  size_t errlen)
+{
+	return hora_gpu_mlp_forward_backward(m, params, NULL, x, y, n, loss_sum, correct, NULL,
+					     NULL, err, errlen);
+}
+
+int hora_gpu_mlp_step_idx(struct hora_gpu_mlp *m, int slot, const float *params, float *grads,
+			  const int64_t *idx, int n, double *loss_sum, int64_t *correct,
+			  hora_gpu_ready_fn ready, void *arg, char *err, size_t errlen)
+{
+	int rc = check_batch(m, n, err, errlen);
+	if (rc)
+		return rc;
+	CK(cudaSetDevice(m->cfg.device));
+	if ((rc = upload_params(m, params, err, errlen)) ||
+	    (rc = gather_idx(m, slot, idx, n, err, errlen)))
+		return rc;
+	return run_step(m, grads, n, loss_sum, correct, ready, arg, err, errlen);
+}
+
+int hora_gpu_mlp_load_data(struct hora_gpu_mlp *m, int slot, const uint8_t *images,
+			   const uint8_t *labels, int64_t n, char *err, size_t errlen)
+{
+	if (slot < 0 || slot >= HORA_GPU_MLP_DATA_SLOTS || n < 1) {
+		snprintf(err, errlen, "cuda mlp: data slot %d (0..%d), %lld samples", slot,
+			 HORA_GPU_MLP_DATA_SLOTS - 1, (long long)n);
+		return -EINVAL;
+	}
+	CK(cudaSetDevice(m->cfg.device));
+	CK(cudaStreamSynchronize(m->s)); /* no step may still read the old set */
+	cudaFree(m->d_images[slot]);
+	cudaFree(m->d_labels[slot]);
+	m->d_images[slot] = NULL;
+	m->d_labels[slot] = NULL;
+	m->data_n[slot] = 0;
+	const size_t bytes = (size_t)n * m->cfg.dims[0];
+	CK(cudaMalloc((void **)&m->d_images[slot], bytes));
+	CK(cudaMalloc((void **)&m->d_labels[slot], (size_t)n));
+	CK(cudaMemcpy(m->d_images[slot], images, bytes, cudaMemcpyHostToDevice));
+	CK(cudaMemcpy(m->d_labels[slot], labels, (size_t)n, cudaMemcpyHostToDevice));
+	m->data_n[slot] = n;
 	return 0;
 }
 

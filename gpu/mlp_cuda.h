@@ -24,6 +24,11 @@ int hora_gpu_mlp_evaluate(struct hora_gpu_mlp *m, const float *params, const flo
 int hora_gpu_mlp_gemms(const struct hora_gpu_mlp *m, int n, struct hora_gpu_gemm *out, int cap);
 int hora_gpu_gemm_time(int device, const struct hora_gpu_gemm *g, int ng, int iters,
 		       double *seconds, char *err, size_t errlen);
+int hora_gpu_mlp_load_data(struct hora_gpu_mlp *m, int slot, const uint8_t *images,
+			   const uint8_t *labels, int64_t n, char *err, size_t errlen);
+int hora_gpu_mlp_step_idx(struct hora_gpu_mlp *m, int slot, const float *params, float *grads,
+			  const int64_t *idx, int n, double *loss_sum, int64_t *correct,
+			  hora_gpu_ready_fn ready, void *arg, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

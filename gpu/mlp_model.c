@@ -27,6 +27,12 @@ struct gpu_mlp {
 	const struct hora_model_ops *cpu_ops; /* mnist_mlp: layout, init_params */
 	void *cpu;
 	char err[512]; /* the last device error (hora_gpu_mlp_model_error) */
+	/* which host data set each device data slot holds (images pointer and
+	 * size identify it: the runtime keeps its sets for the whole run) */
+	const uint8_t *slot_images[HORA_GPU_MLP_DATA_SLOTS];
+	int64_t slot_n[HORA_GPU_MLP_DATA_SLOTS];
+	int next_slot;
+	int input_dim;
 };
 
 static void gm_destroy(void *state)
@@ -74,6 +80,7 @@ static int gm_create(const struct hora_model_config *cfg, void **state, char *er
 	if (!g)
 		return -ENOMEM;
 	g->gpu = ops;
+	g->input_dim = cfg->input_dim;
 	g->cpu_ops = hora_model_find("mnist_mlp");
 	/* the CPU twin validates cfg and owns the layout; batch 1: no scratch */
 	struct hora_model_config one = *cfg;
@@ -156,6 +163,49 @@ static const struct hora_model_ops gpu_mlp_ops = {
 const struct hora_model_ops *hora_gpu_mlp_model(void)
 {
 	return &gpu_mlp_ops;
+}
+
+/* The device slot holding ds, loading it into the next slot if none does. */
+static int slot_of(struct gpu_mlp *g, const struct hora_dataset *ds)
+{
+	for (int k = 0; k < HORA_GPU_MLP_DATA_SLOTS; k++)
+		if (g->slot_images[k] == ds->images && g->slot_n[k] == ds->n)
+			return k;
+	if ((int64_t)ds->rows * ds->cols != g->input_dim) {
+		snprintf(g->err, sizeof(g->err), "cuda mlp: the data set has %dx%d inputs, the model %d",
+			 ds->rows, ds->cols, g->input_dim);
+		return -EINVAL;
+	}
+	int k = g->next_slot;
+	g->slot_images[k] = NULL;
+	int rc = g->gpu->mlp_load_data(g->dev, k, ds->images, ds->labels, ds->n, g->err,
+				       sizeof(g->err));
+	if (rc)
+		return rc;
+	g->slot_images[k] = ds->images;
+	g->slot_n[k] = ds->n;
+	g->next_slot = (k + 1) % HORA_GPU_MLP_DATA_SLOTS;
+	return k;
+}
+
+int hora_gpu_mlp_model_step_ds(void *state, const struct hora_dataset *ds, const int64_t *idx,
+			       int n, const float *params, float *grads,
+			       struct hora_model_stats *stats, hora_grads_ready_fn ready, void *arg)
+{
+	struct gpu_mlp *g = state;
+	int k = slot_of(g, ds);
+	if (k < 0)
+		return k;
+	double loss = 0;
+	int64_t correct = 0;
+	int rc = g->gpu->mlp_step_idx(g->dev, k, params, grads, idx, n, &loss, &correct, ready, arg,
+				      g->err, sizeof(g->err));
+	if (rc)
+		return rc;
+	stats->loss_sum += loss;
+	stats->correct += correct;
+	stats->n += n;
+	return 0;
 }
 
 const char *hora_gpu_mlp_model_error(void *state)

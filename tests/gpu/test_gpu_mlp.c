@@ -6,6 +6,9 @@
  *     below each other and covering every parameter;
  *   - determinism: two runs give the same bits;
  *   - evaluate agrees, a batch over max_batch is refused;
+ *   - a data set resident on the device (hora_gpu_mlp_model_step_ds): the
+ *     same gradients as the CPU MLP on the host-gathered batch, an index
+ *     out of the set refused;
  *   - 20 SGD steps on both: parameters within 1e-3 (relative, max norm).
  * A plain program registered in CTest with SKIP_RETURN_CODE 77: where there
  * is no CUDA (not compiled, libhora_gpu.so not loadable, no device or
@@ -154,6 +157,33 @@ static int check_config(const struct hora_model_config *mc, int n, const char *n
 	      "%s: evaluate differs: %g vs %g", name, eg.loss_sum, ec.loss_sum);
 	struct hora_batch big = {x, y, mc->max_batch + 1};
 	CHECK(p.gpu->evaluate(p.g, params, &big, &eg) == -EINVAL, "%s: batch over max accepted", name);
+
+	/* the data set on the device, gathered there */
+	{
+		int64_t nds = 3 * (int64_t)n + 7;
+		struct hora_dataset ds = {malloc((size_t)nds * mc->input_dim), malloc((size_t)nds), nds,
+					  1, mc->input_dim, mc->num_classes};
+		for (size_t i = 0; i < (size_t)nds * mc->input_dim; i++)
+			ds.images[i] = (uint8_t)(rng(&s) & 0xff);
+		for (int64_t i = 0; i < nds; i++)
+			ds.labels[i] = (uint8_t)(rng(&s) % (uint64_t)mc->num_classes);
+		int64_t *idx = malloc((size_t)n * sizeof(*idx));
+		for (int i = 0; i < n; i++)
+			idx[i] = (int64_t)((i * 7919 + 3) % nds);
+		hora_dataset_gather(&ds, idx, n, x, y);
+		struct hora_model_stats c1 = {0}, g1 = {0};
+		p.cpu->forward_backward(p.c, params, gc, &b, &c1, NULL, NULL);
+		rc = hora_gpu_mlp_model_step_ds(p.g, &ds, idx, n, params, gg, &g1, NULL, NULL);
+		CHECK(rc == 0, "%s: step_ds: %d %s", name, rc, hora_gpu_mlp_model_error(p.g));
+		double d = rel_diff(gg, gc, p.np);
+		printf("%s: data set on the device: max|cuda-cpu|/max|cpu| = %.3g (< %g)\n", name, d, TOL);
+		CHECK(d < TOL && g1.correct == c1.correct, "%s: step_ds differs: %g", name, d);
+		idx[n - 1] = nds;
+		CHECK(hora_gpu_mlp_model_step_ds(p.g, &ds, idx, n, params, NULL, &g1, NULL, NULL) ==
+			      -EINVAL, "%s: index %lld past the set accepted", name, (long long)nds);
+		free(idx);
+		hora_dataset_deinit(&ds);
+	}
 
 	/* 20 SGD steps on each, from the same start */
 	memcpy(params2, params, p.np * sizeof(float));

@@ -111,6 +111,23 @@ static int fake_mlp_gemms(const struct hora_gpu_mlp *m, int n, struct hora_gpu_g
 	return 0;
 }
 
+static int fake_mlp_load_data(struct hora_gpu_mlp *m, int slot, const uint8_t *images,
+			      const uint8_t *labels, int64_t n, char *err, size_t errlen)
+{
+	(void)m, (void)slot, (void)images, (void)labels, (void)n;
+	snprintf(err, errlen, "fake: no MLP");
+	return -ENODEV;
+}
+
+static int fake_mlp_step_idx(struct hora_gpu_mlp *m, int slot, const float *params, float *grads,
+			     const int64_t *idx, int n, double *loss_sum, int64_t *correct,
+			     hora_gpu_ready_fn ready, void *arg, char *err, size_t errlen)
+{
+	(void)slot, (void)idx;
+	return fake_mlp_fb(m, params, grads, NULL, NULL, n, loss_sum, correct, ready, arg, err,
+			   errlen);
+}
+
 static int fake_gemm_time(int device, const struct hora_gpu_gemm *g, int ng, int iters,
 			  double *seconds, char *err, size_t errlen)
 {
@@ -139,5 +156,7 @@ __attribute__((visibility("default"))) const struct hora_gpu_ops FAKE_SYMBOL = {
 	.mlp_evaluate = fake_mlp_eval,
 	.mlp_gemms = fake_mlp_gemms,
 	.gemm_time = fake_gemm_time,
+	.mlp_load_data = fake_mlp_load_data,
+	.mlp_step_idx = fake_mlp_step_idx,
 #endif
 };
