@@ -35,9 +35,7 @@ DEV="liburing-dev libyaml-dev libsodium-dev zlib1g-dev libopenblas-dev libopenbl
 TOOLS="pkgconf pkgconf-bin libpkgconf3"
 PKGS="$RUNTIME $DEV $TOOLS"
 
-mkdir -p "$DIR"
-grep -qx '/.devdeps/' "$(git rev-parse --git-path info/exclude)" 2>/dev/null ||
-	echo /.devdeps/ >>"$(git rev-parse --git-path info/exclude)"
+mkdir -p "$DIR" # .gitignore ignores /.devdeps/
 rm -f "$DIR"/*.deb
 (cd "$DIR" && apt-get download $PKGS)
 printf '%s\n' $PKGS >"$DIR/PACKAGES"

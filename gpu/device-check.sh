@@ -32,7 +32,7 @@
 #                    (step/gemm <= 1.3 at 1024), bench-<B>.json
 #   torch     200 s  gpu/torch_mlp.py: the same MLP in PyTorch, SGD, batch
 #                    32/256/1024, torch.compile off and on, torch.json
-#   ctest     100 s  the rest of the suite (-E netns) against this prefix
+#   ctest     150 s  the rest of the suite (-E netns) against this prefix
 #   summary          gpu/device-summary.py: the acceptance table
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -88,14 +88,18 @@ if [[ " $* " == *" --masked "* ]]; then
 fi
 
 OUT=${OUT:-$ROOT/device-out}
-[ $DRY = 1 ] && OUT=$ROOT/build-gpu-dry/out
+[ $DRY = 1 ] && OUT=$ROOT/build-gpu-dry.out
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 SUM=$OUT/summary.txt
 : >"$SUM"
 BUILD=$ROOT/build-gpu
-[ $DRY = 1 ] && BUILD=$ROOT/build-gpu-dry
-PREFIX=${TMPDIR:-/tmp}/hora-devprefix.$$
+if [ $DRY = 1 ]; then
+	BUILD=$ROOT/build-gpu-dry
+	rm -rf "$BUILD" # the proof is a clean build from the prefix
+fi
+# a fixed path: a rerun reuses the build, whose cache names it
+PREFIX=${TMPDIR:-/tmp}/hora-devprefix
 T0=$(date +%s)
 HORA=$BUILD/hora
 # the tests read data/mnist: the data sets came in .devdeps (data/ is ignored)
@@ -185,7 +189,6 @@ step version 20 bash -c '"$HORA" --version && "$HORA" gpu-info'
 step gputests 120 ctest --test-dir "$BUILD" -L gpu --output-on-failure
 if [ $DRY = 1 ]; then
 	echo "device-check --dry-run: build part done; results in $OUT" | tee -a "$SUM"
-	rm -rf "$PREFIX"
 	exit 0
 fi
 step mnist 90 bash -c 'train mnist mnist'
@@ -194,7 +197,6 @@ step bench 120 bash -c bench
 # torch: the system python3 with its own libraries (not our loader path)
 step torch 200 env -u LD_LIBRARY_PATH python3 "$ROOT/gpu/torch_mlp.py" --data "$DEBS/data/mnist" \
 	--batch 32,256,1024 --json "$OUT/torch.json"
-step ctest 100 ctest --test-dir "$BUILD" -E 'netns' -LE gpu --timeout 60 -j4
+step ctest 150 ctest --test-dir "$BUILD" -E 'netns' -LE gpu --timeout 120 -j8 --output-on-failure
 env -u LD_LIBRARY_PATH python3 "$ROOT/gpu/device-summary.py" "$OUT" | tee -a "$SUM"
 echo "device-check: done in $(($(date +%s) - T0)) s; everything is in $OUT"
-rm -rf "$PREFIX"
