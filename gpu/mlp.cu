@@ -17,9 +17,14 @@
  * A data set can live on the device (mlp_load_data): a step then sends only
  * the batch's sample indices and gathers x and y with a kernel.
  *
- * Not here: the optimizer (the caller's, on host params), CUDA graphs (a
- * later step; the launches and the host round trip per step are what they
- * would remove), NCCL.
+ * Small batches (<= GRAPH_MAX_BATCH) on a resident data set run as one CUDA
+ * graph per (batch, data set), captured on first use: params and indices
+ * up, gather, forward, loss, backward, the gradients down, one launch. The
+ * graph has the same kernels and cuBLAS calls, so the same bits; its ready
+ * callbacks come after the whole step (the step is microseconds). A capture
+ * that fails turns graphs off for the instance and the step runs plainly.
+ *
+ * Not here: the optimizer (the caller's, on host params), NCCL.
  *
  * Every CUDA and cuBLAS call is checked; a failure returns -EIO (-ENOMEM
  * for allocations) with "<call>: <message>" in err. Nothing here exits.
@@ -35,6 +40,9 @@
 #include <string.h>
 
 #define BLOCK 256
+#define GRAPH_MAX_BATCH 256 /* launch-bound up to here: a step is one graph */
+#define GRAPHS 8
+#define BLAS_WS_BYTES (32u << 20)
 
 struct hora_gpu_mlp {
 	struct hora_gpu_mlp_config cfg;
@@ -58,6 +66,14 @@ struct hora_gpu_mlp {
 	/* data sets resident on the device (mlp_load_data) */
 	unsigned char *d_images[HORA_GPU_MLP_DATA_SLOTS], *d_labels[HORA_GPU_MLP_DATA_SLOTS];
 	int64_t data_n[HORA_GPU_MLP_DATA_SLOTS];
+	/* CUDA graphs of a whole resident-data step, one per (batch, slot) */
+	struct {
+		int n, slot;
+		cudaGraphExec_t exec;
+	} graph[GRAPHS];
+	int ngraphs;
+	int graphs_off; /* a capture failed once: plain launches from then on */
+	void *blas_ws;  /* cuBLAS workspace: no allocation inside a capture */
 };
 
 /* ---- error helpers ------------------------------------------------------ */
@@ -259,8 +275,11 @@ void hora_gpu_mlp_destroy(struct hora_gpu_mlp *m)
 		cudaStreamSynchronize(m->s);
 	if (m->copy_s)
 		cudaStreamSynchronize(m->copy_s);
+	for (int k = 0; k < m->ngraphs; k++)
+		cudaGraphExecDestroy(m->graph[k].exec);
 	if (m->blas)
 		cublasDestroy(m->blas);
+	cudaFree(m->blas_ws);
 	for (int l = 0; l < HORA_GPU_MLP_MAX_LAYERS; l++) {
 		if (m->bwd_done[l])
 			cudaEventDestroy(m->bwd_done[l]);
@@ -374,6 +393,8 @@ static int create_in(struct hora_gpu_mlp *m, char *err, size_t errlen)
 	CKB(cublasSetStream(m->blas, m->s));
 	CKB(cublasSetMathMode(m->blas, CUBLAS_DEFAULT_MATH)); /* FP32, no TF32 */
 	CKB(cublasSetPointerMode(m->blas, CUBLAS_POINTER_MODE_HOST));
+	CK(cudaMalloc(&m->blas_ws, BLAS_WS_BYTES));
+	CKB(cublasSetWorkspace(m->blas, m->blas_ws, BLAS_WS_BYTES));
 	return alloc_buffers(m, err, errlen);
 }
 
@@ -424,6 +445,8 @@ static int upload_xy(struct hora_gpu_mlp *m, const float *x, const unsigned char
 	return 0;
 }
 
+static int enqueue_gather(struct hora_gpu_mlp *m, int slot, int n, char *err, size_t errlen);
+
 /* samples idx[0..n) of the resident data set in slot into d_x, d_y */
 static int gather_idx(struct hora_gpu_mlp *m, int slot, const int64_t *idx, int n, char *err,
 		      size_t errlen)
@@ -439,6 +462,12 @@ static int gather_idx(struct hora_gpu_mlp *m, int slot, const int64_t *idx, int 
 			return -EINVAL;
 		}
 	memcpy(m->h_idx, idx, (size_t)n * sizeof(int64_t));
+	return enqueue_gather(m, slot, n, err, errlen);
+}
+
+/* h_idx to the device and the gather kernel, on m->s (capturable) */
+static int enqueue_gather(struct hora_gpu_mlp *m, int slot, int n, char *err, size_t errlen)
+{
 	CK(cudaMemcpyAsync(m->d_idx, m->h_idx, (size_t)n * sizeof(int64_t), cudaMemcpyHostToDevice,
 			   m->s));
 	const int dim = m->cfg.dims[0];
@@ -474,7 +503,7 @@ static int forward_loss(struct hora_gpu_mlp *m, int n, int backward, char *err, 
 }
 
 /* backward, l = L-1..0; each layer's grads copied on copy_s after bwd_done[l] */
-static int backward(struct hora_gpu_mlp *m, int n, char *err, size_t errlen)
+static int backward(struct hora_gpu_mlp *m, int n, int per_layer, char *err, size_t errlen)
 {
 	const int L = m->cfg.nlayers, *d = m->cfg.dims;
 	float *dz = m->d_delta[0];
@@ -487,11 +516,13 @@ static int backward(struct hora_gpu_mlp *m, int n, char *err, size_t errlen)
 		CKB(gemm(m->blas, &gwc, in, dz, gw));
 		CKL((bias_grad<<<grid_for((size_t)dout), BLOCK, 0, m->s>>>(dz, n, dout,
 									  gw + (size_t)din * dout)));
-		CK(cudaEventRecord(m->bwd_done[l], m->s));
-		CK(cudaStreamWaitEvent(m->copy_s, m->bwd_done[l], 0));
-		CK(cudaMemcpyAsync(m->h_grads + m->off[l], gw, m->count[l] * sizeof(float),
-				   cudaMemcpyDeviceToHost, m->copy_s));
-		CK(cudaEventRecord(m->copy_done[l], m->copy_s));
+		if (per_layer) {
+			CK(cudaEventRecord(m->bwd_done[l], m->s));
+			CK(cudaStreamWaitEvent(m->copy_s, m->bwd_done[l], 0));
+			CK(cudaMemcpyAsync(m->h_grads + m->off[l], gw, m->count[l] * sizeof(float),
+					   cudaMemcpyDeviceToHost, m->copy_s));
+			CK(cudaEventRecord(m->copy_done[l], m->copy_s));
+		}
 		if (l > 0) {
 			float *dnext = dz == m->d_delta[0] ? m->d_delta[1] : m->d_delta[0];
 			struct hora_gpu_gemm gx = {0, 1, n, din, dout, dout, dout, din, 0.0f};
@@ -502,6 +533,9 @@ static int backward(struct hora_gpu_mlp *m, int n, char *err, size_t errlen)
 			dz = dnext;
 		}
 	}
+	if (!per_layer) /* all of them at once, on the compute stream */
+		CK(cudaMemcpyAsync(m->h_grads, m->d_grads, m->nparams * sizeof(float),
+				   cudaMemcpyDeviceToHost, m->s));
 	return 0;
 }
 
@@ -535,7 +569,7 @@ static int run_step(struct hora_gpu_mlp *m, float *grads, int n, double *loss_su
 	if ((rc = forward_loss(m, n, grads != NULL, err, errlen)))
 		return rc;
 	if (grads) {
-		if ((rc = backward(m, n, err, errlen)))
+		if ((rc = backward(m, n, 1, err, errlen)))
 			return rc;
 		/* each layer as its copy lands, last layer first, while the
 		 * layers below still compute */
@@ -573,6 +607,87 @@ int hora_gpu_mlp_evaluate(struct hora_gpu_mlp *m, const float *params, const flo
 					     NULL, err, errlen);
 }
 
+/* Capture a whole resident-data step at batch n on slot into a graph. */
+static int capture(struct hora_gpu_mlp *m, int slot, int n, cudaGraphExec_t *exec, char *err,
+		   size_t errlen)
+{
+	cudaGraph_t g = NULL;
+	*exec = NULL;
+	CK(cudaStreamBeginCapture(m->s, cudaStreamCaptureModeThreadLocal));
+	int rc = 0;
+	cudaError_t e = cudaMemcpyAsync(m->d_params, m->h_params, m->nparams * sizeof(float),
+					cudaMemcpyHostToDevice, m->s);
+	if (e != cudaSuccess)
+		rc = cuda_fail(e, "cudaMemcpyAsync(params) in capture", err, errlen);
+	if (!rc)
+		rc = enqueue_gather(m, slot, n, err, errlen);
+	if (!rc)
+		rc = forward_loss(m, n, 1, err, errlen);
+	if (!rc)
+		rc = backward(m, n, 0, err, errlen);
+	e = cudaStreamEndCapture(m->s, &g); /* always: the stream leaves capture mode */
+	if (!rc && e != cudaSuccess)
+		rc = cuda_fail(e, "cudaStreamEndCapture", err, errlen);
+	if (!rc && (e = cudaGraphInstantiate(exec, g, 0)) != cudaSuccess)
+		rc = cuda_fail(e, "cudaGraphInstantiate", err, errlen);
+	if (g)
+		cudaGraphDestroy(g);
+	if (rc) {
+		*exec = NULL;
+		cudaGetLastError(); /* a capture error is not sticky: clear it */
+	}
+	return rc;
+}
+
+/* The graph for (n, slot), captured on first use; NULL when graphs are off. */
+static cudaGraphExec_t graph_for(struct hora_gpu_mlp *m, int slot, int n)
+{
+	for (int k = 0; k < m->ngraphs; k++)
+		if (m->graph[k].n == n && m->graph[k].slot == slot)
+			return m->graph[k].exec;
+	if (m->graphs_off || m->ngraphs == GRAPHS)
+		return NULL;
+	char why[256];
+	cudaGraphExec_t exec;
+	if (capture(m, slot, n, &exec, why, sizeof(why))) {
+		m->graphs_off = 1;
+		return NULL;
+	}
+	m->graph[m->ngraphs].n = n;
+	m->graph[m->ngraphs].slot = slot;
+	m->graph[m->ngraphs++].exec = exec;
+	return exec;
+}
+
+/* The step as one graph launch, or 1 when it must run plainly. */
+static int graph_step(struct hora_gpu_mlp *m, int slot, const float *params, float *grads,
+		      const int64_t *idx, int n, double *loss_sum, int64_t *correct,
+		      hora_gpu_ready_fn ready, void *arg, char *err, size_t errlen)
+{
+	if (!grads || n > GRAPH_MAX_BATCH || m->graphs_off)
+		return 1;
+	if (slot < 0 || slot >= HORA_GPU_MLP_DATA_SLOTS || !m->d_images[slot])
+		return 1; /* the plain path says what is wrong */
+	for (int i = 0; i < n; i++)
+		if (idx[i] < 0 || idx[i] >= m->data_n[slot])
+			return 1;
+	CK(cudaStreamSynchronize(m->s)); /* the staging is free */
+	memcpy(m->h_params, params, m->nparams * sizeof(float));
+	memcpy(m->h_idx, idx, (size_t)n * sizeof(int64_t));
+	cudaGraphExec_t exec = graph_for(m, slot, n);
+	if (!exec)
+		return 1;
+	CK(cudaGraphLaunch(exec, m->s));
+	CK(cudaStreamSynchronize(m->s));
+	for (int l = m->cfg.nlayers - 1; l >= 0; l--) {
+		memcpy(grads + m->off[l], m->h_grads + m->off[l], m->count[l] * sizeof(float));
+		if (ready)
+			ready(arg, l, m->off[l], m->count[l]);
+	}
+	add_stats(m, n, loss_sum, correct);
+	return 0;
+}
+
 int hora_gpu_mlp_step_idx(struct hora_gpu_mlp *m, int slot, const float *params, float *grads,
 			  const int64_t *idx, int n, double *loss_sum, int64_t *correct,
 			  hora_gpu_ready_fn ready, void *arg, char *err, size_t errlen)
@@ -581,6 +696,9 @@ int hora_gpu_mlp_step_idx(struct hora_gpu_mlp *m, int slot, const float *params,
 	if (rc)
 		return rc;
 	CK(cudaSetDevice(m->cfg.device));
+	rc = graph_step(m, slot, params, grads, idx, n, loss_sum, correct, ready, arg, err, errlen);
+	if (rc <= 0)
+		return rc;
 	if ((rc = upload_params(m, params, err, errlen)) ||
 	    (rc = gather_idx(m, slot, idx, n, err, errlen)))
 		return rc;
@@ -597,6 +715,9 @@ int hora_gpu_mlp_load_data(struct hora_gpu_mlp *m, int slot, const uint8_t *imag
 	}
 	CK(cudaSetDevice(m->cfg.device));
 	CK(cudaStreamSynchronize(m->s)); /* no step may still read the old set */
+	for (int k = 0; k < m->ngraphs; k++) /* they name the old set's memory */
+		cudaGraphExecDestroy(m->graph[k].exec);
+	m->ngraphs = 0;
 	cudaFree(m->d_images[slot]);
 	cudaFree(m->d_labels[slot]);
 	m->d_images[slot] = NULL;
@@ -607,6 +728,9 @@ int hora_gpu_mlp_load_data(struct hora_gpu_mlp *m, int slot, const uint8_t *imag
 	CK(cudaMalloc((void **)&m->d_labels[slot], (size_t)n));
 	CK(cudaMemcpy(m->d_images[slot], images, bytes, cudaMemcpyHostToDevice));
 	CK(cudaMemcpy(m->d_labels[slot], labels, (size_t)n, cudaMemcpyHostToDevice));
+	/* a copy from pageable memory may return before its DMA is done, and
+	 * m->s does not order against the legacy stream: wait for it here */
+	CK(cudaDeviceSynchronize());
 	m->data_n[slot] = n;
 	return 0;
 }

@@ -6,9 +6,10 @@
  *     below each other and covering every parameter;
  *   - determinism: two runs give the same bits;
  *   - evaluate agrees, a batch over max_batch is refused;
- *   - a data set resident on the device (hora_gpu_mlp_model_step_ds): the
- *     same gradients as the CPU MLP on the host-gathered batch, an index
- *     out of the set refused;
+ *   - a data set resident on the device (hora_gpu_mlp_model_step_ds, a
+ *     CUDA graph for batches <= 256): the same gradients as the CPU MLP on
+ *     the host-gathered batch, the same bits twice, the host-batch path
+ *     within 1e-6, an index out of the set refused;
  *   - 20 SGD steps on both: parameters within 1e-3 (relative, max norm).
  * A plain program registered in CTest with SKIP_RETURN_CODE 77: where there
  * is no CUDA (not compiled, libhora_gpu.so not loadable, no device or
@@ -178,6 +179,18 @@ static int check_config(const struct hora_model_config *mc, int n, const char *n
 		double d = rel_diff(gg, gc, p.np);
 		printf("%s: data set on the device: max|cuda-cpu|/max|cpu| = %.3g (< %g)\n", name, d, TOL);
 		CHECK(d < TOL && g1.correct == c1.correct, "%s: step_ds differs: %g", name, d);
+		/* again (a batch <= 256 replays the CUDA graph captured above), and
+		 * the host-batch path on the same gathered batch */
+		struct hora_model_stats g2 = {0}, g3 = {0};
+		CHECK(hora_gpu_mlp_model_step_ds(p.g, &ds, idx, n, params, gg2, &g2, NULL, NULL) == 0,
+		      "%s: second step_ds", name);
+		CHECK(!memcmp(gg, gg2, p.np * sizeof(float)) && g1.loss_sum == g2.loss_sum,
+		      "%s: two resident-data steps differ", name);
+		CHECK(p.gpu->forward_backward(p.g, params, gg2, &b, &g3, NULL, NULL) == 0, "host step");
+		double dh = rel_diff(gg, gg2, p.np);
+		printf("%s: resident-data step vs host-batch step: %s (max rel %.3g)\n", name,
+		       memcmp(gg, gg2, p.np * sizeof(float)) ? "differ" : "bitwise equal", dh);
+		CHECK(dh < 1e-6, "%s: resident-data and host-batch steps differ by %g", name, dh);
 		idx[n - 1] = nds;
 		CHECK(hora_gpu_mlp_model_step_ds(p.g, &ds, idx, n, params, NULL, &g1, NULL, NULL) ==
 			      -EINVAL, "%s: index %lld past the set accepted", name, (long long)nds);
