@@ -203,7 +203,7 @@ step build $BUILD_LIMIT bash -c configure_build
 [ -f "$PREFIX/env.sh" ] && . "$PREFIX/env.sh"
 step fromprefix 20 bash -c check_from_prefix
 step version 20 bash -c '"$HORA" --version && "$HORA" gpu-info'
-step gputests 120 ctest --test-dir "$BUILD" -L gpu --output-on-failure
+step gputests 120 ctest --test-dir "$BUILD" -L gpu -V
 if [ $DRY = 1 ]; then
 	echo "device-check --dry-run: build part done; results in $OUT" | tee -a "$SUM"
 	exit 0
