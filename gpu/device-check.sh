@@ -192,7 +192,7 @@ bench() {
 # for), not there: another compiler's new warning must not cost the run
 WERROR=OFF
 [ $DRY = 1 ] && WERROR=ON
-export PREFIX ROOT BUILD HORA DEBS OUT WERROR
+export PREFIX ROOT BUILD HORA DEBS OUT WERROR DRY
 export -f env_info configure_build check_from_prefix train bench
 BUILD_LIMIT=240
 [ $DRY = 1 ] && BUILD_LIMIT=1800 # two shared cores here, sixteen there
@@ -202,7 +202,8 @@ step build $BUILD_LIMIT bash -c configure_build
 # shellcheck disable=SC1091
 [ -f "$PREFIX/env.sh" ] && . "$PREFIX/env.sh"
 step fromprefix 20 bash -c check_from_prefix
-step version 20 bash -c '"$HORA" --version && "$HORA" gpu-info'
+# gpu-info exits 1 without a device: expected in the dry run, not there
+step version 20 bash -c '"$HORA" --version && { "$HORA" gpu-info || [ "$DRY" = 1 ]; }'
 step gputests 120 ctest --test-dir "$BUILD" -L gpu -V
 if [ $DRY = 1 ]; then
 	echo "device-check --dry-run: build part done; results in $OUT" | tee -a "$SUM"
