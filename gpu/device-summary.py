@@ -74,8 +74,17 @@ for bs, want in ((32, 2.0), (256, None), (1024, 1.0)):
     else:
         add("samples/s vs PyTorch at %d" % bs, "no result", ">= %.1f x" % want if want else "-", None)
 
+log = read("launch2.log") or ""
+accs = re.findall(r"epoch 20/20 .*val_acc ([0-9.]+)", log)
+crcs = set(re.findall(r"final parameters crc32 ([0-9a-f]+)", log))
+if accs and crcs:
+    add("2-worker GPU training (TCP ring, host averaging), val_acc; replicas",
+        "%s; %d distinct crc32" % (accs[-1], len(crcs)), ">= 0.95; 1",
+        float(accs[-1]) >= 0.95 and len(crcs) == 1)
+else:
+    add("2-worker GPU training (TCP ring, host averaging)", "no result", ">= 0.95; 1", None)
 for p in ("2 processes x size-1 NCCL comm: device allreduce, every dtype/op, bitwise",
-          "2-worker GPU training val_acc >= 0.95, identical replicas",
+          "2-worker GPU training over NCCL + the ring, identical replicas",
           "device allreduce busbw 1 KiB..256 MiB vs torch.distributed Gloo"):
     add(p, "not built (NCCL communicator not done)", "-", None)
 
