@@ -32,10 +32,10 @@
 #                    (val_acc >= 0.95, the workers' final crc32 equal)
 #   bench     120 s  hora bench train --device cuda at batch 32, 256, 1024
 #                    (step/gemm <= 1.3 at 1024), bench-<B>.json
-#   torch     200 s  gpu/torch_mlp.py: the same MLP in PyTorch, SGD, batch
+#   torch     180 s  gpu/torch_mlp.py: the same MLP in PyTorch, SGD, batch
 #                    32/256/1024, torch.compile off and on, torch.json
-#   ctest     150 s  the rest of the suite (-E netns) against this prefix
 #   summary          gpu/device-summary.py: the acceptance table
+#   ctest     120 s  the rest of the suite (-E netns) against this prefix
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -226,8 +226,9 @@ step fashion 120 bash -c 'train fashion fashion-mnist'
 step launch2 120 bash -c launch2
 step bench 120 bash -c bench
 # torch: the system python3 with its own libraries (not our loader path)
-step torch 200 env -u LD_LIBRARY_PATH python3 "$ROOT/gpu/torch_mlp.py" --data "$DEBS/data/mnist" \
+step torch 180 env -u LD_LIBRARY_PATH python3 "$ROOT/gpu/torch_mlp.py" --data "$DEBS/data/mnist" \
 	--batch 32,256,1024 --json "$OUT/torch.json"
-step ctest 150 ctest --test-dir "$BUILD" -E 'netns' -LE gpu --timeout 120 -j8 --output-on-failure
+# the acceptance table first: the rest of the suite is last, and optional
 env -u LD_LIBRARY_PATH python3 "$ROOT/gpu/device-summary.py" "$OUT" | tee -a "$SUM"
+step ctest 120 ctest --test-dir "$BUILD" -E 'netns' -LE gpu --timeout 100 -j8 --output-on-failure
 echo "device-check: done in $(($(date +%s) - T0)) s; everything is in $OUT"
