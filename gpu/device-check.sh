@@ -108,10 +108,20 @@ HORA=$BUILD/hora
 [ -e "$ROOT/data" ] || ln -s .devdeps/data "$ROOT/data"
 
 # step NAME TIMEOUT CMD...: output in $OUT/NAME.log, one line in summary.txt
+# BUDGET: seconds for the whole run (the device run's command limit is 600):
+# a step gets at most what is left, and none starts with under 15 s left
+BUDGET=${BUDGET:-570}
+[ $DRY = 1 ] && BUDGET=3600
 step() {
 	local name=$1 limit=$2
 	shift 2
 	local t=$(date +%s)
+	local left=$((BUDGET - (t - T0)))
+	if [ $left -lt 15 ]; then
+		printf '%-10s %-22s (total %ss)\n' "$name" "not run: no time left" $((t - T0)) | tee -a "$SUM"
+		return 1
+	fi
+	[ $limit -gt $left ] && limit=$left
 	echo "== $name (timeout ${limit}s): $*" >>"$OUT/steps.log"
 	timeout --signal=TERM --kill-after=10 "$limit" "$@" >"$OUT/$name.log" 2>&1
 	local rc=$?
