@@ -1,7 +1,7 @@
 /* test_gpu_mlp.c - the CUDA MLP (gpu/mlp.cu through gpu/mlp_model.c)
  * against the CPU MLP (model/mlp.c) on the same batch and parameters:
  *   - gradients of every layer: max |cuda - cpu| / max |cpu| < 1e-4, loss
- *     and correct count the same (float32);
+ *     within 1e-4, correct count the same or one apart (float32);
  *   - the ready callback: once per layer, last layer first, ranges right
  *     below each other and covering every parameter;
  *   - determinism: two runs give the same bits;
@@ -75,6 +75,13 @@ static double rel_diff(const float *a, const float *b, size_t n)
 	return m > 0 ? d / m : d;
 }
 
+/* correct counts: the same, or one apart (a near tie between two logits may
+ * fall either way when the GEMMs sum in another order) */
+static int near(int64_t a, int64_t b)
+{
+	return a - b <= 1 && b - a <= 1;
+}
+
 struct pair {
 	const struct hora_model_ops *cpu, *gpu;
 	void *c, *g;
@@ -133,7 +140,8 @@ static int check_config(const struct hora_model_config *mc, int n, const char *n
 	double dl = fabs(sg.loss_sum - sc.loss_sum) / fabs(sc.loss_sum);
 	printf("%s: loss cuda %.9g cpu %.9g (rel %.3g), correct %lld / %lld\n", name, sg.loss_sum,
 	       sc.loss_sum, dl, (long long)sg.correct, (long long)sc.correct);
-	CHECK(dl < TOL && sg.correct == sc.correct && sg.n == n, "%s: loss/correct/n differ", name);
+	CHECK(dl < TOL && near(sg.correct, sc.correct) && sg.n == n, "%s: loss/correct/n differ",
+	      name);
 
 	/* ready: each layer once, from the last, contiguous, covering all */
 	CHECK(r.n == p.nl, "%s: ready called %d times for %d layers", name, r.n, p.nl);
@@ -154,7 +162,7 @@ static int check_config(const struct hora_model_config *mc, int n, const char *n
 	struct hora_model_stats ec = {0}, eg = {0};
 	CHECK(p.cpu->evaluate(p.c, params, &b, &ec) == 0 && p.gpu->evaluate(p.g, params, &b, &eg) == 0,
 	      "evaluate");
-	CHECK(fabs(eg.loss_sum - ec.loss_sum) / fabs(ec.loss_sum) < TOL && eg.correct == ec.correct,
+	CHECK(fabs(eg.loss_sum - ec.loss_sum) / fabs(ec.loss_sum) < TOL && near(eg.correct, ec.correct),
 	      "%s: evaluate differs: %g vs %g", name, eg.loss_sum, ec.loss_sum);
 	struct hora_batch big = {x, y, mc->max_batch + 1};
 	CHECK(p.gpu->evaluate(p.g, params, &big, &eg) == -EINVAL, "%s: batch over max accepted", name);
@@ -178,7 +186,7 @@ static int check_config(const struct hora_model_config *mc, int n, const char *n
 		CHECK(rc == 0, "%s: step_ds: %d %s", name, rc, hora_gpu_mlp_model_error(p.g));
 		double d = rel_diff(gg, gc, p.np);
 		printf("%s: data set on the device: max|cuda-cpu|/max|cpu| = %.3g (< %g)\n", name, d, TOL);
-		CHECK(d < TOL && g1.correct == c1.correct, "%s: step_ds differs: %g", name, d);
+		CHECK(d < TOL && near(g1.correct, c1.correct), "%s: step_ds differs: %g", name, d);
 		/* again (a batch <= 256 replays the CUDA graph captured above), and
 		 * the host-batch path on the same gathered batch */
 		struct hora_model_stats g2 = {0}, g3 = {0};
