@@ -21,8 +21,23 @@ P=$2
 ML=x86_64-linux-gnu
 rm -rf "$P"
 mkdir -p "$P"
+# dpkg -x, or where there is no dpkg, the .deb's data member by hand
+unpack() {
+	if command -v dpkg >/dev/null; then
+		dpkg -x "$1" "$P"
+		return
+	fi
+	local m
+	m=$(ar t "$1" | grep '^data\.tar')
+	case $m in
+	*.xz) ar p "$1" "$m" | tar -xJ -C "$P" ;;
+	*.zst) ar p "$1" "$m" | tar --zstd -x -C "$P" ;;
+	*.gz) ar p "$1" "$m" | tar -xz -C "$P" ;;
+	*) ar p "$1" "$m" | tar -x -C "$P" ;;
+	esac
+}
 for f in "$DEBS"/*.deb; do
-	dpkg -x "$f" "$P"
+	unpack "$f"
 done
 
 # /lib/<ml> (usrmerge'd packages) next to /usr/lib/<ml>, as one directory
