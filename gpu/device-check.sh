@@ -34,6 +34,7 @@
 #                    (step/gemm <= 1.3 at 1024), bench-<B>.json
 #   torch     180 s  gpu/torch_mlp.py: the same MLP in PyTorch, SGD, batch
 #                    32/256/1024, torch.compile off and on, torch.json
+#   sanitize   90 s  compute-sanitizer memcheck over test_gpu_mlp
 #   summary          gpu/device-summary.py: the acceptance table
 #   ctest     120 s  the rest of the suite (-E netns) against this prefix
 set -uo pipefail
@@ -238,6 +239,16 @@ step bench 120 bash -c bench
 # torch: the system python3 with its own libraries (not our loader path)
 step torch 180 env -u LD_LIBRARY_PATH python3 "$ROOT/gpu/torch_mlp.py" --data "$DEBS/data/mnist" \
 	--batch 32,256,1024 --json "$OUT/torch.json"
+# the CUDA code under compute-sanitizer's memcheck (out-of-bounds, leaks of
+# device memory, API errors); test_gpu_mlp's own checks still apply
+sanitize() {
+	local cs
+	cs=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
+	[ -n "$cs" ] || { echo "no compute-sanitizer"; return 77; }
+	"$cs" --tool memcheck --leak-check full --error-exitcode 9 "$BUILD/tests/test_gpu_mlp"
+}
+export -f sanitize
+step sanitize 90 bash -c sanitize
 # the acceptance table first: the rest of the suite is last, and optional
 env -u LD_LIBRARY_PATH python3 "$ROOT/gpu/device-summary.py" "$OUT" | tee -a "$SUM"
 step ctest 120 ctest --test-dir "$BUILD" -E 'netns' -LE gpu --timeout 100 -j8 --output-on-failure
