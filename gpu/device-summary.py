@@ -38,6 +38,11 @@ if diffs:
 else:
     add("CUDA vs CPU MLP gradients, max rel. diff", "skipped" if skipped else "no result", "< 1e-4", None)
 
+san = read("sanitize.log") or ""
+m = re.search(r"ERROR SUMMARY: (\d+) error", san)
+add("compute-sanitizer memcheck over test_gpu_mlp", m.group(0) if m else "no result", "0 errors",
+    (int(m.group(1)) == 0 and "passed: 0 failure" in san) if m else None)
+
 for name, want in (("mnist", 0.95), ("fashion", 0.87)):
     e = last_epoch(name + ".jsonl")
     if e:
