@@ -7,9 +7,15 @@
  * Reports samples/s, the step and GEMM medians and step/gemm: everything
  * above 1.0 is overhead outside GEMM. Also the peak RSS against the decoded
  * dataset size (train + test bytes).
+ *
+ * --device cuda: the steps run the CUDA MLP (train.device: cuda, params and
+ * the optimizer on the host as in `hora train`), and the GEMMs alone are the
+ * same cuBLAS calls (the model's mlp_gemms) timed with CUDA events on device
+ * buffers of their shapes (gpu/hora_gpu.h hora_gpu_time_gemms).
  */
 #include "bench.h"
 #include "core/trainer.h"
+#include "gpu/hora_gpu.h"
 #include "model/nn.h"
 #include "report.h"
 
@@ -63,7 +69,7 @@ static void replay_run(const struct replay *r)
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: hora bench train [--model NAME|PATH.so] [--hidden 128] [--batch-size N]\n"
-		   "       [--data DIR] [--steps N] [--reps R] [--json FILE]\n"
+		   "       [--data DIR] [--steps N] [--reps R] [--device cpu|cuda] [--json FILE]\n"
 		   "  Interleaves R reps of N training steps with R reps of the same step's\n"
 		   "  GEMMs alone; reports medians per step and step/gemm.\n");
 }
@@ -75,6 +81,7 @@ int hora_bench_train(int argc, char **argv)
 		{"batch-size", required_argument, 0, 'b'}, {"data", required_argument, 0, 'd'},
 		{"steps", required_argument, 0, 'n'}, {"reps", required_argument, 0, 'r'},
 		{"json", required_argument, 0, 'j'}, {"help", no_argument, 0, 'h'},
+		{"device", required_argument, 0, 'D'},
 		{0, 0, 0, 0},
 	};
 	struct hora_train_config cfg;
@@ -90,6 +97,7 @@ int hora_bench_train(int argc, char **argv)
 		case 'H': key = "train.hidden"; break;
 		case 'b': key = "train.batch_size"; break;
 		case 'd': key = "train.data"; break;
+		case 'D': key = "train.device"; break;
 		case 'n': steps = atoi(optarg); continue;
 		case 'r': reps = atoi(optarg); continue;
 		case 'j': json = optarg; continue;
@@ -130,18 +138,34 @@ int hora_bench_train(int argc, char **argv)
 
 	struct replay rp;
 	memset(&rp, 0, sizeof(rp));
-	if (hora_model_builtin_trace(tr.ops, tr.model, &rp.trace)) {
+	const int cuda = cfg.device == HORA_DEVICE_CUDA;
+	struct hora_gpu_gemm gcalls[HORA_GEMM_TRACE_MAX];
+	if (cuda) {
+		rp.trace.n = hora_gpu_mlp_model_gemms(tr.model, bs, gcalls, HORA_GEMM_TRACE_MAX);
+		if (rp.trace.n < 1 || rp.trace.n > HORA_GEMM_TRACE_MAX) {
+			fprintf(stderr, "hora bench train: %d GEMMs per step\n", rp.trace.n);
+			return 2;
+		}
+	} else if (hora_model_builtin_trace(tr.ops, tr.model, &rp.trace)) {
 		fprintf(stderr, "hora bench train: model %s is not a built-in: cannot trace its GEMMs\n",
 			tr.ops->name);
 		return 2;
 	}
-	hora_trainer_step(&tr, &train, idx, bs, 1e-3, &st);
-	hora_model_builtin_trace(tr.ops, tr.model, NULL);
-	replay_init(&rp);
+	rc = hora_trainer_step(&tr, &train, idx, bs, 1e-3, &st);
+	if (rc) {
+		fprintf(stderr, "hora bench train: step: %s%s%s\n", hora_strerror(rc), cuda ? ": " : "",
+			cuda ? hora_gpu_mlp_model_error(tr.model) : "");
+		return 1;
+	}
+	if (!cuda) {
+		hora_model_builtin_trace(tr.ops, tr.model, NULL);
+		replay_init(&rp);
+	}
 
 	for (int w = 0; w < steps / 4; w++) { /* warm-up both paths */
 		hora_trainer_step(&tr, &train, idx + (int64_t)(w % steps) * bs, bs, 1e-3, &st);
-		replay_run(&rp);
+		if (!cuda)
+			replay_run(&rp);
 	}
 	double *ts = calloc((size_t)reps, sizeof(double)), *tg = calloc((size_t)reps, sizeof(double));
 	for (int r = 0; r < reps; r++) {
@@ -149,10 +173,18 @@ int hora_bench_train(int argc, char **argv)
 		for (int s = 0; s < steps; s++)
 			hora_trainer_step(&tr, &train, idx + (int64_t)s * bs, bs, 1e-3, &st);
 		double t1 = hora_bench_now();
+		ts[r] = (t1 - t0) / steps;
+		if (cuda) {
+			rc = hora_gpu_time_gemms(0, gcalls, rp.trace.n, steps, &tg[r], err, sizeof(err));
+			if (rc) {
+				fprintf(stderr, "hora bench train: cuBLAS GEMMs alone: %s\n", err);
+				return 1;
+			}
+			continue;
+		}
 		for (int s = 0; s < steps; s++)
 			replay_run(&rp);
 		double t2 = hora_bench_now();
-		ts[r] = (t1 - t0) / steps;
 		tg[r] = (t2 - t1) / steps;
 	}
 	double ratios[1000];
@@ -163,10 +195,11 @@ int hora_bench_train(int argc, char **argv)
 	long rss = hora_bench_peak_rss_bytes();
 	double rss_limit = 2.0 * (double)decoded + 64.0 * (1 << 20);
 
-	printf("# hora bench train: model %s (%zu params), batch %d, %d steps x %d reps, "
+	const char *dev = cuda ? "cuda" : "cpu";
+	printf("# hora bench train: model %s (%zu params) on %s, batch %d, %d steps x %d reps, "
 	       "%d gemm calls/step, data %s (%lld+%lld samples)\n",
-	       tr.ops->name, tr.nparams, bs, steps, reps, rp.trace.n, cfg.data, (long long)train.n,
-	       (long long)test.n);
+	       tr.ops->name, tr.nparams, dev, bs, steps, reps, rp.trace.n, cfg.data,
+	       (long long)train.n, (long long)test.n);
 	printf("%10s %12s %12s %10s %14s %12s %12s\n", "batch", "step_us", "gemm_us", "step/gemm",
 	       "samples_per_s", "peak_rss_MiB", "limit_MiB");
 	printf("%10d %12.1f %12.1f %10.3f %14.0f %12.1f %12.1f\n", bs, step_s * 1e6, gemm_s * 1e6,
@@ -176,11 +209,11 @@ int hora_bench_train(int argc, char **argv)
 		if (!f)
 			return 1;
 		fprintf(f,
-			"{\"bench\":\"train\",\"model\":\"%s\",\"batch_size\":%d,\"steps\":%d,"
+			"{\"bench\":\"train\",\"device\":\"%s\",\"model\":\"%s\",\"batch_size\":%d,\"steps\":%d,"
 			"\"reps\":%d,\"step_us\":%.2f,\"gemm_us\":%.2f,\"ratio\":%.4f,"
 			"\"samples_per_s\":%.1f,\"peak_rss_bytes\":%ld,\"decoded_bytes\":%zu,"
 			"\"rss_limit_bytes\":%.0f}\n",
-			tr.ops->name, bs, steps, reps, step_s * 1e6, gemm_s * 1e6, ratio, bs / step_s,
+			dev, tr.ops->name, bs, steps, reps, step_s * 1e6, gemm_s * 1e6, ratio, bs / step_s,
 			rss, decoded, rss_limit);
 		hora_bench_json_close(f);
 	}

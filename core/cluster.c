@@ -169,8 +169,8 @@ static const struct hora_cfg_key node_keys[] = {
 	TEXT("netns", netns),
 	{"workers", HORA_CFG_INT, F(workers), .lo = 1, .hi = 4096, .what = "a positive integer"},
 	{"gpus", HORA_CFG_REFUSED,
-	 .what = "placing workers on GPUs is not available in this build (workers train on the "
-		 "CPU); remove the key"},
+	 .what = "placing workers on GPUs is not available in this build (train.device: cuda "
+		 "trains every worker on device 0); remove the key"},
 };
 #define N(t) (sizeof(t) / sizeof((t)[0]))
 

@@ -18,6 +18,7 @@
 #include "hora.h"
 #include "cfgkey.h"
 #include "yamlwalk.h"
+#include "gpu/hora_gpu.h"
 
 #include <errno.h>
 #include <math.h>
@@ -108,6 +109,36 @@ static int set_seed(void *base, const char *key, const char *v, int line, int co
 	if (errno || end == v || *end || *v == '-')
 		return hora_cfg_bad(err, errlen, "%s must be a non-negative integer (got '%s')", key, v);
 	((struct hora_train_config *)base)->seed = s;
+	return 0;
+}
+
+/* cpu, or cuda: only where the CUDA MLP can run here (the loader's reason
+ * otherwise: not compiled, libhora_gpu.so not loadable, no device) */
+static int set_device(void *base, const char *key, const char *v, int line, int col, char *err,
+		      size_t errlen)
+{
+	(void)line;
+	(void)col;
+	struct hora_train_config *c = base;
+	if (!strcasecmp(v, "cpu")) {
+		c->device = HORA_DEVICE_CPU;
+		return 0;
+	}
+	if (strcasecmp(v, "cuda"))
+		return hora_cfg_bad(err, errlen, "%s must be cpu or cuda (got '%s')", key, v);
+	char why[512] = "";
+	const struct hora_gpu_ops *ops;
+	int rc = hora_gpu_get(&ops, why, sizeof(why));
+	if (!rc && !ops->mlp_create) {
+		snprintf(why, sizeof(why), "%s is ABI version 1 (no CUDA MLP)", hora_gpu_loaded_path());
+		rc = -ENOTSUP;
+	}
+	if (!rc && (rc = ops->device_count(why, sizeof(why))) > 0)
+		rc = 0;
+	if (rc)
+		return hora_cfg_bad(err, errlen, "%s: cuda is not available here: %s", key,
+				    why[0] ? why : "no CUDA device");
+	c->device = HORA_DEVICE_CUDA;
 	return 0;
 }
 
@@ -280,6 +311,7 @@ static const struct hora_cfg_key train_keys[] = {
 	INT("train.batch_size", batch_size, 1, 1 << 20, "an integer in 1..1048576"),
 	INT("train.blas_threads", blas_threads, 1, 1024, "an integer in 1..1024"),
 	FN("train.seed", set_seed),
+	FN("train.device", set_device),
 	NAME("train.optimizer.name", optim.kind, optimizers, 0),
 	NAME("train.optimizer.schedule", optim.schedule, schedules, 0),
 	REAL("train.optimizer.lr", optim.lr, 0, HUGE_VAL, POS, "a positive number"),

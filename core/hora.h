@@ -195,7 +195,12 @@ struct hora_train_config {
 	 * "wallclock_ns step view" (CLOCK_REALTIME) after every step it ends to
 	 * <this>.<worker index>, one write per line ("" = off) */
 	char step_log[HORA_PATH_MAX];
+	int device; /* train.device: HORA_DEVICE_CPU (default) or HORA_DEVICE_CUDA */
 };
+
+/* train.device: where the model computes (gpu/README.md). */
+#define HORA_DEVICE_CPU 0
+#define HORA_DEVICE_CUDA 1
 
 /* Defaults: mnist_mlp [128], data/mnist, 20 epochs, batch 32, SGD lr 0.1,
  * seed 42, 1 BLAS thread. */

@@ -434,8 +434,9 @@ static int train_step(struct run *r, int64_t lo, int64_t gn, struct hora_model_s
 		}
 	}
 	if (rc) {
-		snprintf(r->err, r->errlen, "step %lld: model %s: %s", (long long)r->step, r->tr.ops->name,
-			 hora_strerror(rc));
+		const char *why = hora_trainer_model_error(&r->tr);
+		snprintf(r->err, r->errlen, "step %lld: model %s: %s%s%s", (long long)r->step,
+			 r->tr.ops->name, hora_strerror(rc), why[0] ? ": " : "", why);
 		return rc;
 	}
 	/* one worker stops at once; several stop together, when the summed loss
@@ -483,7 +484,9 @@ static int evaluate(struct run *r, struct hora_model_stats *st, struct hora_mode
 	const double tv0 = hora_clock_s();
 	int rc = hora_trainer_evaluate_range(&r->tr, &r->test, vlo, vlo + vn, vs);
 	if (rc) {
-		snprintf(r->err, r->errlen, "evaluate: model %s: %s", r->tr.ops->name, hora_strerror(rc));
+		const char *why = hora_trainer_model_error(&r->tr);
+		snprintf(r->err, r->errlen, "evaluate: model %s: %s%s%s", r->tr.ops->name,
+			 hora_strerror(rc), why[0] ? ": " : "", why);
 		return rc;
 	}
 	if ((rc = sum_stats(r->c, st)) || (rc = sum_stats(r->c, vs))) {

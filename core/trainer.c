@@ -2,6 +2,7 @@
 #include "trainer.h"
 
 #include "log.h"
+#include "gpu/hora_gpu.h"
 
 #include <cblas.h>
 #include <errno.h>
@@ -30,6 +31,17 @@ int hora_trainer_init(struct hora_trainer *t, const struct hora_train_config *cf
 	if (rc) {
 		snprintf(err, errlen, "%s", msg);
 		return HORA_ERR_MODEL;
+	}
+	if (cfg->device == HORA_DEVICE_CUDA) {
+		/* the CUDA MLP stands in for the CPU one (gpu/mlp_model.c) */
+		if (t->ops != hora_model_find("mnist_mlp")) {
+			snprintf(err, errlen, "train.device: cuda runs the built-in mnist_mlp only "
+				 "(train.model is %s)", t->ops->name);
+			hora_model_plugin_close(t->plugin);
+			memset(t, 0, sizeof(*t));
+			return HORA_ERR_CONFIG;
+		}
+		t->ops = hora_gpu_mlp_model();
 	}
 	struct hora_model_config mc = {
 		.input_dim = input_dim,
@@ -111,12 +123,16 @@ void hora_trainer_deinit(struct hora_trainer *t)
 	memset(t, 0, sizeof(*t));
 }
 
+/* train.device: cuda keeps the data sets on the device (gpu/hora_gpu.h) */
+static int on_cuda(const struct hora_trainer *t)
+{
+	return t->ops == hora_gpu_mlp_model();
+}
+
 int hora_trainer_step(struct hora_trainer *t, const struct hora_dataset *ds, const int64_t *idx,
 		      int n, double lr, struct hora_model_stats *stats)
 {
-	hora_dataset_gather(ds, idx, n, t->x, t->y);
-	struct hora_batch b = {t->x, t->y, n};
-	int rc = t->ops->forward_backward(t->model, t->params, t->grads, &b, stats, NULL, NULL);
+	int rc = hora_trainer_forward_backward(t, ds, idx, n, stats, NULL, NULL);
 	if (rc)
 		return rc;
 	hora_optim_step(t->optim, t->params, t->grads, lr);
@@ -127,6 +143,9 @@ int hora_trainer_forward_backward(struct hora_trainer *t, const struct hora_data
 				  const int64_t *idx, int n, struct hora_model_stats *stats,
 				  hora_grads_ready_fn ready, void *arg)
 {
+	if (on_cuda(t))
+		return hora_gpu_mlp_model_step_ds(t->model, ds, idx, n, t->params, t->grads, stats,
+						  ready, arg);
 	hora_dataset_gather(ds, idx, n, t->x, t->y);
 	struct hora_batch b = {t->x, t->y, n};
 	return t->ops->forward_backward(t->model, t->params, t->grads, &b, stats, ready, arg);
@@ -142,11 +161,22 @@ int hora_trainer_evaluate_range(struct hora_trainer *t, const struct hora_datase
 		n = (int)(hi - i < EVAL_BATCH ? hi - i : EVAL_BATCH); /* max_batch >= EVAL_BATCH */
 		for (int j = 0; j < n; j++)
 			idx[j] = i + j;
-		hora_dataset_gather(ds, idx, n, t->x, t->y);
-		struct hora_batch b = {t->x, t->y, n};
-		int rc = t->ops->evaluate(t->model, t->params, &b, stats);
+		int rc;
+		if (on_cuda(t)) {
+			rc = hora_gpu_mlp_model_step_ds(t->model, ds, idx, n, t->params, NULL, stats,
+							NULL, NULL);
+		} else {
+			hora_dataset_gather(ds, idx, n, t->x, t->y);
+			struct hora_batch b = {t->x, t->y, n};
+			rc = t->ops->evaluate(t->model, t->params, &b, stats);
+		}
 		if (rc)
 			return rc;
 	}
 	return 0;
+}
+
+const char *hora_trainer_model_error(const struct hora_trainer *t)
+{
+	return on_cuda(t) ? hora_gpu_mlp_model_error(t->model) : "";
 }

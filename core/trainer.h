@@ -45,6 +45,10 @@ int hora_trainer_forward_backward(struct hora_trainer *t, const struct hora_data
 				  const int64_t *idx, int n, struct hora_model_stats *stats,
 				  hora_grads_ready_fn ready, void *arg);
 
+/* What the model said about its last failure: the CUDA call and message for
+ * train.device: cuda (gpu/hora_gpu.h), "" otherwise. Owned by t. */
+const char *hora_trainer_model_error(const struct hora_trainer *t);
+
 /* Evaluate on samples [lo, hi) of ds (all of it: 0, ds->n); fills *stats.
  * Returns 0 or -errno. */
 int hora_trainer_evaluate_range(struct hora_trainer *t, const struct hora_dataset *ds, int64_t lo,

@@ -1,8 +1,8 @@
 /* device.cu - libhora_gpu.so: CUDA device query and hora's first kernel
  * (saxpy), plus the NCCL version, offered to libhora as the ops struct
- * hora_gpu_plugin_v1 (hora_gpu_ops.h), its only exported symbol. The seed of
- * gpu/: later issues add cuBLAS models, the NCCL communicator and the
- * hierarchical allreduce here, as new slots of a new ABI version.
+ * hora_gpu_plugin_v2 (hora_gpu_ops.h), its only exported symbol, together
+ * with the CUDA MLP of mlp.cu. Later issues add the NCCL communicator and
+ * the hierarchical allreduce as new slots of a new ABI version.
  *
  * This is the only code of hora linked against the CUDA runtime and NCCL;
  * it does not know libhora (loader.c loads it, forward.c calls it).
@@ -10,6 +10,7 @@
  * the caller's buffer; nothing here exits.
  */
 #include "hora_gpu_ops.h"
+#include "mlp_cuda.h"
 
 #include "hora_config.h"
 
@@ -127,11 +128,20 @@ out:
 	return rc;
 }
 
-extern "C" __attribute__((visibility("default"))) const struct hora_gpu_ops hora_gpu_plugin_v1 = {
+/* Version 2 (hora_gpu_ops.h): the v1 slots, then the CUDA MLP (mlp.cu). */
+extern "C" __attribute__((visibility("default"))) const struct hora_gpu_ops hora_gpu_plugin_v2 = {
 	HORA_GPU_ABI_VERSION,
 	"CUDA " HORA_CUDA_VERSION ", NCCL " HORA_NCCL_VERSION,
 	device_count,
 	describe,
 	saxpy_check,
 	nccl_version,
+	hora_gpu_mlp_create,
+	hora_gpu_mlp_destroy,
+	hora_gpu_mlp_forward_backward,
+	hora_gpu_mlp_evaluate,
+	hora_gpu_mlp_gemms,
+	hora_gpu_gemm_time,
+	hora_gpu_mlp_load_data,
+	hora_gpu_mlp_step_idx,
 };

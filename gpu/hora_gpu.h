@@ -7,7 +7,7 @@
  *   -ENOTSUP  hora was built without CUDA (HORA_HAVE_CUDA 0);
  *   -ENOENT   libhora_gpu.so or a library it needs (libcudart.so.13,
  *             libnccl.so.2) could not be loaded: the dlerror text;
- *   -ENOEXEC  the file loaded but has no hora_gpu_plugin_v1;
+ *   -ENOEXEC  the file loaded but has neither hora_gpu_plugin_v2 nor _v1;
  *   -EPROTO   its abi_version is not ours, or a slot is NULL;
  *   -ENODEV   the library is loaded but there is no usable CUDA device.
  *
@@ -40,8 +40,10 @@ extern "C" {
 /* One dlopen'ed libhora_gpu.so (or a test double with the same ABI). */
 struct hora_gpu_lib;
 
-/* Load the file at path (RTLD_NOW | RTLD_LOCAL), find hora_gpu_plugin_v1,
- * check abi_version and that no slot is NULL. On success *out is set; the
+/* Load the file at path (RTLD_NOW | RTLD_LOCAL), find hora_gpu_plugin_v2
+ * (else hora_gpu_plugin_v1), check its abi_version (2, or 1 for the v1
+ * symbol) and that none of that version's slots is NULL; a v1 library's
+ * ops read NULL in the v2 slots. On success *out is set; the
  * caller closes it with hora_gpu_lib_close. On failure err says
  * "<path>: <what>" (the dlerror text for -ENOENT). Works in every build,
  * with or without CUDA. Returns 0, -ENOENT, -ENOEXEC, -EPROTO or -ENOMEM. */
@@ -97,6 +99,47 @@ int hora_gpu_saxpy_check(int n, float a, double *max_abs_err);
 
 /* NCCL's version code (e.g. 22809), or a code above. */
 int hora_gpu_nccl_version(void);
+
+/* ---- the CUDA MLP (mlp_model.c) ----------------------------------------- */
+
+struct hora_model_ops;
+
+/* The MNIST MLP on CUDA device 0 as a model (model/hora_model.h), named
+ * "mnist_mlp" like the CPU one: the same layout and, from the same seed,
+ * the same initial parameters; params and grads stay in the host's flat
+ * buffers. Its create fails with "CUDA is not available: <the loader's
+ * reason>" and a code above (-ENOTSUP also for a v1 libhora_gpu.so) where
+ * there is no CUDA. Static storage. */
+const struct hora_model_ops *hora_gpu_mlp_model(void);
+
+/* The text of the last device error of a model instance made by
+ * hora_gpu_mlp_model()'s create ("" when none); owned by the instance. */
+const char *hora_gpu_mlp_model_error(void *state);
+
+/* One step (grads != NULL; the model's forward_backward) or an evaluation
+ * (grads NULL; stats only) of such an instance on samples idx[0..n) of ds,
+ * with ds resident on the device: copied there the first time it is seen
+ * (two data sets at once, the run's train and test sets, identified by
+ * their images pointer and size; ds must not change while the instance
+ * lives), gathered there by a kernel, so a step sends only idx. Returns 0
+ * or -errno (hora_gpu_mlp_model_error says why). */
+struct hora_dataset;
+struct hora_model_stats;
+int hora_gpu_mlp_model_step_ds(void *state, const struct hora_dataset *ds, const int64_t *idx,
+			       int n, const float *params, float *grads,
+			       struct hora_model_stats *stats,
+			       void (*ready)(void *arg, int layer, size_t offset, size_t count),
+			       void *arg);
+
+/* The cuBLAS calls of one training step at batch n of such an instance
+ * (hora_gpu_ops.h mlp_gemms). */
+int hora_gpu_mlp_model_gemms(void *state, int n, struct hora_gpu_gemm *out, int cap);
+
+/* Time calls[0..ncalls) alone on device `device`, iters passes; *seconds
+ * per pass (hora_gpu_ops.h gemm_time). Returns 0 or a code above with the
+ * reason in err. */
+int hora_gpu_time_gemms(int device, const struct hora_gpu_gemm *calls, int ncalls, int iters,
+			double *seconds, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

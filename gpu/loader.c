@@ -11,6 +11,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <stddef.h>
 #include <limits.h>
 #include <link.h>
 #include <pthread.h>
@@ -29,9 +30,13 @@
 
 struct hora_gpu_lib {
 	void *handle;
-	const struct hora_gpu_ops *ops;
+	const struct hora_gpu_ops *ops; /* &copy */
+	struct hora_gpu_ops copy;       /* a v1 library's slots, v2 ones NULL */
 	char path[PATH_MAX];
 };
+
+/* The slots of version 1: the prefix of the struct a v1 library exports. */
+#define V1_SIZE offsetof(struct hora_gpu_ops, mlp_create)
 
 /* The process-wide library; every field guarded by g_lock. */
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -41,26 +46,51 @@ static struct hora_gpu_lib *g_lib;
 static char g_err[1024];
 static char g_path[PATH_MAX]; /* hora_gpu_use_library, "" = search */
 
-static int check_ops(const struct hora_gpu_ops *ops, const char *path, char *err, size_t errlen)
+/* The first NULL slot of ops (version `version`'s slots), or NULL. */
+static const char *null_slot(const struct hora_gpu_ops *ops, int version)
 {
-	if (ops->abi_version != HORA_GPU_ABI_VERSION) {
-		snprintf(err, errlen, "%s: %s has abi_version %d, this hora needs %d", path,
-			 HORA_GPU_PLUGIN_SYMBOL, ops->abi_version, HORA_GPU_ABI_VERSION);
+	if (!ops->build)
+		return "build";
+	if (!ops->device_count)
+		return "device_count";
+	if (!ops->describe)
+		return "describe";
+	if (!ops->saxpy_check)
+		return "saxpy_check";
+	if (!ops->nccl_version)
+		return "nccl_version";
+	if (version < 2)
+		return NULL;
+	if (!ops->mlp_create)
+		return "mlp_create";
+	if (!ops->mlp_destroy)
+		return "mlp_destroy";
+	if (!ops->mlp_forward_backward)
+		return "mlp_forward_backward";
+	if (!ops->mlp_evaluate)
+		return "mlp_evaluate";
+	if (!ops->mlp_gemms)
+		return "mlp_gemms";
+	if (!ops->gemm_time)
+		return "gemm_time";
+	if (!ops->mlp_load_data)
+		return "mlp_load_data";
+	if (!ops->mlp_step_idx)
+		return "mlp_step_idx";
+	return NULL;
+}
+
+static int check_ops(const struct hora_gpu_ops *ops, int version, const char *sym,
+		     const char *path, char *err, size_t errlen)
+{
+	if (ops->abi_version != version) {
+		snprintf(err, errlen, "%s: %s has abi_version %d, this hora needs %d", path, sym,
+			 ops->abi_version, version);
 		return -EPROTO;
 	}
-	const char *null = NULL;
-	if (!ops->build)
-		null = "build";
-	else if (!ops->device_count)
-		null = "device_count";
-	else if (!ops->describe)
-		null = "describe";
-	else if (!ops->saxpy_check)
-		null = "saxpy_check";
-	else if (!ops->nccl_version)
-		null = "nccl_version";
+	const char *null = null_slot(ops, version);
 	if (null) {
-		snprintf(err, errlen, "%s: %s.%s is NULL", path, HORA_GPU_PLUGIN_SYMBOL, null);
+		snprintf(err, errlen, "%s: %s.%s is NULL", path, sym, null);
 		return -EPROTO;
 	}
 	return 0;
@@ -78,14 +108,23 @@ int hora_gpu_lib_open(const char *path, struct hora_gpu_lib **out, char *err, si
 		snprintf(err, errlen, "%s: cannot load: %s", path, dlerror());
 		return -ENOENT;
 	}
+	/* the newest version first, as NCCL's plugin loader */
+	int version = HORA_GPU_ABI_VERSION;
+	const char *sym = HORA_GPU_PLUGIN_SYMBOL;
 	dlerror();
-	const struct hora_gpu_ops *ops = dlsym(h, HORA_GPU_PLUGIN_SYMBOL);
+	const struct hora_gpu_ops *ops = dlsym(h, sym);
 	if (!ops) {
-		snprintf(err, errlen, "%s: missing entry symbol '%s'", path, HORA_GPU_PLUGIN_SYMBOL);
+		version = 1;
+		sym = HORA_GPU_PLUGIN_SYMBOL_V1;
+		ops = dlsym(h, sym);
+	}
+	if (!ops) {
+		snprintf(err, errlen, "%s: missing entry symbol '%s' (or '%s')", path,
+			 HORA_GPU_PLUGIN_SYMBOL, HORA_GPU_PLUGIN_SYMBOL_V1);
 		dlclose(h);
 		return -ENOEXEC;
 	}
-	int rc = check_ops(ops, path, err, errlen);
+	int rc = check_ops(ops, version, sym, path, err, errlen);
 	struct hora_gpu_lib *lib = rc ? NULL : calloc(1, sizeof(*lib));
 	if (!rc && !lib) {
 		snprintf(err, errlen, "%s: out of memory", path);
@@ -96,7 +135,9 @@ int hora_gpu_lib_open(const char *path, struct hora_gpu_lib **out, char *err, si
 		return rc;
 	}
 	lib->handle = h;
-	lib->ops = ops;
+	/* a v1 library's struct ends at V1_SIZE: read no further */
+	memcpy(&lib->copy, ops, version == 1 ? V1_SIZE : sizeof(lib->copy));
+	lib->ops = &lib->copy;
 	snprintf(lib->path, sizeof(lib->path), "%s", path);
 	*out = lib;
 	return 0;

@@ -6,6 +6,7 @@
 #include "../helpers.h"
 #include "core/cluster.h"
 #include "core/config.h"
+#include "gpu/hora_gpu.h"
 
 #include <criterion/criterion.h>
 #include <stdint.h>
@@ -444,4 +445,27 @@ Test(core_config, the_cluster_file_turns_the_proof_of_death_off)
 	cr_assert_eq(hora_cluster_load(&cc, p, err, sizeof(err)), HORA_ERR_CONFIG);
 	cr_assert(strstr(err, "c.yaml:5:25: membership.refusal_proves_death"), "err: %s", err);
 	free(p);
+}
+
+/* train.device: cpu always; cuda only where the CUDA MLP can run, refused
+ * otherwise with the position and the GPU loader's own reason */
+Test(core_config, train_device_cuda_is_refused_with_the_loaders_reason)
+{
+	cr_assert_eq(load("train:\n  device: cpu\n"), 0, "%s", err);
+	cr_assert_eq(cfg.device, HORA_DEVICE_CPU);
+	cr_assert_eq(load("train:\n  device: tpu\n"), HORA_ERR_CONFIG);
+	cr_assert(strstr(err, ":2:11: train.device must be cpu or cuda (got 'tpu')"), "%s", err);
+
+	char why[512] = "";
+	int n = hora_gpu_device_count(why, sizeof(why));
+	int rc = load("train:\n  epochs: 1\n  device: cuda\n");
+	if (n >= 1) {
+		cr_assert_eq(rc, 0, "%s", err);
+		cr_assert_eq(cfg.device, HORA_DEVICE_CUDA);
+		return;
+	}
+	cr_assert_eq(rc, HORA_ERR_CONFIG);
+	cr_assert(strstr(err, "c.yaml:3:11: train.device: cuda is not available here: "), "%s", err);
+	cr_assert(strstr(err, why), "the loader's reason '%s' is not in: %s", why, err);
+	cr_assert_eq(cfg.device, HORA_DEVICE_CPU);
 }

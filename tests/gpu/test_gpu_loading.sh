@@ -10,7 +10,8 @@
 #      ignore ld.so.cache, so that libcudart.so.13 is not found; and a copy of
 #      hora next to a libhora_gpu.so that cannot load (NEEDS_ABSENT: it needs
 #      a library that is nowhere): --version and gpu-info name the file and
-#      the reason, and `hora train` still trains on the CPU.
+#      the reason, `hora train` still trains on the CPU, and
+#      `--set train.device=cuda` is refused (exit 2) with that reason.
 set -uo pipefail
 HORA="$1" LIBHORA="$2" TESTBIN="$3" GPU_SO="$4" ABSENT="$5" DATA="$6"
 command -v readelf >/dev/null || { echo "SKIP: readelf missing (binutils)"; exit 77; }
@@ -106,6 +107,11 @@ if [[ $GPU_SO != - ]]; then
   "$T/nocuda/hora" train --data "$DATA" --epochs 1 --hidden 16 --progress lines >"$T/tr" 2>&1; rc=$?
   [[ $rc == 0 ]] && has "$T/tr" "final: val_acc"; check "without CUDA: hora train trains on the CPU" $?
   [[ $rc == 0 ]] || tail -5 "$T/tr" | sed 's/^/  | /'
+  # asking for the GPU there is refused up front, with the same reason
+  "$T/nocuda/hora" train --data "$DATA" --epochs 1 --set train.device=cuda >"$T/td" 2>&1; rc=$?
+  [[ $rc == 2 ]] && has "$T/td" "train.device: cuda is not available here: $why"
+  check "without CUDA: train.device=cuda exits 2 with the loader's reason" $?
+  [[ $rc == 2 ]] || sed 's/^/  | /' "$T/td"
 fi
 
 echo "gpu loading: $pass passed, $fail failed"

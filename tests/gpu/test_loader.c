@@ -52,7 +52,8 @@ Test(gpu_loader, a_file_that_is_not_a_library)
 
 Test(gpu_loader, missing_symbol_wrong_abi_and_null_slot)
 {
-	expect_open_fails(FAKE_GPU_NOSYM, -ENOEXEC, "missing entry symbol 'hora_gpu_plugin_v1'");
+	expect_open_fails(FAKE_GPU_NOSYM, -ENOEXEC,
+			  "missing entry symbol 'hora_gpu_plugin_v2' (or 'hora_gpu_plugin_v1')");
 	expect_open_fails(FAKE_GPU_BADABI, -EPROTO, "abi_version 99, this hora needs 1");
 	expect_open_fails(FAKE_GPU_NULLSLOT, -EPROTO, "hora_gpu_plugin_v1.describe is NULL");
 }
@@ -63,10 +64,31 @@ Test(gpu_loader, a_good_library_opens_and_answers)
 	cr_assert_eq(hora_gpu_lib_open(FAKE_GPU, &lib, err, sizeof(err)), 0, "%s", err);
 	cr_assert_str_eq(hora_gpu_lib_path(lib), FAKE_GPU);
 	const struct hora_gpu_ops *ops = hora_gpu_lib_ops(lib);
-	cr_assert_eq(ops->abi_version, HORA_GPU_ABI_VERSION);
+	cr_assert_eq(ops->abi_version, 1);
 	cr_assert_eq(ops->device_count(NULL, 0), 2);
+	/* a v1 library: the loader's copy has no MLP slots */
+	cr_assert_null(ops->mlp_create);
+	cr_assert_null(ops->gemm_time);
 	hora_gpu_lib_close(lib);
 	hora_gpu_lib_close(NULL);
+}
+
+Test(gpu_loader, a_v2_library_is_taken_first_with_every_slot)
+{
+	struct hora_gpu_lib *lib = NULL;
+	cr_assert_eq(hora_gpu_lib_open(FAKE_GPU_V2, &lib, err, sizeof(err)), 0, "%s", err);
+	const struct hora_gpu_ops *ops = hora_gpu_lib_ops(lib);
+	cr_assert_eq(ops->abi_version, 2);
+	cr_assert_not_null(ops->mlp_create);
+	struct hora_gpu_mlp *m = (void *)1;
+	struct hora_gpu_mlp_config mc = {.nlayers = 1, .dims = {4, 2}, .max_batch = 1};
+	cr_assert_eq(ops->mlp_create(&mc, &m, err, sizeof(err)), -ENODEV);
+	cr_assert_str_eq(err, "fake: no MLP");
+	hora_gpu_lib_close(lib);
+	/* a v2 symbol with another abi_version, or a NULL v2 slot, is refused */
+	expect_open_fails(FAKE_GPU_V2_BADABI, -EPROTO,
+			  "hora_gpu_plugin_v2 has abi_version 1, this hora needs 2");
+	expect_open_fails(FAKE_GPU_V2_NULLSLOT, -EPROTO, "hora_gpu_plugin_v2.mlp_create is NULL");
 }
 
 Test(gpu_loader, the_process_wide_library_forwards_every_call)
