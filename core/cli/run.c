@@ -181,13 +181,20 @@ static int free_ports(int n)
 	return 0;
 }
 
-/* The cluster file of the job: the hosts, their slots, the launcher. */
+/* The cluster file of the job: the hosts, their slots, the launcher; on
+ * this host alone with no more copies than CPUs, each copy bound to a core
+ * (cluster.bind: core), as mpirun binds by default (--set cluster.bind=none
+ * undoes it). */
 static int gen_text(const struct run_hosts *hs, int port, char *out, size_t cap)
 {
+	const bool local = run_hosts_all_loopback(hs);
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN), slots = 0;
+	for (int i = 0; i < hs->n; i++)
+		slots += hs->h[i].slots;
 	int k = snprintf(out, cap,
 			 "# written by hora run for one job (removed when it ends)\n"
-			 "cluster:\n  name: hora-run\n  launcher: %s\n  port_base: %d\n  nodes:\n",
-			 run_hosts_all_loopback(hs) ? "local" : "ssh", port);
+			 "cluster:\n  name: hora-run\n  launcher: %s\n  port_base: %d\n%s  nodes:\n",
+			 local ? "local" : "ssh", port, local && slots <= ncpu ? "  bind: core\n" : "");
 	for (int i = 0; i < hs->n && k > 0 && (size_t)k < cap; i++)
 		k += snprintf(out + k, cap - (size_t)k, "    - {host: %s, workers: %d}\n", hs->h[i].ip,
 			      hs->h[i].slots);

@@ -165,6 +165,17 @@ ncpu=$(nproc)
 [[ $rc == 0 ]] && grep -qP "^\[0 127.0.0.1\] Cpus_allowed_list:\t0$" "$T/out" \
   && grep -qP "^\[1 127.0.0.1\] Cpus_allowed_list:\t$((1 % ncpu))$" "$T/out"
 check "--set cluster.bind=core: copy g pinned to CPU g mod $ncpu (rc=$rc)" $?
+# by default, on this host with no more copies than CPUs: bound, as mpirun binds
+all=$(grep -P '^Cpus_allowed_list:' /proc/self/status | cut -f2)
+"$HORA" run -np 1 -- sh -c 'grep Cpus_allowed_list /proc/self/status' >"$T/out" 2>&1; rc=$?
+[[ $rc == 0 ]] && grep -qP "^\[0 127.0.0.1\] Cpus_allowed_list:\t0$" "$T/out"
+check "by default -np 1 is bound to CPU 0 (rc=$rc)" $?
+"$HORA" run -np 1 --set cluster.bind=none -- sh -c 'grep Cpus_allowed_list /proc/self/status' >"$T/out" 2>&1; rc=$?
+[[ $rc == 0 ]] && grep -qP "^\[0 127.0.0.1\] Cpus_allowed_list:\t$all$" "$T/out"
+check "--set cluster.bind=none: unbound ($all) (rc=$rc)" $?
+"$HORA" run -np $((ncpu + 1)) -- sh -c 'grep Cpus_allowed_list /proc/self/status' >"$T/out" 2>&1; rc=$?
+[[ $rc == 0 ]] && [[ $(grep -cP "\] Cpus_allowed_list:\t$all$" "$T/out") == $((ncpu + 1)) ]]
+check "more copies than CPUs: unbound by default (rc=$rc)" $?
 
 # 8. bad arguments: exit 2, the thing named, nothing started
 bad() { # bad NAME PATTERN ARGS...
