@@ -6,8 +6,10 @@
 # C trainer (`hora run -np N build/hora-example-mnist`'s job is not timed per
 # step, so the C figure is `hora launch` of a local cluster file with the
 # same model, data, batch and lr: median samples/s over epochs 2..E), the
-# MNIST MLP 784-128-10, batch 32 per worker, one thread per process, no
-# binding (N = 4 shares the 2 cores). Each repetition runs the three for
+# MNIST MLP 784-128-10, batch 32 per worker, one thread per process. hora's
+# copies are bound to a core when N <= CPUs (hora run's default, as
+# mpirun's; the C trainer's file says the same), DDP's are not (torch's
+# own launch does not bind); N = 4 shares the 2 cores unbound. Each repetition runs the three for
 # every N, the order reversed every other repetition; medians per N.
 # Prints per N: samples/s of each, hora.torch / DDP (need >= 3) and
 # hora.torch / C trainer, and the step time each spends (us per step per
@@ -62,10 +64,13 @@ ddp() { # N
 }
 c_trainer() { # N
   local port=$((32000 + RANDOM % 2000 * 10))
+  local bind=none
+  (( $1 <= $(nproc) )) && bind=core # as hora run binds the Python copies
   cat >"$TMP/c$1.yaml" <<EOF
 cluster:
   name: python-bench-c$1
   launcher: local
+  bind: $bind
   port_base: $port
   seeds: ["127.0.0.1:$((port + 1))"]
   nodes:

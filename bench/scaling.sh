@@ -19,7 +19,9 @@
 # every run (as any --set, they reach every worker; a key the build does not
 # know fails the launch, which prints why); each result line names them.
 # samples/s per run = median over epochs 2..E of the job's samples_per_s (all
-# workers); each figure is the median of --reps runs, interleaved. Needs
+# workers); each figure is the median of --reps runs, interleaved; lo also
+# prints the efficiency of each repetition's own pair and their median
+# (robust to the machine drifting between repetitions). Needs
 # the data (deploy/get-data.sh) and root for netns. data/mnist has 8,000
 # training images: at batch 1024 an epoch is 4 steps of 2 workers, so per
 # epoch costs weigh in; data/fashion-mnist (60,000) measures the steady state.
@@ -106,6 +108,15 @@ r = [json.loads(l) for l in open('$TMP/m.jsonl')]
 print(st.median(x['samples_per_s'] for x in r[1:] or r))"
 }
 med() { python3 -c "import statistics, sys; print(statistics.median(float(x) for x in sys.argv[1:]))" "$@"; }
+# the same efficiency from each repetition's own pair (1 worker, then the 2
+# right after it): robust to the machine drifting between repetitions
+paired() { # label "ones" "twos"
+  python3 -c "
+import statistics, sys
+o, t = [float(x) for x in sys.argv[2].split()], [float(x) for x in sys.argv[3].split()]
+r = [b / (2 * a) for a, b in zip(o, t)]
+print(f'efficiency {sys.argv[1]}, per repetition: ' + ' '.join(f'{x:.3f}' for x in r) + f'; median {statistics.median(r):.3f}')" "$@"
+}
 
 if [[ $LO == 1 ]]; then
   local_file 1; local_file 2
@@ -121,10 +132,12 @@ if [[ $LO == 1 ]]; then
   echo "1 worker (CPU 0): $m1   runs: ${one[*]}"
   echo "2 workers (CPU 0, 1)$two_label: $m2   runs: ${two[*]}"
   python3 -c "print(f'efficiency 2 workers$two_label: {$m2 / (2 * $m1):.3f}')"
+  paired "2 workers$two_label" "${one[*]}" "${two[*]}"
   if (( CMP_SHM )); then
     m2o=$(med "${twooff[@]}")
     echo "2 workers (CPU 0, 1), transport.shm=off: $m2o   runs: ${twooff[*]}"
     python3 -c "print(f'efficiency 2 workers, transport.shm=off: {$m2o / (2 * $m1):.3f}')"
+    paired "2 workers, transport.shm=off" "${one[*]}" "${twooff[*]}"
   fi
 fi
 
