@@ -73,8 +73,14 @@ static void feature_python(char *buf, size_t len)
 	snprintf(init, sizeof(init), "%s/__init__.py", HORA_PYTHON_DIR);
 	if (stat(init, &st) == 0)
 		snprintf(buf, len, "installed at %s", HORA_PYTHON_DIR);
+#ifdef HORA_PYTHON_BUILD_DIR
+	else
+		snprintf(buf, len, "built (PYTHONPATH=%s), not installed (%s has no __init__.py)",
+			 HORA_PYTHON_BUILD_DIR, HORA_PYTHON_DIR);
+#else
 	else
 		snprintf(buf, len, "built, not installed (%s has no __init__.py)", HORA_PYTHON_DIR);
+#endif
 #else
 	snprintf(buf, len, "not built");
 #endif
