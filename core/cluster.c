@@ -75,6 +75,9 @@ static int set_seeds(void *base, const char *key, const char *v, int line, int c
 			tok++;
 		char host[256];
 		uint16_t port;
+		if (strlen(tok) >= sizeof(c->seeds[0]))
+			return hora_cfg_bad(err, errlen, "%s: '%s' is longer than %zu bytes", key, tok,
+					    sizeof(c->seeds[0]) - 1);
 		if (hora_hostport_split(tok, host, sizeof(host), &port) || !port || !hora_host_valid(host) ||
 		    c->nseeds == HORA_CLUSTER_MAX_SEEDS)
 			return hora_cfg_bad(err, errlen, "%s must be a list of HOST:PORT, HOST an IPv4 address or "

@@ -424,6 +424,47 @@ static int train_refused(void *arg, const char *path, char *err, size_t errlen)
 	return hora_cfg_key_refused(hora_cfg_key_find(train_keys, NKEYS, path), path, err, errlen);
 }
 
+/* train.elastic and its keys only (hora_config_load_elastic) */
+static bool elastic_key(const char *key)
+{
+	static const char pre[] = "train.elastic";
+	return !strncmp(key, pre, sizeof(pre) - 1) && (!key[sizeof(pre) - 1] || key[sizeof(pre) - 1] == '.');
+}
+
+static int elastic_set(void *arg, const char *key, const char *value, int line, int col, char *err,
+		       size_t errlen)
+{
+	return elastic_key(key) ? train_set(arg, key, value, line, col, err, errlen) : 0;
+}
+
+static int elastic_refused(void *arg, const char *path, char *err, size_t errlen)
+{
+	return elastic_key(path) ? train_refused(arg, path, err, errlen) : 0;
+}
+
+int hora_config_load_elastic(struct hora_elastic_config *el, const char *path, char *err, size_t errlen)
+{
+	const struct hora_yaml_spec spec = {
+		.set = elastic_set,
+		.refused = elastic_refused,
+		.skip = train_skip,
+		.nskip = sizeof(train_skip) / sizeof(train_skip[0]),
+		.lists = train_lists,
+		.nlists = 1,
+		.required_section = "train",
+	};
+	struct train_walk *w = malloc(sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	hora_train_config_defaults(&w->cfg);
+	w->nkeys = 0;
+	int rc = hora_yaml_walk(path, &spec, w, err, errlen);
+	if (!rc)
+		*el = w->cfg.elastic;
+	free(w);
+	return rc;
+}
+
 int hora_config_load_yaml(struct hora_train_config *cfg, const char *path, char *err, size_t errlen)
 {
 	return hora_config_load_train(cfg, path, NULL, err, errlen);

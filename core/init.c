@@ -174,6 +174,15 @@ static int view_addrs(const struct joining *j, char (*addr)[80], const char **ad
 	return 0;
 }
 
+int hora_joining_name(const struct hora_cluster_config *cc, uint64_t uid, char addr[80])
+{
+	int gi = (int)(uid >> 40) - 1, li, ni = hora_cluster_locate(cc, gi, &li);
+	if (ni < 0)
+		return -1;
+	snprintf(addr, 80, "%s:%d", cc->nodes[ni].host, cc->port_base + 1 + gi);
+	return 0;
+}
+
 int hora_joining_addr(const struct hora_cluster_config *cc, uint64_t uid, char addr[80])
 {
 	int gi = (int)(uid >> 40) - 1, li, ni = hora_cluster_locate(cc, gi, &li);
@@ -307,20 +316,15 @@ int hora_init(const char *file, struct hora_comm **out, char *err, size_t errlen
 		o.cluster_file = file;
 	if (!o.cluster_file || !*o.cluster_file) /* a job of one, or an srun step's nodes alone */
 		return hora_init_with(&o, out, err, errlen);
-	/* the train section's elastic keys (hora.h, "elastic jobs"); the rest of
-	 * it is the built-in trainer's */
-	struct hora_train_config *tc = malloc(sizeof(*tc));
-	if (!tc)
-		return -ENOMEM;
-	hora_train_config_defaults(tc);
-	int nkeys = 0;
-	rc = hora_config_load_train(tc, o.cluster_file, &nkeys, err, errlen);
-	if (!rc && tc->elastic.on)
-		o.elastic = &tc->elastic;
-	if (!rc)
-		rc = hora_init_with(&o, out, err, errlen);
-	free(tc);
-	return rc;
+	/* the train section's elastic keys only (hora.h, "elastic jobs"): the
+	 * rest of it is the built-in trainer's, unread here (train.device
+	 * would probe the GPU) */
+	struct hora_elastic_config el;
+	if ((rc = hora_config_load_elastic(&el, o.cluster_file, err, errlen)))
+		return rc;
+	if (el.on)
+		o.elastic = &el;
+	return hora_init_with(&o, out, err, errlen);
 }
 
 void hora_finalize(struct hora_comm *c)

@@ -28,6 +28,8 @@ struct joining {
 /* "host:port" of the worker whose uid this is (its TCP listener, from the
  * file); -1 when the uid is no worker of it. */
 int hora_joining_addr(const struct hora_cluster_config *cc, uint64_t uid, char addr[80]);
+/* The same as the file writes it (a host name not looked up): for messages. */
+int hora_joining_name(const struct hora_cluster_config *cc, uint64_t uid, char addr[80]);
 /* The net comm configuration of rank of n over addrs in view. */
 void hora_joining_net_cfg(const struct joining *j, int rank, int n, const char *const *addrs,
 			  uint64_t view, int timeout_ms, struct hora_net_comm_cfg *nc);

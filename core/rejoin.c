@@ -76,7 +76,7 @@ static void missing(const struct rejoin *rj, const uint64_t *p, int n, char *out
 		for (int i = 0; i < n; i++)
 			in = in || (int)(p[i] >> 40) - 1 == g;
 		char addr[80];
-		if (in || hora_joining_addr(&rj->j.cc, (uint64_t)(g + 1) << 40, addr))
+		if (in || hora_joining_name(&rj->j.cc, (uint64_t)(g + 1) << 40, addr)) /* no lookup: a message */
 			continue;
 		k += (size_t)snprintf(out + k, len - k, "%sworker %d (%s)", k ? ", " : "", g, addr);
 	}

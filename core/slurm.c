@@ -118,7 +118,7 @@ void hora_slurm_node_addr(const char *name, char *addr, size_t len)
 	if (!hora_host_valid(name) || inet_pton(AF_INET, name, &ip) == 1) /* never into a shell; an address is one */
 		return;
 	char cmd[160], line[4096];
-	snprintf(cmd, sizeof(cmd), "scontrol show node -o '%s' 2>/dev/null", name);
+	snprintf(cmd, sizeof(cmd), "timeout 10 scontrol show node -o '%s' 2>/dev/null", name); /* a hung slurmctld */
 	FILE *f = popen(cmd, "r");
 	if (!f)
 		return;
@@ -186,18 +186,27 @@ int hora_slurm_fill(struct hora_cluster_config *c, const struct hora_slurm *s, c
 		nd->workers = tasks[i];
 		snprintf(prev, sizeof(prev), "%s", addr);
 	}
-	int lo, hi;
-	if (s->resv_ports[0] && sscanf(s->resv_ports, "%d-%d", &lo, &hi) == 2) {
+	if (s->resv_ports[0]) { /* "12000-12015", "12000", "12000-12003,12010": its first range */
+		char *end;
+		long lo = strtol(s->resv_ports, &end, 10), hi = lo;
+		if (*end == '-')
+			hi = strtol(end + 1, &end, 10);
+		if (lo < 1024 || hi < lo || hi > 65535 || (*end && *end != ','))
+			return snprintf(err, errlen, "Slurm step: SLURM_STEP_RESV_PORTS '%.40s' is not PORT[-PORT][,...]",
+					s->resv_ports), HORA_ERR_CONFIG;
 		if (hi - lo + 1 < s->ntasks)
-			return snprintf(err, errlen, "Slurm step: SLURM_STEP_RESV_PORTS %s holds %d ports, the "
-						     "step has %d tasks", s->resv_ports, hi - lo + 1, s->ntasks),
-			       HORA_ERR_CONFIG;
-		c->port_base = lo - 1; /* worker g listens on port_base + 1 + g */
+			return snprintf(err, errlen, "Slurm step: SLURM_STEP_RESV_PORTS %.40s holds %ld ports from %ld, "
+						     "the step has %d tasks and hora gives task g port %ld + g on every "
+						     "node: reserve them all (srun --resv-ports=%d)", s->resv_ports,
+					hi - lo + 1, lo, s->ntasks, lo, s->ntasks), HORA_ERR_CONFIG;
+		c->port_base = (int)lo - 1; /* worker g listens on port_base + 1 + g */
 	} else {
-		c->port_base = 20000 + 128 * (int)((s->job_id * 4 + s->step_id) % 300);
 		if (s->ntasks > 127)
 			return snprintf(err, errlen, "Slurm step: %d tasks need SLURM_STEP_RESV_PORTS (srun "
-						     "--resv-ports) beyond 127", s->ntasks), HORA_ERR_CONFIG;
+						     "--resv-ports=%d) beyond 127", s->ntasks, s->ntasks), HORA_ERR_CONFIG;
+		/* below the ephemeral ports (32768-); steps whose hash agrees share them */
+		const unsigned long h = (unsigned long)s->job_id * 31u + (unsigned long)s->step_id;
+		c->port_base = 10000 + 128 * (int)(h % 170);
 	}
 	c->nseeds = 1;
 	snprintf(c->seeds[0], sizeof(c->seeds[0]), "%s:%d", c->nodes[0].host, c->port_base + 1);

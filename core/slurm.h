@@ -35,9 +35,12 @@ int hora_slurm_tasks_per_node(const char *spec, int *tasks, int max, char *err, 
 void hora_slurm_node_addr(const char *name, char *addr, size_t len);
 /* Fill c's nodes (one per Slurm node, host = its NodeAddr, workers = its
  * tasks; consecutive nodes of one address, as fake nodes of one machine
- * are, merged), seeds (the first node) and port_base (from
- * SLURM_STEP_RESV_PORTS, else 20000 + 128 x ((job id x 4 + step id) mod
- * 300): one step's workers never share ports with another's). Needs srun's
+ * are, merged), seeds (the first node) and port_base: from
+ * SLURM_STEP_RESV_PORTS (its first range must hold a port per task: worker
+ * g listens on port_base + 1 + g on its node), else 10000 + 128 x ((job id
+ * x 31 + step id) mod 170), below the ephemeral ports; two steps whose
+ * value agrees get the same ports (steps sharing nodes should reserve
+ * theirs: srun --resv-ports=NTASKS). Needs srun's
  * block distribution (worker index = tasks of the nodes before + local id).
  * 0, or HORA_ERR_CONFIG with the reason in err. */
 int hora_slurm_fill(struct hora_cluster_config *c, const struct hora_slurm *s, char *err, size_t errlen);

@@ -469,3 +469,31 @@ Test(core_config, train_device_cuda_is_refused_with_the_loaders_reason)
 	cr_assert(strstr(err, why), "the loader's reason '%s' is not in: %s", why, err);
 	cr_assert_eq(cfg.device, HORA_DEVICE_CPU);
 }
+
+/* hora_init's view of a cluster file (hora_config_load_elastic): the
+ * train.elastic keys only, checked; the rest of the train section (a model,
+ * train.device: cuda, even a key this build does not know) is left unread,
+ * so a program of its own is not refused for the built-in trainer's keys
+ * nor made to probe the GPU. */
+Test(core_config, hora_init_reads_only_the_elastic_keys)
+{
+	char *p = th_path(dir, "c.yaml");
+	const char *ok = "cluster:\n  nodes: [{host: 127.0.0.1, workers: 2}]\n"
+			 "train:\n  model: no_such_model\n  device: cuda\n  epochs: many\n"
+			 "  elastic: {min_workers: 2, wait_s: 5}\n";
+	th_write(p, ok, strlen(ok), 0);
+	struct hora_elastic_config el = {0};
+	cr_assert_eq(hora_config_load_elastic(&el, p, err, sizeof(err)), 0, "%s", err);
+	cr_expect_eq(el.on, 1);
+	cr_expect_eq(el.min_workers, 2);
+	cr_expect_eq(el.wait_s, 5.0);
+	const char *none = "cluster:\n  nodes: [{host: 127.0.0.1, workers: 2}]\ntrain:\n  epochs: 3\n";
+	th_write(p, none, strlen(none), 0);
+	cr_assert_eq(hora_config_load_elastic(&el, p, err, sizeof(err)), 0, "%s", err);
+	cr_expect_eq(el.on, 0, "no train.elastic: not elastic");
+	const char *bad = "train:\n  elastic:\n    min_workers: two\n";
+	th_write(p, bad, strlen(bad), 0);
+	cr_assert_neq(hora_config_load_elastic(&el, p, err, sizeof(err)), 0);
+	cr_expect(strstr(err, "c.yaml:3:18: train.elastic.min_workers"), "%s", err);
+	free(p);
+}

@@ -68,14 +68,24 @@ Test(slurm, the_step_gives_nodes_seed_and_ports)
 	cr_expect_str_eq(c.nodes[0].host, "10.9.0.1");
 	cr_expect_str_eq(c.nodes[1].host, "10.9.0.2");
 	cr_expect(c.nodes[0].workers == 2 && c.nodes[1].workers == 2);
-	cr_expect_eq(c.port_base, 20000 + 128 * ((17 * 4 + 0) % 300));
-	cr_expect_str_eq(c.seeds[0], "10.9.0.1:28705");
+	cr_expect_eq(c.port_base, 10000 + 128 * ((17 * 31 + 0) % 170), "below the ephemeral ports");
+	cr_expect_str_eq(c.seeds[0], "10.9.0.1:12177");
 	snprintf(s.resv_ports, sizeof(s.resv_ports), "12000-12003");
 	cr_assert_eq(hora_slurm_fill(&c, &s, err, sizeof(err)), 0, "%s", err);
 	cr_expect_eq(c.port_base, 11999, "worker g on port_base + 1 + g = the reserved ports");
+	snprintf(s.resv_ports, sizeof(s.resv_ports), "12000-12004,12010");
+	cr_assert_eq(hora_slurm_fill(&c, &s, err, sizeof(err)), 0, "%s", err);
+	cr_expect_eq(c.port_base, 11999, "a list: its first range");
 	snprintf(s.resv_ports, sizeof(s.resv_ports), "12000-12002");
 	cr_expect_neq(hora_slurm_fill(&c, &s, err, sizeof(err)), 0);
-	cr_expect(strstr(err, "holds 3 ports, the step has 4 tasks"), "%s", err);
+	cr_expect(strstr(err, "holds 3 ports from 12000, the step has 4 tasks") &&
+		  strstr(err, "srun --resv-ports=4"), "%s", err);
+	snprintf(s.resv_ports, sizeof(s.resv_ports), "12000"); /* one port: refused, not ignored */
+	cr_expect_neq(hora_slurm_fill(&c, &s, err, sizeof(err)), 0);
+	cr_expect(strstr(err, "holds 1 ports"), "%s", err);
+	snprintf(s.resv_ports, sizeof(s.resv_ports), "12x");
+	cr_expect_neq(hora_slurm_fill(&c, &s, err, sizeof(err)), 0);
+	cr_expect(strstr(err, "is not PORT[-PORT]"), "%s", err);
 }
 
 Test(slurm, fake_nodes_of_one_address_are_one_host)

@@ -14,12 +14,14 @@ Checks (a failure prints the manifest's field and exits 1):
   each, the seed as <job>-0.<service>:<port_base + 1>, a secret_file inside
   the Secret's mount, train.elastic on;
 - no environment variable of the pod comes from a Secret or names one;
-  the Secret is a volume of mode 0400;
+  the Secret is a volume of mode 0440 that the container's user reads
+  (runAsUser, and fsGroup = runAsGroup: the kubelet makes it root:fsGroup);
 - gpu/'s patch names the Job and its worker container and asks for
   nvidia.com/gpu.
 Writes OUT/pod-<i>.env (NAME=VALUE lines: the manifest's env and
 JOB_COMPLETION_INDEX, HOSTNAME), OUT/pod-<i>.cmd (the command, one word a
-line) and OUT/hosts (the names every pod resolves), and prints the number
+line), OUT/hosts (the names every pod resolves) and OUT/user (the pods'
+runAsUser, runAsGroup and fsGroup), and prints the number
 of pods. ROOT gets the mounts: ROOT/etc/hora/cluster.yaml (the ConfigMap's,
 its paths moved under ROOT), ROOT/etc/hora/secret/ (the caller's secret
 goes there), ROOT/data (the caller links the data set).
@@ -97,9 +99,13 @@ def check_secret(pod, c):
         fail("Job: envFrom: the environment must not come from a Secret or ConfigMap wholesale")
     vols = {v["name"]: v for v in pod["volumes"]}
     sec = [m for m in c["volumeMounts"] if "secret" in vols[m["name"]]]
-    if len(sec) != 1 or vols[sec[0]["name"]]["secret"].get("defaultMode") != 0o400:
-        fail("Job: want one Secret volume mounted, defaultMode 0400")
-    return vols, sec[0]["mountPath"]
+    if len(sec) != 1 or vols[sec[0]["name"]]["secret"].get("defaultMode") != 0o440:
+        fail("Job: want one Secret volume mounted, defaultMode 0440 (its owner is root, its group fsGroup)")
+    sc = {**pod.get("securityContext", {}), **c.get("securityContext", {})}
+    if not sc.get("runAsUser") or sc.get("fsGroup") is None or sc.get("fsGroup") != sc.get("runAsGroup"):
+        fail("Job: the secret file (root:fsGroup, 0440) must be readable by the container's user: "
+             "set runAsUser, and fsGroup = runAsGroup (got %s)" % sc)
+    return vols, sec[0]["mountPath"], sc
 
 
 def check_gpu(d):
@@ -150,7 +156,9 @@ def main(d, root, out):
     workers = sum(n["workers"] for n in cl["cluster"]["nodes"])
     pod, c = check_job(job, svc_name, workers)
     check_service(svc, job["spec"]["template"]["metadata"]["labels"])
-    vols, secret_mount = check_secret(pod, c)
+    vols, secret_mount, sc = check_secret(pod, c)
+    with open(os.path.join(out, "user"), "w") as f:  # the pods' uid, gid and fsGroup
+        f.write("%d %d %d\n" % (sc["runAsUser"], sc["runAsGroup"], sc["fsGroup"]))
     n = check_cluster(cl, job_name, svc_name, secret_mount)
     cfg = [m for m in c["volumeMounts"] if "configMap" in vols[m["name"]]]
     if len(cfg) != 1 or vols[cfg[0]["name"]]["configMap"]["name"] != cm["metadata"]["name"] or \

@@ -7,7 +7,9 @@
 # environment plus what Kubernetes adds (JOB_COMPLETION_INDEX, HOSTNAME), and
 # the names of the headless Service in an /etc/hosts per namespace
 # (/etc/netns/<ns>/hosts, which `ip netns exec` mounts over /etc/hosts):
-# the workers find each other as hora-<i>.hora, form the job and train it.
+# the workers find each other as hora-<i>.hora, form the job and train it,
+# running as the manifest's user and group (setpriv), reading the secret
+# through fsGroup as the kubelet would mount it (root:fsGroup, 0440).
 # The only changes: paths the pod sees live under a temp dir, and the data
 # is a 2000/500 subset of DATA_DIR. Checks: every worker exits 0, rank 0
 # prints 20 epoch lines and val_acc >= 0.85; the file names the hosts by
@@ -41,7 +43,14 @@ check "the manifests: headless Service, Indexed Job, ConfigMap, Secret as a file
 "$PY" "$HERE/idx_subset.py" "$DATA" "$T/root/data/mnist" 2000 500 || exit 1
 ! grep -Eq '[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+' "$T/root/etc/hora/cluster.yaml"
 check "the pods' cluster file names hosts by the Service's names only (no address)" $?
-head -c 32 /dev/urandom | base64 >"$T/root/etc/hora/secret/secret" && chmod 0400 "$T/root/etc/hora/secret/secret"
+# as the kubelet writes it (root:fsGroup 0440); the pods run as the manifest's
+# user (setpriv), which must read it through fsGroup, and everything else
+read -r PUID PGID FSG <"$T/plan/user"
+head -c 32 /dev/urandom | base64 >"$T/root/etc/hora/secret/secret"
+chown "0:$FSG" "$T/root/etc/hora/secret/secret" && chmod 0440 "$T/root/etc/hora/secret/secret"
+chmod 0755 "$T" && chmod -R a+rX "$T/root" && chmod 0750 "$T/root/etc/hora/secret" &&
+  chgrp "$FSG" "$T/root/etc/hora/secret"
+command -v setpriv >/dev/null || { echo "FAIL test_k8s: no setpriv (util-linux)"; exit 1; }
 
 bash "$ROOTDIR/deploy/netns-cluster.sh" up "$N" --tag "$TAG" >/dev/null || { echo "FAIL netns up"; exit 1; }
 for i in $(seq 0 $((N - 1))); do # host i+1 of netns-cluster.sh is pod i
@@ -54,7 +63,8 @@ for i in $(seq 0 $((N - 1))); do
   mapfile -t cmd <"$T/plan/pod-$i.cmd"
   [[ ${cmd[0]} == hora ]] && cmd[0]="$HORA"
   mapfile -t envs <"$T/plan/pod-$i.env"
-  ip netns exec "$TAG-$((i + 1))" env -i PATH="$PATH" "${envs[@]}" timeout 120 "${cmd[@]}" >"$T/out$i" 2>&1 &
+  ip netns exec "$TAG-$((i + 1))" setpriv --reuid="$PUID" --regid="$PGID" --groups="$FSG" \
+    env -i PATH="$PATH" "${envs[@]}" timeout 120 "${cmd[@]}" >"$T/out$i" 2>&1 &
   PIDS+=($!)
 done
 for i in $(seq 0 $((N - 1))); do
