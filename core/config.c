@@ -442,47 +442,22 @@ static int elastic_refused(void *arg, const char *path, char *err, size_t errlen
 	return elastic_key(path) ? train_refused(arg, path, err, errlen) : 0;
 }
 
-int hora_config_load_elastic(struct hora_elastic_config *el, const char *path, char *err, size_t errlen)
+/* Walk path's train section with set/refused on a copy of *cfg (a failing
+ * file leaves cfg untouched); *nkeys (optional) = the keys set. */
+static int walk_train(struct hora_train_config *cfg, const char *path,
+		      int (*set)(void *, const char *, const char *, int, int, char *, size_t),
+		      int (*refused)(void *, const char *, char *, size_t), int *nkeys, char *err,
+		      size_t errlen)
 {
 	const struct hora_yaml_spec spec = {
-		.set = elastic_set,
-		.refused = elastic_refused,
+		.set = set,
+		.refused = refused,
 		.skip = train_skip,
 		.nskip = sizeof(train_skip) / sizeof(train_skip[0]),
 		.lists = train_lists,
 		.nlists = 1,
 		.required_section = "train",
 	};
-	struct train_walk *w = malloc(sizeof(*w));
-	if (!w)
-		return -ENOMEM;
-	hora_train_config_defaults(&w->cfg);
-	w->nkeys = 0;
-	int rc = hora_yaml_walk(path, &spec, w, err, errlen);
-	if (!rc)
-		*el = w->cfg.elastic;
-	free(w);
-	return rc;
-}
-
-int hora_config_load_yaml(struct hora_train_config *cfg, const char *path, char *err, size_t errlen)
-{
-	return hora_config_load_train(cfg, path, NULL, err, errlen);
-}
-
-int hora_config_load_train(struct hora_train_config *cfg, const char *path, int *nkeys, char *err,
-			   size_t errlen)
-{
-	const struct hora_yaml_spec spec = {
-		.set = train_set,
-		.refused = train_refused,
-		.skip = train_skip,
-		.nskip = sizeof(train_skip) / sizeof(train_skip[0]),
-		.lists = train_lists,
-		.nlists = 1,
-		.required_section = "train",
-	};
-	/* Work on a copy so a failing file leaves cfg untouched. */
 	struct train_walk *w = malloc(sizeof(*w));
 	if (!w)
 		return -ENOMEM;
@@ -495,4 +470,28 @@ int hora_config_load_train(struct hora_train_config *cfg, const char *path, int 
 		*nkeys = w->nkeys;
 	free(w);
 	return rc;
+}
+
+int hora_config_load_elastic(struct hora_elastic_config *el, const char *path, char *err, size_t errlen)
+{
+	struct hora_train_config *cfg = malloc(sizeof(*cfg));
+	if (!cfg)
+		return -ENOMEM;
+	hora_train_config_defaults(cfg);
+	int rc = walk_train(cfg, path, elastic_set, elastic_refused, NULL, err, errlen);
+	if (!rc)
+		*el = cfg->elastic;
+	free(cfg);
+	return rc;
+}
+
+int hora_config_load_yaml(struct hora_train_config *cfg, const char *path, char *err, size_t errlen)
+{
+	return hora_config_load_train(cfg, path, NULL, err, errlen);
+}
+
+int hora_config_load_train(struct hora_train_config *cfg, const char *path, int *nkeys, char *err,
+			   size_t errlen)
+{
+	return walk_train(cfg, path, train_set, train_refused, nkeys, err, errlen);
 }
