@@ -656,6 +656,11 @@ int hora_cmd_launch(int argc, char **argv)
 		if ((rc = launch_tmp_edited_copy(&tmp, la->who, la->file, &la->sets, la->cfgpath,
 						 sizeof(la->cfgpath))))
 			goto out;
+		la->shown = la->file; /* checked again: what the commands read (as hora run does) */
+		la->file = la->cfgpath;
+		la->sets = (struct hora_setargs){0};
+		if ((rc = launch_check_file(la)))
+			goto out;
 	} else if (!realpath(la->file, la->cfgpath)) {
 		fprintf(stderr, "hora launch: %s: %s\n", la->file, strerror(errno));
 		rc = 1;
