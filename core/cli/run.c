@@ -18,6 +18,7 @@
 #include "run.h"
 
 #include "env.h"
+#include "hosts.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -195,9 +196,13 @@ static int gen_text(const struct run_hosts *hs, int port, char *out, size_t cap)
 			 "# written by hora run for one job (removed when it ends)\n"
 			 "cluster:\n  name: hora-run\n  launcher: %s\n  port_base: %d\n%s  nodes:\n",
 			 local ? "local" : "ssh", port, local && slots <= ncpu ? "  bind: core\n" : "");
-	for (int i = 0; i < hs->n && k > 0 && (size_t)k < cap; i++)
-		k += snprintf(out + k, cap - (size_t)k, "    - {host: %s, workers: %d}\n", hs->h[i].ip,
-			      hs->h[i].slots);
+	for (int i = 0; i < hs->n && k > 0 && (size_t)k < cap; i++) {
+		/* a name as written (ssh and each host look it up, ~/.ssh/config
+		 * included), else the address */
+		const char *h = hora_host_valid(hs->h[i].name) && strlen(hs->h[i].name) < 64 ? hs->h[i].name
+											  : hs->h[i].ip;
+		k += snprintf(out + k, cap - (size_t)k, "    - {host: %s, workers: %d}\n", h, hs->h[i].slots);
+	}
 	return k > 0 && (size_t)k < cap ? k : -1;
 }
 

@@ -1,6 +1,7 @@
 /* run_hosts.c - `hora run -H host:slots,...` and `--hostfile F` (run.h), as
  * horovodrun reads them: a host is a name or an IPv4 address, resolved here
- * (the cluster file's nodes are IPv4 addresses), named twice is refused. */
+ * for the checks (all loopback: local; one host named twice is refused; the
+ * generated file keeps the name, which ssh and each host look up). */
 #include "run.h"
 
 #include <arpa/inet.h>
