@@ -362,15 +362,34 @@ static void mark_dead(struct hora_net_loop *loop, const char *why)
 /* creates and destroys of rings, in one order (hora_net_loop_create) */
 static atomic_uint ring_order;
 
+/* ThreadSanitizer and reused rings: liburing maps and unmaps a ring by raw
+ * syscalls, which TSan does not see, so a new loop's ring mapped where a
+ * destroyed one was looks like memory the old loop thread wrote with no
+ * order to the new thread's reads. Every loop thread releases one key when
+ * it ends and acquires it when it starts: a ring is unmapped only after its
+ * thread ended, so this is the real order. */
+#if defined(__SANITIZE_THREAD__)
+void __tsan_acquire(void *addr);
+void __tsan_release(void *addr);
+static char tsan_ring_key;
+#define TSAN_RING_ACQUIRE() __tsan_acquire(&tsan_ring_key)
+#define TSAN_RING_RELEASE() __tsan_release(&tsan_ring_key)
+#else
+#define TSAN_RING_ACQUIRE() ((void)0)
+#define TSAN_RING_RELEASE() ((void)0)
+#endif
+
 static void *loop_main(void *arg)
 {
 	struct hora_net_loop *loop = arg;
+	TSAN_RING_ACQUIRE();
 	if (loop->ring_disabled) {
 		/* io_uring_enable_rings() is declared by liburing 2.3 but not
 		 * exported by its shared library: register directly. */
 		if (syscall(__NR_io_uring_register, loop->ring.ring_fd,
 			    IORING_REGISTER_ENABLE_RINGS, NULL, 0) < 0) {
 			fprintf(stderr, "hora net: enabling the io_uring ring: %s\n", strerror(errno));
+			TSAN_RING_RELEASE();
 			return NULL;
 		}
 	}
@@ -396,6 +415,7 @@ static void *loop_main(void *arg)
 		}
 		io_uring_cq_advance(&loop->ring, n);
 	}
+	TSAN_RING_RELEASE();
 	return NULL;
 }
 
