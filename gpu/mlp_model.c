@@ -115,6 +115,17 @@ static int gm_init_params(void *state, float *params, uint64_t seed)
 	return g->cpu_ops->init_params(g->cpu, params, seed);
 }
 
+/* a device call's result: its error, or its batch added to stats */
+static int add_stats(struct hora_model_stats *stats, int rc, double loss, int64_t correct, int n)
+{
+	if (rc)
+		return rc;
+	stats->loss_sum += loss;
+	stats->correct += correct;
+	stats->n += n;
+	return 0;
+}
+
 static int gm_forward_backward(void *state, const float *params, float *grads,
 			       const struct hora_batch *b, struct hora_model_stats *stats,
 			       hora_grads_ready_fn ready, void *arg)
@@ -125,12 +136,7 @@ static int gm_forward_backward(void *state, const float *params, float *grads,
 	/* hora_grads_ready_fn and hora_gpu_ready_fn have the same type */
 	int rc = g->gpu->mlp_forward_backward(g->dev, params, grads, b->x, b->y, b->n, &loss,
 					      &correct, ready, arg, g->err, sizeof(g->err));
-	if (rc)
-		return rc;
-	stats->loss_sum += loss;
-	stats->correct += correct;
-	stats->n += b->n;
-	return 0;
+	return add_stats(stats, rc, loss, correct, b->n);
 }
 
 static int gm_evaluate(void *state, const float *params, const struct hora_batch *b,
@@ -141,12 +147,7 @@ static int gm_evaluate(void *state, const float *params, const struct hora_batch
 	int64_t correct = 0;
 	int rc = g->gpu->mlp_evaluate(g->dev, params, b->x, b->y, b->n, &loss, &correct, g->err,
 				      sizeof(g->err));
-	if (rc)
-		return rc;
-	stats->loss_sum += loss;
-	stats->correct += correct;
-	stats->n += b->n;
-	return 0;
+	return add_stats(stats, rc, loss, correct, b->n);
 }
 
 static const struct hora_model_ops gpu_mlp_ops = {
