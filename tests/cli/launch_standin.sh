@@ -12,6 +12,12 @@
 # gone (reaped by the launcher); `waitstopped G` until it is stopped; a wait
 # gives up after 60 s with exit 99 (a launcher that never got there).
 set -u
+# SIGINT (the group's Ctrl-C, then the launcher's forwarded one) kills the
+# stand-in whatever it is doing: bash alone ignores it when it arrives while
+# a command substitution's child exits normally, which left a stand-in
+# running (then killed by the launcher's SIGKILL, not SIGINT) once in a
+# loaded run. The trap re-raises it with the default action.
+trap 'trap - INT; kill -INT $$' INT
 G=""
 while (($#)); do
   [[ $1 == --proc ]] && G="$2"
