@@ -18,6 +18,7 @@
  * the data path: the monitor sleeps in hora_net_membership_wait.
  */
 #include "comm.h"
+#include "devcoll.h"
 #include "env.h"
 #include "log.h"
 
@@ -102,6 +103,9 @@ struct hora_comm {
 	/* what hora_comm_open_channel needs to form another net comm over the
 	 * same ranks (hora_comm_create_net; NULL for other communicators) */
 	struct chan_cfg *chan;
+	/* collectives on device buffers (devcoll.c): NULL until the first;
+	 * used by the thread executing a request (one at a time) */
+	struct hora_devcoll *dev;
 };
 
 struct chan_cfg {
@@ -678,7 +682,7 @@ struct hora_net_loop *hora_comm_owned_loop(const struct hora_comm *c)
 	return c->owned_loop;
 }
 
-static int execute_net(struct hora_comm *c, const struct hora_request *r)
+static int execute_host(struct hora_comm *c, const struct hora_request *r)
 {
 	struct hora_net_comm *n = c->net;
 	switch (r->kind) {
@@ -706,6 +710,35 @@ static int execute_net(struct hora_comm *c, const struct hora_request *r)
 		break;
 	}
 	return -EINVAL;
+}
+
+struct host_call {
+	struct hora_comm *c;
+	const struct hora_request *r;
+};
+
+/* the request with host buffers in place of its device ones (devcoll.c) */
+static int host_instead(void *arg, const void *send, void *recv)
+{
+	const struct host_call *h = arg;
+	struct hora_request r = *h->r;
+	r.send = send;
+	r.recv = recv;
+	return execute_host(h->c, &r);
+}
+
+/* device buffers (hora_gpu_mem_kind asks only once the GPU module is
+ * loaded) go to devcoll.c, which runs the host call above when it stages */
+static int execute_net(struct hora_comm *c, const struct hora_request *r)
+{
+	const struct host_call h = {.c = c, .r = r};
+	const struct devcoll_call k = {.kind = r->kind, .send = r->send, .recv = r->recv, .count = r->count,
+				       .t = (enum hora_net_dtype)r->t, .op = (enum hora_net_op)r->op,
+				       .root = r->root, .host = host_instead, .arg = (void *)&h};
+	int device;
+	if (r->kind != HORA_NET_COLL_BARRIER && devcoll_wants(&k, &device))
+		return devcoll_run(&c->dev, c->net, &k, device);
+	return execute_host(c, r);
 }
 
 /* Whether a failed call may be the monitor's stop that is coming: one is
@@ -932,6 +965,7 @@ void hora_comm_destroy(struct hora_comm *c)
 	if (c->monitor_started)
 		pthread_join(c->monitor, NULL);
 	hora_net_membership_destroy(c->owned_m); /* no status callback after this */
+	devcoll_reset(c->dev, true);
 	hora_net_comm_destroy(c->net);
 	hora_net_loop_destroy(c->owned_loop);
 	pthread_mutex_destroy(&c->mu);
@@ -954,6 +988,11 @@ int hora_comm_describe(struct hora_comm *c, size_t bytes, char *buf, size_t len)
 }
 
 /* (a re-form that failed left no net comm: the rank before it, of one) */
+const char *hora_comm_device_path(struct hora_comm *c)
+{
+	return devcoll_describe(c->dev);
+}
+
 int hora_comm_rank(const struct hora_comm *c)
 {
 	return c->net ? hora_net_comm_rank(c->net) : c->last_rank;
@@ -1152,6 +1191,7 @@ int hora_comm_reform(struct hora_comm *c, char *err, size_t errlen)
 	c->last_rank = old ? hora_net_comm_rank(old) : c->last_rank;
 	c->net = NULL;
 	pthread_mutex_unlock(&c->net_mu);
+	devcoll_reset(c->dev, false); /* NCCL over the next view, at its first device call */
 	hora_net_comm_destroy(old); /* its port is the next one's */
 	struct hora_comm_next nx = {0};
 	int rc = c->el.next(c->el.arg, c->view_id, &nx, err, errlen);

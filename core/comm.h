@@ -38,6 +38,10 @@ struct hora_net_membership *hora_comm_membership(const struct hora_comm *c);
  * the membership of one rank. */
 struct hora_net_loop *hora_comm_owned_loop(const struct hora_comm *c);
 
+/* How this communicator's calls on device buffers went (devcoll.h's
+ * devcoll_describe); call it between calls. */
+const char *hora_comm_device_path(struct hora_comm *c);
+
 /* hora_wait that also returns when the request started and finished
  * executing (hora_clock_s() seconds). */
 int hora_wait_timed(struct hora_request *req, double *start, double *end);

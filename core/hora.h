@@ -357,7 +357,29 @@ HORA_API int hora_comm_size(const struct hora_comm *c);
  *
  * send == recv is in place. f16 and bf16 are reduced in f32 (round to
  * nearest even; see enum hora_dtype for the error); AVG divides once, at
- * the end (integers truncate). */
+ * the end (integers truncate).
+ *
+ * Device (CUDA) buffers: once the process loaded hora's GPU module
+ * (hora_cuda_init, train.device: cuda), the allreduce, broadcast,
+ * allgather, reduce-scatter, neighbour allreduce and pair average take
+ * device pointers (found by cudaPointerGetAttributes; a program that never
+ * loads the module never touches CUDA). Every rank of a call passes the
+ * same kind of memory (a rank that passed host buffers where the others
+ * passed device ones is named as a mismatch). The buffers must be ready:
+ * the work that wrote them finished (cudaStreamSynchronize of its stream),
+ * as for CUDA-aware MPI; hora orders its copies and NCCL calls on streams
+ * of its own and returns (or completes the request) with the result in
+ * the buffer. All ranks on one host: NCCL among them, set up at the first
+ * device call (rank 0's ncclUniqueId sent over hora's authenticated
+ * transport); otherwise, or without NCCL on every rank, the device data
+ * is staged through page-locked host memory into the host collectives.
+ * NCCL reduces in the device's order (bitwise identical across ranks, not
+ * necessarily to the host paths' bits). */
+
+/* Load hora's GPU module (libhora_gpu.so) so that the collectives take
+ * device buffers. Returns the number of CUDA devices (>= 1) or a negative
+ * code with the reason in why (no library, no driver, no device). */
+HORA_API int hora_cuda_init(char *why, size_t whylen);
 
 /* recv[i] = op over ranks of send[i], count elements. */
 HORA_API int hora_allreduce(struct hora_comm *c, const void *send, void *recv, size_t count,

@@ -196,6 +196,25 @@ void hora_net_comm_interrupt(struct hora_net_comm *c, const char *why);
 void hora_net_comm_interrupt_lost(struct hora_net_comm *c, int lost_rank, const char *why);
 
 const char *hora_net_comm_error(const struct hora_net_comm *c);
+
+/* A collective whose data another module moves (core/devcoll.c: buffers in
+ * device memory): numbered and fingerprinted as every call (path "device
+ * buffers", so a rank that passed host buffers to the same call is named
+ * as a mismatch), then run(arg, err, errlen) moves the data, and may make
+ * collectives of its own on c (every rank makes the same ones). A failure
+ * of run (negative errno, why in err) breaks the communicator as any
+ * failure does: every rank's call fails naming this rank and err. root:
+ * the broadcast's; count, t, op as the call's. Arguments run cannot take
+ * (a dtype, an op) are refused before run, on every rank. variant (the
+ * way the module moves the data, e.g. NCCL or staged through host memory,
+ * 0..65535) is in the fingerprint too: ranks that chose different ways
+ * fail as a mismatch instead of waiting for each other. */
+typedef int (*hora_net_device_fn)(void *arg, char *err, size_t errlen);
+int hora_net_device_call(struct hora_net_comm *c, enum hora_net_coll_kind kind, size_t count,
+			 enum hora_net_dtype t, enum hora_net_op op, int root, unsigned variant,
+			 hora_net_device_fn run, void *arg);
+/* The number of hosts the ranks are on (1 for a communicator of one). */
+int hora_net_comm_hosts(const struct hora_net_comm *c);
 /* The hosts, the links and the path an allreduce of `bytes` takes
  * (hora_comm_describe). */
 int hora_net_comm_describe(const struct hora_net_comm *c, size_t bytes, char *buf, size_t len);

@@ -366,6 +366,38 @@ int hora_net_pair_average(struct hora_net_comm *c, void *buf, size_t count, enum
 	return left_call(c, pair_average(c, buf, count, t, peer));
 }
 
+/* ---- calls whose data another module moves (coll.h) ------------------------------ */
+
+static int device_call(struct hora_net_comm *c, enum hora_net_coll_kind kind, size_t count, enum hora_net_dtype t,
+		       enum hora_net_op op, int root, unsigned variant, hora_net_device_fn run, void *arg)
+{
+	struct fp f;
+	int rc = begin(c, kind, count, t, op, root, &f);
+	if (rc)
+		return rc;
+	fp_via(&f, c, P_DEVICE);
+	f.layout = (uint16_t)variant;
+	if (c->n > 1 && (rc = local_checks(c) ? local_check(c, &f)
+					      : coll_fp_xchg(c, (c->rank + 1) % c->n, (c->rank - 1 + c->n) % c->n, &f)))
+		return rc;
+	char err[400] = "";
+	if ((rc = run(arg, err, sizeof(err))))
+		return c->broken ? c->broken : coll_fail(c, rc, "%s", err[0] ? err : strerror(-rc));
+	return 0;
+}
+
+int hora_net_device_call(struct hora_net_comm *c, enum hora_net_coll_kind kind, size_t count,
+			 enum hora_net_dtype t, enum hora_net_op op, int root, unsigned variant,
+			 hora_net_device_fn run, void *arg)
+{
+	return left_call(c, device_call(c, kind, count, t, op, root, variant, run, arg));
+}
+
+int hora_net_comm_hosts(const struct hora_net_comm *c)
+{
+	return c->node ? c->node->nhosts : 1;
+}
+
 /* ---- the path a call takes, in words (bench headers) ----------------------------- */
 
 int hora_net_comm_describe(const struct hora_net_comm *c, size_t bytes, char *buf, size_t len)

@@ -97,7 +97,7 @@ enum notice_kind { NOTICE_LOST = 0xa1, NOTICE_ABORT = 0xab, NOTICE_REFUSED = 0xa
 /* path: which algorithm this rank runs the call with (settings such as
  * small_bytes may differ between ranks: then the data would not line up),
  * layout: the pipelined ring's and chain's segment, slice and depth */
-enum path { P_NONE, P_SMALL, P_DIRECT, P_RING, P_CHAIN, P_STAGE, P_HIER, P_GATHER, P_PATHS };
+enum path { P_NONE, P_SMALL, P_DIRECT, P_RING, P_CHAIN, P_STAGE, P_HIER, P_GATHER, P_DEVICE, P_PATHS };
 
 /* A fingerprint, or a notice (kind: enum notice_kind) with the rank it names
  * in root and, for a refusal, the refused call's kind in dtype, the reason

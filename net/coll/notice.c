@@ -223,10 +223,23 @@ int fp_compare(struct hora_net_comm *c, const uint8_t *b, const struct fp *mine,
 	char a[160], b2[160];
 	fp_describe(a, sizeof(a), mine);
 	fp_describe(b2, sizeof(b2), &o);
+	if (same_call && (o.path == P_DEVICE) != (mine->path == P_DEVICE)) {
+		snprintf(msg, len, "mismatched buffers: rank %d passed %s buffers to %s but rank %d %s buffers; "
+				   "every rank of a call passes device (CUDA) buffers or every rank host ones",
+			 c->rank, mine->path == P_DEVICE ? "device" : "host", a, from,
+			 o.path == P_DEVICE ? "device" : "host");
+		return -EBADE;
+	}
 	if (same_call && o.path != mine->path && o.path < P_PATHS) {
 		snprintf(msg, len, "mismatched collective settings: rank %d runs %s by %s but rank %d by %s; "
 				   "collectives.algorithm, small_bytes and medium_bytes must be the same on "
 				   "every rank", c->rank, a, fp_path_name(mine->path), from, fp_path_name(o.path));
+		return -EBADE;
+	}
+	if (same_call && o.path == P_DEVICE) {
+		snprintf(msg, len, "mismatched device collectives: rank %d and rank %d run %s on device buffers "
+				   "in different ways (NCCL, or staged through host memory): every rank's buffers "
+				   "must be on the same device, and its NCCL set up alike", c->rank, from, a);
 		return -EBADE;
 	}
 	if (same_call && o.path == mine->path) {

@@ -76,7 +76,8 @@ const char *fp_path_name(enum path p)
 	static const char *const name[P_PATHS] = {"?", "a latency algorithm on the small-message sockets",
 						  "the direct ring", "the pipelined ring", "the pipelined chain",
 						  "the shared-memory stage", "the hierarchical allreduce",
-						  "the shared-memory gather (latency)"};
+						  "the shared-memory gather (latency)",
+						  "device buffers (core's device collectives)"};
 	return p < P_PATHS ? name[p] : "?";
 }
 

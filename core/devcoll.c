@@ -1,0 +1,315 @@
+/* devcoll.c - the collectives on device buffers (devcoll.h): NCCL among
+ * the ranks of one host, else staged through page-locked host memory. */
+#include "devcoll.h"
+#include "hora.h"
+#include "log.h"
+
+#include "gpu/hora_gpu.h"
+#include "net/coll/reduce.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* how long an NCCL call may take before it is called hung (and aborted) */
+#define NCCL_WAIT_MS 30000
+
+/* fingerprint variants: every rank of a call takes the same one */
+enum { VIA_NCCL = 1, VIA_STAGED = 2, VIA_SETUP = 3 };
+enum { NCCL_UNTRIED = 0, NCCL_ON = 1, NCCL_OFF = -1 };
+
+struct hora_devcoll {
+	int nccl_state;
+	int device; /* NCCL's */
+	struct hora_gpu_nccl *nccl;
+	void *host[2]; /* page-locked staging: [0] the receive side, [1] the send side */
+	size_t host_bytes[2];
+	char why[320]; /* why NCCL is off */
+	long long staged, by_nccl; /* calls that went each way */
+	char desc[400];
+};
+
+struct run_ctx {
+	struct hora_devcoll *d;
+	struct hora_net_comm *net;
+	const struct devcoll_call *k;
+	int device; /* the buffers' */
+};
+
+/* 1 when p is device memory (*device set), 0 host or NULL */
+static int on_device(const void *p, int *device)
+{
+	int dev = -1;
+	if (!p || hora_gpu_mem_kind(p, &dev) != 1)
+		return 0;
+	*device = dev;
+	return 1;
+}
+
+bool devcoll_wants(const struct devcoll_call *k, int *device)
+{
+	*device = -1;
+	if (k->kind == HORA_NET_COLL_BARRIER)
+		return false;
+	return on_device(k->send, device) || on_device(k->recv, device);
+}
+
+/* bytes read from send and written to recv (begin refused counts whose
+ * sizes would wrap) */
+static void sizes(const struct devcoll_call *k, int n, size_t *in, size_t *out)
+{
+	const size_t e = hora_net_dtype_size(k->t) * k->count;
+	*in = k->kind == HORA_NET_COLL_REDUCE_SCATTER ? e * (size_t)n : e;
+	*out = k->kind == HORA_NET_COLL_ALLGATHER ? e * (size_t)n : e;
+}
+
+static int host_buf(struct hora_devcoll *d, int i, size_t bytes, void **out, char *err, size_t errlen)
+{
+	if (d->host_bytes[i] < bytes || !d->host[i]) {
+		hora_gpu_host_free(d->host[i]);
+		d->host[i] = NULL;
+		d->host_bytes[i] = 0;
+		const size_t b = bytes < 4096 ? 4096 : bytes;
+		char e[300] = "";
+		int rc = hora_gpu_host_alloc(b, &d->host[i], e, sizeof(e));
+		if (rc) {
+			snprintf(err, errlen, "page-locked host memory for %zu bytes: %s", b, e);
+			return rc;
+		}
+		d->host_bytes[i] = b;
+	}
+	*out = d->host[i];
+	return 0;
+}
+
+static int copy(int device, void *dst, const void *src, size_t bytes, int kind, const char *what, char *err,
+		size_t errlen)
+{
+	if (!bytes)
+		return 0;
+	char e[300] = "";
+	int rc = hora_gpu_copy(device, dst, src, bytes, kind, e, sizeof(e));
+	if (rc)
+		snprintf(err, errlen, "copying the %s %s (%zu bytes, device %d): %s", what,
+			 kind == HORA_GPU_D2H ? "to host memory" : kind == HORA_GPU_H2D ? "to the device" : "on the device",
+			 bytes, device, e);
+	return rc;
+}
+
+/* one rank: the result is the send buffer (allreduce, allgather, reduce-scatter) */
+static int alone(const struct devcoll_call *k, size_t bytes, char *err, size_t errlen)
+{
+	if (k->kind == HORA_NET_COLL_BROADCAST || k->send == k->recv || !bytes)
+		return 0;
+	int sd = -1, rd = -1;
+	const int s = on_device(k->send, &sd), r = on_device(k->recv, &rd);
+	const int kind = s && r ? HORA_GPU_D2D : s ? HORA_GPU_D2H : HORA_GPU_H2D;
+	return copy(s ? sd : rd, k->recv, k->send, bytes, kind, "send buffer", err, errlen);
+}
+
+/* Staged: device buffers copied to host memory, the host collective, the
+ * result copied back. In-place layouts (send inside recv) stay in place. */
+static int staged_run(void *arg, char *err, size_t errlen)
+{
+	const struct run_ctx *x = arg;
+	const struct devcoll_call *k = x->k;
+	struct hora_devcoll *d = x->d;
+	const int n = hora_net_comm_size(x->net), rank = hora_net_comm_rank(x->net);
+	size_t in, out;
+	sizes(k, n, &in, &out);
+	d->staged++;
+	if (n == 1 && k->kind != HORA_NET_COLL_PAIR_AVERAGE && k->kind != HORA_NET_COLL_NEIGHBOR_ALLREDUCE)
+		return alone(k, in, err, errlen);
+	int sd = -1, rd = -1, rc;
+	const int s_on = on_device(k->send, &sd), r_on = on_device(k->recv, &rd);
+	void *hrecv = k->recv, *hsend = (void *)(uintptr_t)k->send;
+	if (r_on && (rc = host_buf(d, 0, out, &hrecv, err, errlen)))
+		return rc;
+	if (s_on) {
+		const uint8_t *s = k->send, *r = k->recv;
+		if (r_on && s >= r && s + in <= r + out)
+			hsend = (uint8_t *)hrecv + (s - r); /* in place */
+		else if ((rc = host_buf(d, 1, in, &hsend, err, errlen)))
+			return rc;
+		if ((rc = copy(sd, hsend, k->send, in, HORA_GPU_D2H, "send buffer", err, errlen)))
+			return rc;
+	}
+	/* the buffer of a broadcast's root and of a pair average is read */
+	const bool reads = k->kind == HORA_NET_COLL_PAIR_AVERAGE ||
+			   (k->kind == HORA_NET_COLL_BROADCAST && rank == k->root);
+	if (r_on && reads && (rc = copy(rd, hrecv, k->recv, out, HORA_GPU_D2H, "buffer", err, errlen)))
+		return rc;
+	if ((rc = k->host(k->arg, hsend, hrecv)))
+		return rc; /* it broke the communicator, with its own message */
+	if (r_on && (rc = copy(rd, k->recv, hrecv, out, HORA_GPU_H2D, "result", err, errlen)))
+		return rc;
+	return 0;
+}
+
+static void nccl_off(struct hora_devcoll *d, const char *fmt, const char *why)
+{
+	if (d->nccl)
+		hora_gpu_nccl_destroy(d->nccl, 1);
+	d->nccl = NULL;
+	d->nccl_state = NCCL_OFF;
+	snprintf(d->why, sizeof(d->why), fmt, why);
+}
+
+static int nccl_run(void *arg, char *err, size_t errlen)
+{
+	const struct run_ctx *x = arg;
+	const struct devcoll_call *k = x->k;
+	struct hora_devcoll *d = x->d;
+	int gk = HORA_GPU_ALLREDUCE;
+	if (k->kind == HORA_NET_COLL_BROADCAST)
+		gk = HORA_GPU_BROADCAST;
+	else if (k->kind == HORA_NET_COLL_ALLGATHER)
+		gk = HORA_GPU_ALLGATHER;
+	else if (k->kind == HORA_NET_COLL_REDUCE_SCATTER)
+		gk = HORA_GPU_REDUCE_SCATTER;
+	const void *send = k->kind == HORA_NET_COLL_BROADCAST ? k->recv : k->send;
+	char e[300] = "";
+	d->by_nccl++;
+	int rc = hora_gpu_nccl_coll(d->nccl, gk, send, k->recv, k->count, (int)k->t, (int)k->op, k->root,
+				    NCCL_WAIT_MS, e, sizeof(e));
+	if (rc) {
+		snprintf(err, errlen, "NCCL %s on device %d: %s", hora_net_coll_name(k->kind), d->device, e);
+		nccl_off(d, "NCCL failed: %s", e); /* the communicator is broken now: a re-form resets it */
+	}
+	return rc;
+}
+
+/* can this rank build an NCCL communicator (a GPU library of ABI >= 3)? */
+static bool nccl_here(char *why, size_t len)
+{
+	const struct hora_gpu_ops *ops;
+	if (hora_gpu_get(&ops, why, len))
+		return false;
+	if (ops->abi_version < 3 || !ops->nccl_init) {
+		snprintf(why, len, "%s has ABI version %d (NCCL needs 3)", hora_gpu_loaded_path(), ops->abi_version);
+		return false;
+	}
+	return true;
+}
+
+/* The first device call of a one-host communicator, on every rank: rank
+ * 0's ncclUniqueId to all over hora's transport, then every rank's init;
+ * each step's outcome agreed (MIN over the ranks), so that all use NCCL or
+ * none does. A failure of these collectives is the call's (returned). */
+static int nccl_setup(struct hora_devcoll *d, struct hora_net_comm *net, int device)
+{
+	const int n = hora_net_comm_size(net), rank = hora_net_comm_rank(net);
+	struct {
+		int32_t rc;
+		uint8_t id[HORA_GPU_NCCL_ID_BYTES];
+	} msg = {0};
+	_Static_assert(sizeof(msg) % 4 == 0, "the id message is whole int32s");
+	char e[300] = "";
+	int32_t ok = nccl_here(e, sizeof(e));
+	if (ok && rank == 0 && (msg.rc = hora_gpu_nccl_unique_id(msg.id, e, sizeof(e))))
+		ok = 0;
+	int rc = hora_net_broadcast(net, &msg, sizeof(msg) / 4, HORA_NET_I32, 0);
+	if (!rc)
+		rc = hora_net_allreduce(net, &ok, &ok, 1, HORA_NET_I32, HORA_NET_MIN);
+	if (rc)
+		return rc;
+	if (!ok) {
+		nccl_off(d, "NCCL is not there on every rank (here: %s)", e[0] ? e : "it is");
+		return 0;
+	}
+	int32_t mine = hora_gpu_nccl_init(msg.id, n, rank, device, &d->nccl, e, sizeof(e)) == 0, all = mine;
+	if ((rc = hora_net_allreduce(net, &all, &all, 1, HORA_NET_I32, HORA_NET_MIN))) {
+		nccl_off(d, "%s", "the NCCL set-up failed");
+		return rc;
+	}
+	if (!all) {
+		nccl_off(d, "%s", mine ? "another rank's NCCL init failed" : e);
+		return 0;
+	}
+	d->nccl_state = NCCL_ON;
+	d->device = device;
+	HORA_LOGD("device collectives: NCCL among %d ranks on device %d", n, device);
+	return 0;
+}
+
+/* the first device call of a one-host communicator: the set-up (after the
+ * call's fingerprint, so that a rank with host buffers is named), then the
+ * call the way the set-up decided, the same on every rank */
+static int setup_run(void *arg, char *err, size_t errlen)
+{
+	const struct run_ctx *x = arg;
+	int rc = nccl_setup(x->d, x->net, x->device);
+	if (rc)
+		return rc; /* a collective of the set-up failed: it broke the communicator */
+	return x->d->nccl_state == NCCL_ON ? nccl_run(arg, err, errlen) : staged_run(arg, err, errlen);
+}
+
+static bool nccl_kind(enum hora_net_coll_kind k)
+{
+	return k == HORA_NET_COLL_ALLREDUCE || k == HORA_NET_COLL_BROADCAST || k == HORA_NET_COLL_ALLGATHER ||
+	       k == HORA_NET_COLL_REDUCE_SCATTER;
+}
+
+static int no_memory(void *arg, char *err, size_t errlen)
+{
+	(void)arg;
+	snprintf(err, errlen, "no memory for the device collectives' state");
+	return -ENOMEM;
+}
+
+int devcoll_run(struct hora_devcoll **dp, struct hora_net_comm *net, const struct devcoll_call *k, int device)
+{
+	if (!*dp && !(*dp = calloc(1, sizeof(**dp))))
+		return hora_net_device_call(net, k->kind, k->count, k->t, k->op, k->root, VIA_STAGED, no_memory, NULL);
+	struct hora_devcoll *d = *dp;
+	struct run_ctx x = {.d = d, .net = net, .k = k};
+	int sd = -1, rd = -1;
+	const bool all_dev = on_device(k->recv, &rd) &&
+			     (k->kind == HORA_NET_COLL_BROADCAST || (on_device(k->send, &sd) && sd == rd));
+	x.device = rd;
+	(void)device;
+	if (hora_net_comm_size(net) > 1 && nccl_kind(k->kind) && all_dev && hora_net_comm_hosts(net) == 1) {
+		if (d->nccl_state == NCCL_UNTRIED) /* every rank: the same first device call */
+			return hora_net_device_call(net, k->kind, k->count, k->t, k->op, k->root, VIA_SETUP,
+						    setup_run, &x);
+		if (d->nccl_state == NCCL_ON && d->device == rd)
+			return hora_net_device_call(net, k->kind, k->count, k->t, k->op, k->root, VIA_NCCL, nccl_run,
+						    &x);
+	}
+	return hora_net_device_call(net, k->kind, k->count, k->t, k->op, k->root, VIA_STAGED, staged_run, &x);
+}
+
+void devcoll_reset(struct hora_devcoll *d, bool free_all)
+{
+	if (!d)
+		return;
+	if (d->nccl)
+		hora_gpu_nccl_destroy(d->nccl, 1);
+	d->nccl = NULL;
+	d->nccl_state = NCCL_UNTRIED;
+	if (!free_all)
+		return;
+	for (int i = 0; i < 2; i++)
+		hora_gpu_host_free(d->host[i]);
+	free(d);
+}
+
+const char *devcoll_describe(struct hora_devcoll *d)
+{
+	if (!d || (!d->staged && !d->by_nccl))
+		return "device buffers: not used yet";
+	int k = snprintf(d->desc, sizeof(d->desc), "device buffers: %lld calls by NCCL, %lld staged through host memory",
+			 d->by_nccl, d->staged);
+	if (d->nccl_state == NCCL_ON)
+		snprintf(d->desc + k, sizeof(d->desc) - (size_t)k, "; NCCL on device %d", d->device);
+	else if (d->nccl_state == NCCL_OFF)
+		snprintf(d->desc + k, sizeof(d->desc) - (size_t)k, "; no NCCL: %s", d->why);
+	return d->desc;
+}
+
+int hora_cuda_init(char *why, size_t whylen)
+{
+	return hora_gpu_device_count(why, whylen);
+}
