@@ -202,6 +202,17 @@ launch2() {
 		--set train.epochs=20 --set train.device=cuda --set train.elastic.enabled=true
 }
 
+# collectives on device buffers: 2 processes on the one GPU (NCCL takes one
+# rank per GPU: staged through host memory), every dtype x op x count equal
+# to the host collective's result; and 1 process (alone)
+devcoll() {
+	local lib="$BUILD/gpu/libhora_gpu.so" rc=0
+	[ -e "$lib" ] || lib=$(find "$BUILD" -name libhora_gpu.so | head -1)
+	"$HORA" run -np 2 "$BUILD/tests/devcoll_prog" "$lib" check || rc=1
+	"$HORA" run -np 1 "$BUILD/tests/devcoll_prog" "$lib" check || rc=1
+	return $rc
+}
+
 bench() {
 	local rc=0
 	for b in 32 256 1024; do
@@ -216,7 +227,7 @@ bench() {
 WERROR=OFF
 [ $DRY = 1 ] && WERROR=ON
 export PREFIX ROOT BUILD HORA DEBS OUT WERROR DRY
-export -f env_info configure_build check_from_prefix train bench launch2
+export -f env_info configure_build check_from_prefix train bench launch2 devcoll
 BUILD_LIMIT=240
 [ $DRY = 1 ] && BUILD_LIMIT=1800 # two shared cores here, sixteen there
 step env 20 bash -c env_info
@@ -235,6 +246,7 @@ fi
 step mnist 90 bash -c 'train mnist mnist'
 step fashion 120 bash -c 'train fashion fashion-mnist'
 step launch2 120 bash -c launch2
+step devcoll 60 bash -c devcoll
 step bench 120 bash -c bench
 # torch: the system python3 with its own libraries (not our loader path)
 step torch 180 env -u LD_LIBRARY_PATH python3 "$ROOT/gpu/torch_mlp.py" --data "$DEBS/data/mnist" \
