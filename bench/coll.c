@@ -5,6 +5,7 @@
  *        [--algo auto|ring|latency] [--segment B] [--slice B] [--setup lo|netns --rate 1gbit]
  *        [--hosts H|3,1] [--shm auto|off] [--hier auto|on|off] [--with-memcpy]
  *        [--json F] [--plot F.png [--anchors A.json]] [--crossover]
+ *        [--device cuda [--gpu-library F]]
  *   hora bench allreduce --rank R --addrs ip:port,ip:port,...   (one rank of a
  *        cluster started elsewhere; rank 0 prints)
  *
@@ -29,8 +30,14 @@
  * pipelined ring) from 1 KiB to 4 MiB and prints, for the first two, the
  * last size of their first run of wins: the values for
  * collectives.small_bytes and collectives.medium_bytes.
+ * --device cuda puts both buffers in device memory (coll_device.c): the
+ * verification copies its data in and out, the timed calls are the
+ * collectives on device buffers alone (NCCL on one host, else staged
+ * through host memory: the last line says how the calls went).
  */
 #include "bench.h"
+#include "coll_device.h"
+#include "core/comm.h"
 #include "hora.h"
 #include "net/coll/coll.h"
 #include "report.h"
@@ -53,6 +60,8 @@ struct opts {
 	int n, algo, crossover, bind, sockets, iters, rcvlowat;
 	int shm, hier, with_memcpy; /* enum hora_shm, enum hora_hier; --with-memcpy */
 	int nhosts, host[64];       /* netns: namespace hosts, host (0-based) of each rank */
+	int device;                 /* --device cuda: the buffers in device memory */
+	const char *gpu_lib;        /* --gpu-library: that file as hora's GPU module */
 	size_t lo, hi, segment, slice;
 	enum hora_dtype t;
 	enum hora_op op;
@@ -127,8 +136,24 @@ static double reduce_ref(const struct opts *o, size_t i)
 }
 
 /* fill, run once, count wrong elements */
+/* --device cuda: the call on the device buffers dv[0] (send), dv[1] (recv),
+ * the inputs copied there first and the output back */
+static int call_dev(struct hora_comm *c, const struct opts *o, void *const *dv, const uint8_t *send, uint8_t *recv,
+		    size_t count, size_t in, size_t out)
+{
+	char e[300];
+	const size_t s = hora_net_dtype_size((enum hora_net_dtype)o->t);
+	if (bench_dev_put(dv[0], send, in * s, e, sizeof(e)) || bench_dev_put(dv[1], recv, out * s, e, sizeof(e)) ||
+	    call(c, o, dv[0], dv[1], count) || bench_dev_get(recv, dv[1], out * s, e, sizeof(e))) {
+		if (hora_comm_last_error(c)[0] == 0)
+			fprintf(stderr, "hora bench: device buffers: %s\n", e);
+		return -EIO;
+	}
+	return 0;
+}
+
 static long verify(struct hora_comm *c, const struct opts *o, int rank, uint8_t *send, uint8_t *recv,
-		   size_t count, int *rc)
+		   void *const *dv, size_t count, int *rc)
 {
 	const int n = o->n;
 	size_t in = o->coll == HORA_NET_COLL_REDUCE_SCATTER ? count * (size_t)n : count;
@@ -138,7 +163,7 @@ static long verify(struct hora_comm *c, const struct opts *o, int rank, uint8_t 
 	if (o->coll == HORA_NET_COLL_BROADCAST)
 		for (size_t i = 0; i < out; i++)
 			put(recv, i, o->t, rank == 0 ? in_val(i, 3) : 0);
-	*rc = call(c, o, send, recv, count);
+	*rc = dv ? call_dev(c, o, dv, send, recv, count, in, out) : call(c, o, send, recv, count);
 	if (*rc)
 		return -1;
 	long wrong = 0;
@@ -379,6 +404,15 @@ static int run_rank(const struct opts *o, int rank, const char *const *addrs, co
 	size_t cap = o->hi + 64;
 	uint8_t *send = malloc(cap), *recv = malloc(cap);
 	double *t = malloc(sizeof(double) * 1000);
+	void *dv[2] = {NULL, NULL};
+	if (o->device && (bench_dev_open(o->gpu_lib, err, sizeof(err)) || bench_dev_alloc(cap, &dv[0], err, sizeof(err)) ||
+			  bench_dev_alloc(cap, &dv[1], err, sizeof(err)))) {
+		fprintf(stderr, "hora bench %s: rank %d: %s\n", hora_net_coll_name(o->coll), rank, err);
+		bench_dev_free(dv[0]);
+		free(send), free(recv), free(t);
+		hora_comm_destroy(c);
+		return 1;
+	}
 	const char *tn = hora_net_dtype_name((enum hora_net_dtype)o->t);
 	const char *on = o->coll == HORA_NET_COLL_ALLREDUCE || o->coll == HORA_NET_COLL_REDUCE_SCATTER
 				 ? hora_net_op_name((enum hora_net_op)o->op) : "none";
@@ -395,10 +429,11 @@ static int run_rank(const struct opts *o, int rank, const char *const *addrs, co
 		if (!count && sz)
 			continue;
 		size_t bytes = bytes_for(o, sz);
-		double wrong = (double)verify(c, o, rank, send, recv, count, &rc);
+		double wrong = (double)verify(c, o, rank, send, recv, o->device ? dv : NULL, count, &rc);
 		if (rc || (rc = hora_allreduce(c, &wrong, &wrong, 1, HORA_F64, HORA_SUM)))
 			break;
-		double med = time_calls(c, o, send, recv, count, bytes, t, &rc);
+		double med = o->device ? time_calls(c, o, dv[0], dv[1], count, bytes, t, &rc)
+				       : time_calls(c, o, send, recv, count, bytes, t, &rc);
 		if (rc)
 			break;
 		double algbw = (double)bytes / med / 1e3, busbw = algbw * busbw_factor(o);
@@ -415,9 +450,13 @@ static int run_rank(const struct opts *o, int rank, const char *const *addrs, co
 		fprintf(stderr, "hora bench %s: rank %d: %s\n", hora_net_coll_name(o->coll), rank, hora_comm_last_error(c));
 	if (json)
 		fprintf(json, "\n]\n");
+	if (o->device && out)
+		fprintf(out, "# %s\n", hora_comm_device_path(c));
 	free(send);
 	free(recv);
 	free(t);
+	bench_dev_free(dv[0]);
+	bench_dev_free(dv[1]);
 	hora_comm_destroy(c);
 	return rc ? 1 : 0;
 }
@@ -695,6 +734,8 @@ static void usage(FILE *f)
 		   "         [--shm auto|off] [--hier auto|on|off] [--with-memcpy]\n"
 		   "         [--json F] [--plot F.png] [--anchors RUN.json] [--crossover] [--port BASE]\n"
 		   "         [--bind core|none]   (default: core when ranks <= CPUs, as mpirun)\n"
+		   "         [--device cpu|cuda]  (cuda: the buffers in device memory, core/devcoll.c)\n"
+		   "         [--gpu-library F]    (that file as hora's GPU module, e.g. the tests' CPU double)\n"
 		   "         [--sockets K]        (TCP streams per peer for the ring, default 1)\n"
 		   "         [--rcvlowat on|off]  (wake once per large frame, default on)\n"
 		   "         [--plot F.png --from ROWS.json [--anchors RUN.json]]  (plot only, no run)\n"
@@ -724,7 +765,8 @@ static int parse_args(const char *what, int argc, char **argv, struct opts *o, s
 		{"sockets", required_argument, 0, 'K'}, {"from", required_argument, 0, 'F'},
 		{"rcvlowat", required_argument, 0, 'L'}, {"shm", required_argument, 0, 'M'},
 		{"hier", required_argument, 0, 'H'}, {"hosts", required_argument, 0, 'T'},
-		{"with-memcpy", no_argument, 0, 'C'},
+		{"with-memcpy", no_argument, 0, 'C'}, {"device", required_argument, 0, 'D'},
+		{"gpu-library", required_argument, 0, 'G'},
 		{"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
 	};
 	int c, ranks_given = 0;
@@ -781,10 +823,17 @@ static int parse_args(const char *what, int argc, char **argv, struct opts *o, s
 		case 'H': o->hier = lookup(optarg, hier_names, 3); break;
 		case 'T': hosts = optarg; break;
 		case 'C': o->with_memcpy = 1; break;
+		case 'D': o->device = !strcmp(optarg, "cuda") ? 1 : !strcmp(optarg, "cpu") ? 0 : -1; break;
+		case 'G': o->gpu_lib = optarg; break;
 		case 'h': usage(stdout); return 1;
 		default: usage(stderr); return 2;
 		}
 	}
+	if (o->device < 0)
+		return usage(stderr), fprintf(stderr, "hora bench %s: --device is cpu or cuda\n", what), 2;
+	if (o->device && (o->crossover || o->with_memcpy))
+		return fprintf(stderr, "hora bench %s: --device cuda times the calls only (no --crossover, "
+				       "--with-memcpy)\n", what), 2;
 	if (o->shm < 0 || o->hier < 0) {
 		usage(stderr);
 		fprintf(stderr, "hora bench %s: --shm is auto or off, --hier auto, on or off\n", what);
