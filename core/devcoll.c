@@ -17,7 +17,7 @@
 #define NCCL_WAIT_MS 30000
 
 /* fingerprint variants: every rank of a call takes the same one */
-enum { VIA_NCCL = 1, VIA_STAGED = 2, VIA_SETUP = 3 };
+enum { VIA_NCCL = 1, VIA_STAGED = 2, VIA_SETUP = 3, VIA_HIER = 4 };
 enum { NCCL_UNTRIED = 0, NCCL_ON = 1, NCCL_OFF = -1 };
 
 struct hora_devcoll {
@@ -194,44 +194,106 @@ static bool nccl_here(char *why, size_t len)
 	return true;
 }
 
-/* The first device call of a one-host communicator, on every rank: rank
- * 0's ncclUniqueId to all over hora's transport, then every rank's init;
- * each step's outcome agreed (MIN over the ranks), so that all use NCCL or
- * none does. A failure of these collectives is the call's (returned). */
+/* The first NCCL-eligible device call, on every rank: each host's local
+ * rank 0 makes an ncclUniqueId, every rank's {ready, id} goes to all by an
+ * allgather over hora's transport, each rank joins its host's NCCL
+ * communicator with its local rank 0's id; each step's outcome agreed
+ * (MIN over all ranks), so that all use NCCL or none does. A failure of
+ * these collectives is the call's (returned). */
 static int nccl_setup(struct hora_devcoll *d, struct hora_net_comm *net, int device)
 {
-	const int n = hora_net_comm_size(net), rank = hora_net_comm_rank(net);
-	struct {
-		int32_t rc;
+	const int n = hora_net_comm_size(net);
+	int lrank, nlocal, local0;
+	hora_net_comm_local(net, &lrank, &nlocal, &local0);
+	struct idmsg {
+		int32_t ok;
 		uint8_t id[HORA_GPU_NCCL_ID_BYTES];
-	} msg = {0};
-	_Static_assert(sizeof(msg) % 4 == 0, "the id message is whole int32s");
+	} mine = {0}, *all = calloc((size_t)n, sizeof(*all));
+	_Static_assert(sizeof(struct idmsg) % 4 == 0, "the id message is whole int32s");
+	if (!all)
+		return -ENOMEM;
 	char e[300] = "";
-	int32_t ok = nccl_here(e, sizeof(e));
-	if (ok && rank == 0 && (msg.rc = hora_gpu_nccl_unique_id(msg.id, e, sizeof(e))))
-		ok = 0;
-	int rc = hora_net_broadcast(net, &msg, sizeof(msg) / 4, HORA_NET_I32, 0);
+	mine.ok = nccl_here(e, sizeof(e));
+	if (mine.ok && lrank == 0 && hora_gpu_nccl_unique_id(mine.id, e, sizeof(e)))
+		mine.ok = 0;
+	int rc = hora_net_allgather(net, &mine, all, sizeof(mine) / 4, HORA_NET_I32);
+	int32_t ok = !rc && mine.ok && all[local0].ok;
 	if (!rc)
 		rc = hora_net_allreduce(net, &ok, &ok, 1, HORA_NET_I32, HORA_NET_MIN);
-	if (rc)
+	if (rc || !ok) {
+		free(all);
+		if (!rc)
+			nccl_off(d, "NCCL is not there on every rank (here: %s)", e[0] ? e : "it is");
 		return rc;
-	if (!ok) {
-		nccl_off(d, "NCCL is not there on every rank (here: %s)", e[0] ? e : "it is");
-		return 0;
 	}
-	int32_t mine = hora_gpu_nccl_init(msg.id, n, rank, device, &d->nccl, e, sizeof(e)) == 0, all = mine;
-	if ((rc = hora_net_allreduce(net, &all, &all, 1, HORA_NET_I32, HORA_NET_MIN))) {
+	int32_t good = hora_gpu_nccl_init(all[local0].id, nlocal, lrank, device, &d->nccl, e, sizeof(e)) == 0;
+	free(all);
+	int32_t every = good;
+	if ((rc = hora_net_allreduce(net, &every, &every, 1, HORA_NET_I32, HORA_NET_MIN))) {
 		nccl_off(d, "%s", "the NCCL set-up failed");
 		return rc;
 	}
-	if (!all) {
-		nccl_off(d, "%s", mine ? "another rank's NCCL init failed" : e);
+	if (!every) {
+		nccl_off(d, "%s", good ? "another rank's NCCL init failed" : e);
 		return 0;
 	}
 	d->nccl_state = NCCL_ON;
 	d->device = device;
-	HORA_LOGD("device collectives: NCCL among %d ranks on device %d", n, device);
+	HORA_LOGD("device collectives: NCCL among the %d ranks of this host, device %d", nlocal, device);
 	return 0;
+}
+
+/* Several hosts of several ranks each: NCCL's reduce-scatter within the
+ * host, this rank's shard copied to host memory, its allreduce across
+ * hosts among the ranks with the same local rank (the cross-host TCP ring,
+ * hora_net_comm_cross), copied back, NCCL's allgather within the host
+ * (Horovod's NCCLHierarchicalAllreduce, hora's ring across). The count %
+ * nlocal elements past the last whole shard go through the host allreduce
+ * of every rank. AVG: sums, divided once on the host shard. */
+static int hier_run(void *arg, char *err, size_t errlen)
+{
+	const struct run_ctx *x = arg;
+	const struct devcoll_call *k = x->k;
+	struct hora_devcoll *d = x->d;
+	int lrank, nlocal, local0, rc;
+	hora_net_comm_local(x->net, &lrank, &nlocal, &local0);
+	const size_t e = hora_net_dtype_size(k->t), q = k->count / (size_t)nlocal, tail = k->count - q * (size_t)nlocal;
+	const enum hora_net_op sum = k->op == HORA_NET_AVG ? HORA_NET_SUM : k->op;
+	uint8_t *shard = (uint8_t *)k->recv + (size_t)lrank * q * e;
+	void *h;
+	char m[300] = "";
+	d->by_nccl++;
+	if (q) {
+		if ((rc = hora_gpu_nccl_coll(d->nccl, HORA_GPU_REDUCE_SCATTER, k->send, shard, q, (int)k->t, (int)sum,
+					     0, NCCL_WAIT_MS, m, sizeof(m))) ||
+		    (rc = host_buf(d, 0, q * e, &h, m, sizeof(m))) ||
+		    (rc = copy(x->device, h, shard, q * e, HORA_GPU_D2H, "shard", m, sizeof(m))))
+			goto fail;
+		if ((rc = hora_net_allreduce(hora_net_comm_cross(x->net), h, h, q, k->t, sum))) {
+			snprintf(err, errlen, "allreduce across hosts: %s", hora_net_comm_error(hora_net_comm_cross(x->net)));
+			return rc;
+		}
+		if (k->op == HORA_NET_AVG)
+			hora_net_scale(h, q, k->t, hora_net_comm_size(x->net));
+		if ((rc = copy(x->device, shard, h, q * e, HORA_GPU_H2D, "shard", m, sizeof(m))) ||
+		    (rc = hora_gpu_nccl_coll(d->nccl, HORA_GPU_ALLGATHER, shard, k->recv, q, (int)k->t, 0, 0,
+					     NCCL_WAIT_MS, m, sizeof(m))))
+			goto fail;
+	}
+	if (!tail)
+		return 0;
+	const size_t at = q * (size_t)nlocal * e;
+	if ((rc = host_buf(d, 1, tail * e, &h, m, sizeof(m))) ||
+	    (rc = copy(x->device, h, (const uint8_t *)k->send + at, tail * e, HORA_GPU_D2H, "tail", m, sizeof(m))))
+		goto fail;
+	if ((rc = hora_net_allreduce(x->net, h, h, tail, k->t, k->op)))
+		return rc; /* it broke the communicator */
+	if (!(rc = copy(x->device, (uint8_t *)k->recv + at, h, tail * e, HORA_GPU_H2D, "tail", m, sizeof(m))))
+		return 0;
+fail:
+	snprintf(err, errlen, "the hierarchical allreduce on device %d: %s", x->device, m);
+	nccl_off(d, "NCCL failed: %s", m); /* the communicator is broken now: a re-form resets it */
+	return rc;
 }
 
 /* the first device call of a one-host communicator: the set-up (after the
@@ -243,7 +305,9 @@ static int setup_run(void *arg, char *err, size_t errlen)
 	int rc = nccl_setup(x->d, x->net, x->device);
 	if (rc)
 		return rc; /* a collective of the set-up failed: it broke the communicator */
-	return x->d->nccl_state == NCCL_ON ? nccl_run(arg, err, errlen) : staged_run(arg, err, errlen);
+	if (x->d->nccl_state != NCCL_ON)
+		return staged_run(arg, err, errlen);
+	return hora_net_comm_hosts(x->net) == 1 ? nccl_run(arg, err, errlen) : hier_run(arg, err, errlen);
 }
 
 static bool nccl_kind(enum hora_net_coll_kind k)
@@ -270,13 +334,20 @@ int devcoll_run(struct hora_devcoll **dp, struct hora_net_comm *net, const struc
 			     (k->kind == HORA_NET_COLL_BROADCAST || (on_device(k->send, &sd) && sd == rd));
 	x.device = rd;
 	(void)device;
-	if (hora_net_comm_size(net) > 1 && nccl_kind(k->kind) && all_dev && hora_net_comm_hosts(net) == 1) {
+	int lrank, nlocal, local0;
+	hora_net_comm_local(net, &lrank, &nlocal, &local0);
+	const bool one_host = hora_net_comm_hosts(net) == 1;
+	/* the same on every rank but for the buffers, which the fingerprint checks */
+	const bool eligible = hora_net_comm_size(net) > 1 && all_dev &&
+			      (one_host ? nccl_kind(k->kind)
+					: k->kind == HORA_NET_COLL_ALLREDUCE && nlocal > 1 && hora_net_comm_cross(net));
+	if (eligible) {
 		if (d->nccl_state == NCCL_UNTRIED) /* every rank: the same first device call */
 			return hora_net_device_call(net, k->kind, k->count, k->t, k->op, k->root, VIA_SETUP,
 						    setup_run, &x);
 		if (d->nccl_state == NCCL_ON && d->device == rd)
-			return hora_net_device_call(net, k->kind, k->count, k->t, k->op, k->root, VIA_NCCL, nccl_run,
-						    &x);
+			return hora_net_device_call(net, k->kind, k->count, k->t, k->op, k->root,
+						    one_host ? VIA_NCCL : VIA_HIER, one_host ? nccl_run : hier_run, &x);
 	}
 	return hora_net_device_call(net, k->kind, k->count, k->t, k->op, k->root, VIA_STAGED, staged_run, &x);
 }

@@ -215,6 +215,16 @@ int hora_net_device_call(struct hora_net_comm *c, enum hora_net_coll_kind kind, 
 			 hora_net_device_fn run, void *arg);
 /* The number of hosts the ranks are on (1 for a communicator of one). */
 int hora_net_comm_hosts(const struct hora_net_comm *c);
+/* This rank's place on its host: its local rank, the ranks on the host,
+ * and the rank of local rank 0 (topo.c; a communicator of one: 0, 1, its
+ * rank). */
+void hora_net_comm_local(const struct hora_net_comm *c, int *lrank, int *nlocal, int *local0);
+/* The hierarchical allreduce's cross-host communicator (the ranks with
+ * this rank's local rank, one per host, in host order), or NULL where
+ * there is none (one host, hosts of unequal sizes, collectives.
+ * hierarchical: off). Owned by c; its failures break only it: a caller
+ * that uses it fails c itself (hora_net_device_call's run does). */
+struct hora_net_comm *hora_net_comm_cross(struct hora_net_comm *c);
 /* The hosts, the links and the path an allreduce of `bytes` takes
  * (hora_comm_describe). */
 int hora_net_comm_describe(const struct hora_net_comm *c, size_t bytes, char *buf, size_t len);

@@ -165,3 +165,16 @@ int topo_describe(const struct hora_net_comm *c, char *buf, size_t len)
 	return snprintf(buf, len, "%d ranks on %s, %s; hierarchical: %s", c->n, hosts, links,
 			c->cross ? "yes" : c->flat_why[0] ? c->flat_why : "no");
 }
+
+void hora_net_comm_local(const struct hora_net_comm *c, int *lrank, int *nlocal, int *local0)
+{
+	const struct node_map *m = c->node;
+	*lrank = m ? m->lrank : 0;
+	*nlocal = m ? m->nlocal : 1;
+	*local0 = m ? m->local[0] : c->rank;
+}
+
+struct hora_net_comm *hora_net_comm_cross(struct hora_net_comm *c)
+{
+	return c->cross;
+}
