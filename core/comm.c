@@ -105,7 +105,7 @@ struct hora_comm {
 	struct chan_cfg *chan;
 	/* collectives on device buffers (devcoll.c): NULL until the first;
 	 * used by the thread executing a request (one at a time) */
-	struct hora_devcoll *dev;
+	struct hora_devcoll *_Atomic dev;
 };
 
 struct chan_cfg {
@@ -462,6 +462,7 @@ static void monitor_stop_job(struct hora_comm *c, int code, const char *msg, int
 					     "a rank was declared dead by the failure detector");
 	else
 		hora_net_comm_interrupt(c->net, "stopped by the stall inspector (stall_abort_s)");
+	devcoll_interrupt(atomic_load(&c->dev)); /* an NCCL call waits for no one now */
 }
 
 static bool view_has(const struct hora_swim_view *v, uint64_t uid)
@@ -965,7 +966,7 @@ void hora_comm_destroy(struct hora_comm *c)
 	if (c->monitor_started)
 		pthread_join(c->monitor, NULL);
 	hora_net_membership_destroy(c->owned_m); /* no status callback after this */
-	devcoll_reset(c->dev, true);
+	devcoll_reset(atomic_load(&c->dev), true);
 	hora_net_comm_destroy(c->net);
 	hora_net_loop_destroy(c->owned_loop);
 	pthread_mutex_destroy(&c->mu);
@@ -990,7 +991,7 @@ int hora_comm_describe(struct hora_comm *c, size_t bytes, char *buf, size_t len)
 /* (a re-form that failed left no net comm: the rank before it, of one) */
 const char *hora_comm_device_path(struct hora_comm *c)
 {
-	return devcoll_describe(c->dev);
+	return devcoll_describe(atomic_load(&c->dev));
 }
 
 int hora_comm_rank(const struct hora_comm *c)
@@ -1191,7 +1192,7 @@ int hora_comm_reform(struct hora_comm *c, char *err, size_t errlen)
 	c->last_rank = old ? hora_net_comm_rank(old) : c->last_rank;
 	c->net = NULL;
 	pthread_mutex_unlock(&c->net_mu);
-	devcoll_reset(c->dev, false); /* NCCL over the next view, at its first device call */
+	devcoll_reset(atomic_load(&c->dev), false); /* NCCL over the next view, at its first device call */
 	hora_net_comm_destroy(old); /* its port is the next one's */
 	struct hora_comm_next nx = {0};
 	int rc = c->el.next(c->el.arg, c->view_id, &nx, err, errlen);

@@ -8,6 +8,8 @@
 #include "net/coll/reduce.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +23,10 @@ enum { VIA_NCCL = 1, VIA_STAGED = 2, VIA_SETUP = 3, VIA_HIER = 4 };
 enum { NCCL_UNTRIED = 0, NCCL_ON = 1, NCCL_OFF = -1 };
 
 struct hora_devcoll {
+	/* nccl against devcoll_interrupt (any thread); the rest is the
+	 * executing thread's */
+	pthread_mutex_t mu;
+	bool interrupted;
 	int nccl_state;
 	int device; /* NCCL's */
 	struct hora_gpu_nccl *nccl;
@@ -28,6 +34,7 @@ struct hora_devcoll {
 	size_t host_bytes[2];
 	char why[320]; /* why NCCL is off */
 	long long staged, by_nccl; /* calls that went each way */
+	int setups;                /* NCCL communicators built (a re-form builds another) */
 	char desc[400];
 };
 
@@ -148,11 +155,19 @@ static int staged_run(void *arg, char *err, size_t errlen)
 	return 0;
 }
 
+static void nccl_drop(struct hora_devcoll *d)
+{
+	pthread_mutex_lock(&d->mu);
+	struct hora_gpu_nccl *g = d->nccl;
+	d->nccl = NULL;
+	pthread_mutex_unlock(&d->mu);
+	if (g)
+		hora_gpu_nccl_destroy(g, 1);
+}
+
 static void nccl_off(struct hora_devcoll *d, const char *fmt, const char *why)
 {
-	if (d->nccl)
-		hora_gpu_nccl_destroy(d->nccl, 1);
-	d->nccl = NULL;
+	nccl_drop(d);
 	d->nccl_state = NCCL_OFF;
 	snprintf(d->why, sizeof(d->why), fmt, why);
 }
@@ -226,8 +241,14 @@ static int nccl_setup(struct hora_devcoll *d, struct hora_net_comm *net, int dev
 			nccl_off(d, "NCCL is not there on every rank (here: %s)", e[0] ? e : "it is");
 		return rc;
 	}
-	int32_t good = hora_gpu_nccl_init(all[local0].id, nlocal, lrank, device, &d->nccl, e, sizeof(e)) == 0;
+	struct hora_gpu_nccl *g = NULL;
+	int32_t good = hora_gpu_nccl_init(all[local0].id, nlocal, lrank, device, &g, e, sizeof(e)) == 0;
 	free(all);
+	pthread_mutex_lock(&d->mu);
+	d->nccl = g;
+	if (g && d->interrupted) /* the job is being stopped: no NCCL wait now */
+		hora_gpu_nccl_interrupt(g);
+	pthread_mutex_unlock(&d->mu);
 	int32_t every = good;
 	if ((rc = hora_net_allreduce(net, &every, &every, 1, HORA_NET_I32, HORA_NET_MIN))) {
 		nccl_off(d, "%s", "the NCCL set-up failed");
@@ -239,6 +260,7 @@ static int nccl_setup(struct hora_devcoll *d, struct hora_net_comm *net, int dev
 	}
 	d->nccl_state = NCCL_ON;
 	d->device = device;
+	d->setups++;
 	HORA_LOGD("device collectives: NCCL among the %d ranks of this host, device %d", nlocal, device);
 	return 0;
 }
@@ -323,11 +345,17 @@ static int no_memory(void *arg, char *err, size_t errlen)
 	return -ENOMEM;
 }
 
-int devcoll_run(struct hora_devcoll **dp, struct hora_net_comm *net, const struct devcoll_call *k, int device)
+int devcoll_run(struct hora_devcoll *_Atomic *dp, struct hora_net_comm *net, const struct devcoll_call *k,
+		int device)
 {
-	if (!*dp && !(*dp = calloc(1, sizeof(**dp))))
-		return hora_net_device_call(net, k->kind, k->count, k->t, k->op, k->root, VIA_STAGED, no_memory, NULL);
-	struct hora_devcoll *d = *dp;
+	struct hora_devcoll *d = atomic_load(dp);
+	if (!d) {
+		if (!(d = calloc(1, sizeof(*d))))
+			return hora_net_device_call(net, k->kind, k->count, k->t, k->op, k->root, VIA_STAGED, no_memory,
+						    NULL);
+		pthread_mutex_init(&d->mu, NULL);
+		atomic_store(dp, d);
+	}
 	struct run_ctx x = {.d = d, .net = net, .k = k};
 	int sd = -1, rd = -1;
 	const bool all_dev = on_device(k->recv, &rd) &&
@@ -356,15 +384,28 @@ void devcoll_reset(struct hora_devcoll *d, bool free_all)
 {
 	if (!d)
 		return;
-	if (d->nccl)
-		hora_gpu_nccl_destroy(d->nccl, 1);
-	d->nccl = NULL;
+	nccl_drop(d);
 	d->nccl_state = NCCL_UNTRIED;
+	pthread_mutex_lock(&d->mu);
+	d->interrupted = false;
+	pthread_mutex_unlock(&d->mu);
 	if (!free_all)
 		return;
 	for (int i = 0; i < 2; i++)
 		hora_gpu_host_free(d->host[i]);
+	pthread_mutex_destroy(&d->mu);
 	free(d);
+}
+
+void devcoll_interrupt(struct hora_devcoll *d)
+{
+	if (!d)
+		return;
+	pthread_mutex_lock(&d->mu);
+	d->interrupted = true;
+	if (d->nccl)
+		hora_gpu_nccl_interrupt(d->nccl);
+	pthread_mutex_unlock(&d->mu);
 }
 
 const char *devcoll_describe(struct hora_devcoll *d)
@@ -374,7 +415,8 @@ const char *devcoll_describe(struct hora_devcoll *d)
 	int k = snprintf(d->desc, sizeof(d->desc), "device buffers: %lld calls by NCCL, %lld staged through host memory",
 			 d->by_nccl, d->staged);
 	if (d->nccl_state == NCCL_ON)
-		snprintf(d->desc + k, sizeof(d->desc) - (size_t)k, "; NCCL on device %d", d->device);
+		snprintf(d->desc + k, sizeof(d->desc) - (size_t)k, "; NCCL on device %d, set up %d time%s", d->device,
+			 d->setups, d->setups == 1 ? "" : "s");
 	else if (d->nccl_state == NCCL_OFF)
 		snprintf(d->desc + k, sizeof(d->desc) - (size_t)k, "; no NCCL: %s", d->why);
 	return d->desc;

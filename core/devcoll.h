@@ -25,6 +25,7 @@
 
 #include "net/coll/coll.h"
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -50,7 +51,13 @@ bool devcoll_wants(const struct devcoll_call *call, int *device);
 
 /* Run call on net (see above). d is created on first use into *d. 0 or
  * a negative code; the message is net's (hora_net_comm_error). */
-int devcoll_run(struct hora_devcoll **d, struct hora_net_comm *net, const struct devcoll_call *call, int device);
+int devcoll_run(struct hora_devcoll *_Atomic *d, struct hora_net_comm *net, const struct devcoll_call *call,
+		int device);
+
+/* Any thread (the loss watcher, the stall inspector): an NCCL call in
+ * progress, and every later one until devcoll_reset, returns at once
+ * (-ECANCELED) instead of waiting for a peer that is gone. */
+void devcoll_interrupt(struct hora_devcoll *d);
 
 /* The communicator is re-formed or destroyed: the NCCL communicator goes
  * (aborted: its peers may be gone), the next device call builds one over

@@ -13,6 +13,10 @@
  *   devcoll_prog FAKE_GPU_SO mismatch  rank 0 passes device buffers, the
  *       others host buffers: every rank must fail; prints "devcoll: rank R:
  *       failed as it must: <hora's message>" and exits 3
+ *   devcoll_prog FAKE_GPU_SO loop STEPS  STEPS checked allreduces on device
+ *       buffers, 20 ms apart, re-forming after a failure on an elastic job
+ *       (exit 4 after a failure elsewhere); the last line "devcoll: rank R
+ *       of N: done: STEPS steps; <how the device calls went>"
  * Exit 0 when all is as it must be, else 1 (what differed on stderr). */
 #include "hora.h"
 
@@ -24,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static const size_t esz[] = {4, 8, 2, 2, 4, 8}; /* enum hora_dtype */
 static const char *const dname[] = {"f32", "f64", "f16", "bf16", "i32", "i64"};
@@ -149,6 +154,48 @@ static int check(struct hora_comm *c, struct bufs *b)
 	return bad ? -bad : good;
 }
 
+/* loop STEPS: STEPS allreduces (sum) of 1024 floats on device buffers,
+ * each rank's value step + 1, every element checked against (step + 1) x
+ * size; a failed call on an elastic job re-forms (hora_elastic_reform) and
+ * does the step again over the new view; elsewhere it is printed, exit 4.
+ * Between steps 20 ms, so that a kill lands mid-run. */
+static int loop(struct hora_comm *c, struct bufs *b, int steps)
+{
+	char err[1024];
+	float *x = (float *)(void *)b->hsend;
+	for (int s = 0; s < steps;) {
+		for (int i = 0; i < 1024; i++)
+			x[i] = (float)(s + 1);
+		int rc = to_dev(b->dsend, x, 4096) ? -EIO : hora_allreduce(c, b->dsend, b->dsend, 1024, HORA_F32, HORA_SUM);
+		if (rc) {
+			printf("devcoll: rank %d: step %d failed: %s\n", hora_rank(c), s, hora_comm_last_error(c));
+			fflush(stdout);
+			if (!hora_elastic_on(c))
+				return 4;
+			if ((rc = hora_elastic_reform(c, rc, err, sizeof(err)))) {
+				fprintf(stderr, "devcoll: re-form: %s\n", err);
+				return 1;
+			}
+			printf("devcoll: re-formed: rank %d of %d\n", hora_rank(c), hora_size(c));
+			continue;
+		}
+		if (to_host(x, b->dsend, 4096))
+			return 1;
+		for (int i = 0; i < 1024; i++)
+			if (x[i] != (float)((s + 1) * hora_size(c))) {
+				fprintf(stderr, "devcoll: rank %d: step %d: %g, not %d\n", hora_rank(c), s, x[i],
+					(s + 1) * hora_size(c));
+				return 1;
+			}
+		s++;
+		struct timespec ts = {0, 20000000};
+		nanosleep(&ts, NULL);
+	}
+	printf("devcoll: rank %d of %d: done: %d steps; %s\n", hora_rank(c), hora_size(c), steps,
+	       hora_comm_device_path(c));
+	return 0;
+}
+
 static int mismatch(struct hora_comm *c, struct bufs *b)
 {
 	const int me = hora_rank(c);
@@ -165,8 +212,9 @@ static int mismatch(struct hora_comm *c, struct bufs *b)
 
 int main(int argc, char **argv)
 {
-	if (argc != 3 || (strcmp(argv[2], "check") && strcmp(argv[2], "mismatch"))) {
-		fprintf(stderr, "usage: devcoll_prog FAKE_GPU_SO check|mismatch\n");
+	if (argc < 3 || (strcmp(argv[2], "check") && strcmp(argv[2], "mismatch") &&
+			 (strcmp(argv[2], "loop") || argc != 4))) {
+		fprintf(stderr, "usage: devcoll_prog FAKE_GPU_SO check|mismatch|loop STEPS\n");
 		return 2;
 	}
 	char why[512];
@@ -190,6 +238,8 @@ int main(int argc, char **argv)
 	int rc;
 	if (!strcmp(argv[2], "mismatch")) {
 		rc = mismatch(c, &b);
+	} else if (!strcmp(argv[2], "loop")) {
+		rc = loop(c, &b, atoi(argv[3]));
 	} else {
 		const int k = check(c, &b);
 		if (k > 0)
