@@ -14,6 +14,7 @@
 #include <criterion/criterion.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -327,4 +328,14 @@ Test(gpu_mem, a_hung_collective_times_out)
 {
 	expect_coll_fails(FAKE_GPU_V3_NCCL_TIMEOUT, -ETIMEDOUT,
 			  "NCCL allreduce: not done after 250 ms");
+}
+
+/* Freeing what dev_alloc did not return (a host buffer taken for a device
+ * one) is a libhora bug: the fake stops the process with a message. */
+Test(gpu_mem, the_fake_stops_at_a_free_of_the_wrong_kind, .signal = SIGABRT)
+{
+	cr_assert_eq(hora_gpu_use_library(FAKE_GPU_V3), 0);
+	void *pinned = NULL;
+	cr_assert_eq(hora_gpu_host_alloc(16, &pinned, err, sizeof(err)), 0, "%s", err);
+	hora_gpu_dev_free(pinned);
 }

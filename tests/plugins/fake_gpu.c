@@ -15,6 +15,9 @@
  *                      and every later one fail with -FAKE_NCCL_FAIL_CODE
  *                      (default EIO; ETIMEDOUT plays a hung peer)
  *   FAKE_NULL_SLOT     describe is NULL
+ * A variant of an older version has the newer slots filled with a pointer
+ * that aborts: what lies past an older library's (smaller) struct is not
+ * NULL, so a loader that copies more than that version's slots is caught.
  *   FAKE_NEEDS_ABSENT  calls into libhora_test_absent.so.1 (absent.c), a
  *                      library that is nowhere at run time, as libcudart.so.13
  *                      is nowhere on a machine without CUDA. */
@@ -23,12 +26,12 @@
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #ifdef FAKE_V3
 #include "fake_gpu.h"
 
 #include <pthread.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #endif
@@ -503,6 +506,15 @@ __attribute__((unused)) static int fake_nccl_coll(struct hora_gpu_nccl *c, int k
 }
 #endif
 
+/* The slots an older variant does not have (see the top). */
+__attribute__((unused)) static void fake_past_the_end(void)
+{
+	fprintf(stderr, "fake_gpu: a slot past this version's struct was called\n");
+	abort();
+}
+#define PAST_END(slot)                                                                             \
+	.slot = (__typeof__(((struct hora_gpu_ops *)0)->slot))(void (*)(void))fake_past_the_end
+
 __attribute__((visibility("default"))) const struct hora_gpu_ops FAKE_SYMBOL = {
 	.abi_version = FAKE_ABI,
 	.build = "fake 1.0",
@@ -523,6 +535,10 @@ __attribute__((visibility("default"))) const struct hora_gpu_ops FAKE_SYMBOL = {
 	.gemm_time = fake_gemm_time,
 	.mlp_load_data = fake_mlp_load_data,
 	.mlp_step_idx = fake_mlp_step_idx,
+#else
+	PAST_END(mlp_create), PAST_END(mlp_destroy), PAST_END(mlp_forward_backward),
+	PAST_END(mlp_evaluate), PAST_END(mlp_gemms), PAST_END(gemm_time), PAST_END(mlp_load_data),
+	PAST_END(mlp_step_idx),
 #endif
 #ifdef FAKE_V3
 	.mem_kind = fake_mem_kind,
@@ -539,5 +555,9 @@ __attribute__((visibility("default"))) const struct hora_gpu_ops FAKE_SYMBOL = {
 #else
 	.nccl_coll = fake_nccl_coll,
 #endif
+#else
+	PAST_END(mem_kind), PAST_END(dev_alloc), PAST_END(dev_free), PAST_END(host_alloc),
+	PAST_END(host_free), PAST_END(copy), PAST_END(nccl_unique_id), PAST_END(nccl_init),
+	PAST_END(nccl_destroy), PAST_END(nccl_coll),
 #endif
 };
