@@ -1,16 +1,16 @@
 /* hora_gpu_ops.h - the ABI between libhora and libhora_gpu.so.
  *
- * libhora_gpu.so (built from device.cu, the only part of hora linked against
- * the CUDA runtime, cuBLAS and NCCL) exports one symbol,
+ * libhora_gpu.so (built from device.cu, mlp.cu, mem.cu and nccl.cu, the only
+ * part of hora linked against the CUDA runtime, cuBLAS and NCCL) exports
  *
- *	const struct hora_gpu_ops hora_gpu_plugin_v1;
+ *	const struct hora_gpu_ops hora_gpu_plugin_v3;
  *
- * and libhora dlopens it on demand (loader.c, hora_gpu.h), so libhora and
- * the `hora` executable need no CUDA library to start. As for NCCL's net
- * plugins and hora's model plugins, the struct starts with abi_version and
- * a later ABI is a new symbol (hora_gpu_plugin_v2) the loader tries first.
- * A slot is only added at the end together with a new version; every slot
- * of version 1 is mandatory.
+ * (and, for a libhora of the previous ABI, hora_gpu_plugin_v2), and libhora
+ * dlopens it on demand (loader.c, hora_gpu.h), so libhora and the `hora`
+ * executable need no CUDA library to start. As for NCCL's net plugins and
+ * hora's model plugins, the struct starts with abi_version and a later ABI
+ * is a new symbol the loader tries first. A slot is only added at the end
+ * together with a new version; every slot of a version is mandatory.
  *
  * Version 2 adds the CUDA MLP (the slots after nccl_version): the loader
  * takes a v2 library (every slot mandatory) or a v1 one (then the v2 slots

@@ -167,3 +167,36 @@ Test(gpu, nccl_of_one_rank_every_dtype_and_op, .timeout = 120)
 	hora_gpu_dev_free(send);
 	hora_gpu_dev_free(recv);
 }
+
+/* The real library loaded on a machine without a usable device (here: a
+ * CUDA build, no GPU or driver): version 3 answers with a code and the
+ * CUDA reason, never a crash, and host memory is host memory. */
+Test(gpu, v3_without_a_device_says_why)
+{
+	char why[256] = "", err[512] = "";
+	int n = hora_gpu_device_count(why, sizeof(why));
+	if (n != -ENODEV)
+		cr_skip_test("not a loaded library without a device (%d: %s)", n, why);
+	char host[64] = "";
+	int dev = 3;
+	cr_assert_eq(hora_gpu_mem_kind(host, &dev), 0);
+	cr_assert_eq(dev, -1);
+	void *p = (void *)1;
+	int rc = hora_gpu_dev_alloc(0, 64, &p, err, sizeof(err));
+	cr_assert_eq(rc, -ENODEV, "%d: %s", rc, err);
+	cr_assert(err[0], "no reason");
+	cr_assert_null(p);
+	err[0] = 0;
+	rc = hora_gpu_host_alloc(64, &p, err, sizeof(err));
+	cr_assert(rc < 0 && err[0], "%d: %s", rc, err);
+	err[0] = 0;
+	rc = hora_gpu_copy(0, host, host + 32, 8, HORA_GPU_D2H, err, sizeof(err));
+	cr_assert(rc < 0 && err[0], "%d: %s", rc, err);
+	uint8_t id[HORA_GPU_NCCL_ID_BYTES] = {0};
+	struct hora_gpu_nccl *c = (void *)1;
+	err[0] = 0;
+	rc = hora_gpu_nccl_init(id, 1, 0, 0, &c, err, sizeof(err));
+	cr_assert(rc < 0 && err[0], "%d: %s", rc, err);
+	cr_assert_null(c);
+	cr_assert_eq(hora_gpu_mem_kind(host, &dev), 0, "after the errors too");
+}
