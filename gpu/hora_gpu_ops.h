@@ -197,14 +197,17 @@ struct hora_gpu_ops {
 	 * to nccl_init. */
 	int (*nccl_unique_id)(uint8_t id[HORA_GPU_NCCL_ID_BYTES], char *err, size_t errlen);
 	/* Rank `rank` of `nranks` of the communicator of id on `device`
-	 * (ncclCommInitRank with cudaSetDevice first), with a non-blocking
-	 * stream of its own; returns once all nranks have joined. *out is freed
+	 * (ncclCommInitRank with cudaSetDevice first; a non-blocking NCCL
+	 * communicator, so no later call waits for a peer inside NCCL), with a
+	 * non-blocking stream of its own; returns once all nranks have joined
+	 * (-ETIMEDOUT, aborted, if they have not after 120 s). *out is freed
 	 * with nccl_destroy. One thread at a time uses a communicator. */
 	int (*nccl_init)(const uint8_t id[HORA_GPU_NCCL_ID_BYTES], int nranks, int rank,
 			 int device, struct hora_gpu_nccl **out, char *err, size_t errlen);
 	/* abort != 0: ncclCommAbort (a broken communicator: peers may be gone;
-	 * it must not hang), else ncclCommDestroy; then its stream and c are
-	 * freed. NULL is a no-op. */
+	 * it does not wait for them), else ncclCommFinalize + ncclCommDestroy
+	 * (aborted instead if the finalize fails or has not ended after 10 s);
+	 * then its stream and c are freed. NULL is a no-op. */
 	void (*nccl_destroy)(struct hora_gpu_nccl *c, int abort);
 	/* One collective on device buffers of c's device, enqueued on c's
 	 * stream and waited for by polling (cudaStreamQuery and
@@ -224,9 +227,11 @@ struct hora_gpu_ops {
 	 *          allgather's sendcount, the reduce-scatter's recvcount;
 	 *   root   the broadcast's (0..nranks-1), ignored otherwise.
 	 * -EINVAL naming what NCCL lacks (a dtype, op or kind code it has no
-	 * counterpart for, a root out of range); -EIO with the NCCL/CUDA call
-	 * and its message in err otherwise; after -EIO or -ETIMEDOUT c is
-	 * broken: destroy it with abort. */
+	 * counterpart for, a root out of range) or a buffer that is not device
+	 * memory of c's device (count > 0; checked with mem_kind: a host
+	 * pointer in an NCCL kernel would kill the CUDA context); -EIO with
+	 * the NCCL/CUDA call and its message in err otherwise; after -EIO or
+	 * -ETIMEDOUT c is broken: destroy it with abort. */
 	int (*nccl_coll)(struct hora_gpu_nccl *c, int kind, const void *send, void *recv,
 			 size_t count, int dtype, int op, int root, int timeout_ms, char *err,
 			 size_t errlen);

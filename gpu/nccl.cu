@@ -28,6 +28,11 @@
 
 #define SPIN_POLLS 200 /* queries before the first sleep */
 #define POLL_NS 50000  /* then one every ~50 us */
+/* Ceilings of the waits the interface gives no timeout: an init whose
+ * peers never all come (a rank died before it joined) and a finalize that
+ * does not end (a peer gone) are aborted instead of waiting for ever. */
+#define INIT_LIMIT_MS 120000
+#define FINALIZE_LIMIT_MS 10000
 
 struct hora_gpu_nccl {
 	ncclComm_t comm;
@@ -112,8 +117,7 @@ static int init_comm(struct hora_gpu_nccl *c, const uint8_t *id, char *err, size
 		c->comm = NULL;
 		return rc;
 	}
-	/* no limit: NCCL's bootstrap has its own, and init has no timeout */
-	int rc = wait_nccl(c->comm, "ncclCommInitRank", 0, err, errlen);
+	int rc = wait_nccl(c->comm, "ncclCommInitRank", INIT_LIMIT_MS, err, errlen);
 	if (rc) {
 		ncclCommAbort(c->comm);
 		c->comm = NULL;
@@ -173,13 +177,15 @@ void hora_gpu_cu_nccl_destroy(struct hora_gpu_nccl *c, int abort)
 	cudaSetDevice(c->device);
 	ncclResult_t r = ncclSuccess;
 	if (!abort) {
-		/* finalize flushes c's work (waits for it: the peers are there),
-		 * then destroy frees; a finalize that fails aborts instead */
+		/* finalize flushes c's work (nccl_coll waited for all of it),
+		 * then destroy frees; a finalize that fails or does not end
+		 * aborts instead */
 		char why[256];
 		r = ncclCommFinalize(c->comm);
 		if (r == ncclInProgress)
-			r = wait_nccl(c->comm, "ncclCommFinalize", 0, why, sizeof(why)) ? ncclInternalError
-											  : ncclSuccess;
+			r = wait_nccl(c->comm, "ncclCommFinalize", FINALIZE_LIMIT_MS, why, sizeof(why))
+				    ? ncclInternalError
+				    : ncclSuccess;
 	}
 	if (!abort && r == ncclSuccess)
 		ncclCommDestroy(c->comm);
@@ -259,6 +265,26 @@ static int wait_coll(struct hora_gpu_nccl *c, const char *what, int timeout_ms, 
 	}
 }
 
+/* Is p device memory of c's device? A host pointer in an NCCL kernel is an
+ * illegal address, which kills the whole CUDA context: refuse it here. */
+static int device_buffer(const struct hora_gpu_nccl *c, const char *what, const char *which,
+			 const void *p, char *err, size_t errlen)
+{
+	int dev = -1;
+	int k = hora_gpu_cu_mem_kind(p, &dev);
+	if (k == 1 && dev == c->device)
+		return 0;
+	if (k < 0)
+		snprintf(err, errlen, "%s: %s buffer %p: cudaPointerGetAttributes failed", what, which,
+			 p);
+	else if (k == 0)
+		snprintf(err, errlen, "%s: %s buffer %p is host memory", what, which, p);
+	else
+		snprintf(err, errlen, "%s: %s buffer %p is on device %d, the communicator's on %d",
+			 what, which, p, dev, c->device);
+	return k < 0 ? -EIO : -EINVAL;
+}
+
 int hora_gpu_cu_nccl_coll(struct hora_gpu_nccl *c, int kind, const void *send, void *recv,
 			  size_t count, int dtype, int op, int root, int timeout_ms, char *err,
 			  size_t errlen)
@@ -267,9 +293,12 @@ int hora_gpu_cu_nccl_coll(struct hora_gpu_nccl *c, int kind, const void *send, v
 	ncclRedOp_t o;
 	char what[64];
 	int prev = -1;
-	if (!c || kind < HORA_GPU_ALLREDUCE || kind > HORA_GPU_REDUCE_SCATTER) {
-		snprintf(err, errlen, "NCCL has no collective for kind %d%s", kind,
-			 c ? "" : " (no communicator)");
+	if (!c) {
+		snprintf(err, errlen, "NCCL: no communicator");
+		return -EINVAL;
+	}
+	if (kind < HORA_GPU_ALLREDUCE || kind > HORA_GPU_REDUCE_SCATTER) {
+		snprintf(err, errlen, "NCCL has no collective for kind %d", kind);
 		return -EINVAL;
 	}
 	snprintf(what, sizeof(what), "NCCL %s", kind_name[kind]);
@@ -280,6 +309,9 @@ int hora_gpu_cu_nccl_coll(struct hora_gpu_nccl *c, int kind, const void *send, v
 		snprintf(err, errlen, "%s: root %d of %d ranks", what, root, c->nranks);
 		return -EINVAL;
 	}
+	if (count && ((rc = device_buffer(c, what, "send", send, err, errlen)) ||
+		      (rc = device_buffer(c, what, "recv", recv, err, errlen))))
+		return rc;
 	cudaError_t e = cudaGetDevice(&prev);
 	if (e == cudaSuccess)
 		e = cudaSetDevice(c->device);

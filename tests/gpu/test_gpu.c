@@ -156,6 +156,12 @@ Test(gpu, nccl_of_one_rank_every_dtype_and_op, .timeout = 120)
 					sizeof(err)),
 		     -EINVAL);
 	cr_assert(strstr(err, "dtype code 9"), "%s", err);
+	/* a host buffer would be an illegal address in NCCL's kernel */
+	cr_assert_eq(hora_gpu_nccl_coll(c, HORA_GPU_ALLREDUCE, want, send, 4, 0, 0, 0, 1000, err,
+					sizeof(err)),
+		     -EINVAL);
+	cr_assert(strstr(err, "NCCL allreduce: send buffer") && strstr(err, "is host memory"),
+		  "%s", err);
 	hora_gpu_nccl_destroy(c, 0);
 	/* a second communicator, aborted: returns, frees */
 	cr_assert_eq(hora_gpu_nccl_unique_id(id, err, sizeof(err)), 0, "%s", err);
