@@ -26,13 +26,13 @@ static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static cudaStream_t g_copy[MAX_DEVICES];
 
 /* CK(call): on failure set rc with the call's text in err and go to out. */
-#define CK(call)                                                                                   \
-	do {                                                                                       \
-		cudaError_t e_ = (call);                                                           \
-		if (e_ != cudaSuccess) {                                                           \
-			rc = hora_gpu_cuda_fail(e_, #call, err, errlen);                                    \
-			goto out;                                                                  \
-		}                                                                                  \
+#define CK(call)                                                                  \
+	do {                                                                      \
+		cudaError_t e_ = (call);                                          \
+		if (e_ != cudaSuccess) {                                          \
+			rc = hora_gpu_cuda_fail(e_, #call, err, errlen);          \
+			goto out;                                                 \
+		}                                                                 \
 	} while (0)
 
 int hora_gpu_cu_mem_kind(const void *p, int *device)
@@ -43,9 +43,10 @@ int hora_gpu_cu_mem_kind(const void *p, int *device)
 		return 0;
 	cudaPointerAttributes a;
 	cudaError_t e = cudaPointerGetAttributes(&a, p);
-	/* an unregistered pointer set the last error before CUDA 11 (and some
-	 * drivers still do): clear it so that no later check sees it */
-	cudaGetLastError();
+	/* an unregistered pointer set the last error before CUDA 11 (and may
+	 * still): clear it so that no later check sees it */
+	if (e != cudaSuccess || a.type == cudaMemoryTypeUnregistered)
+		cudaGetLastError();
 	if (e == cudaErrorInvalidValue || e == cudaErrorNoDevice ||
 	    e == cudaErrorInsufficientDriver || e == cudaErrorInitializationError)
 		return 0; /* not CUDA's, or no CUDA at all: host memory */
