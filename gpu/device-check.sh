@@ -24,7 +24,9 @@
 #   build     240 s  cmake -DHORA_CUDA=ON, Release, build-gpu/ (-Werror in the dry run)
 #   version    20 s  hora --version, hora gpu-info (the plugin loads, 1 device)
 #   gputests  120 s  ctest -L gpu: saxpy, CUDA MLP gradients vs the CPU MLP
-#                    (relative difference < 1e-4), determinism
+#                    (relative difference < 1e-4), determinism; ABI v3: device
+#                    memory, copies, a size-1 NCCL communicator (every
+#                    collective, dtype and op; test_gpu)
 #   mnist      90 s  hora train, train.device: cuda, 20 epochs MNIST
 #                    (val_acc >= 0.95), metrics in mnist.jsonl
 #   fashion   120 s  the same on Fashion-MNIST (val_acc >= 0.87)

@@ -1,8 +1,9 @@
 /* device.cu - libhora_gpu.so: CUDA device query and hora's first kernel
  * (saxpy), plus the NCCL version, offered to libhora as the ops struct
- * hora_gpu_plugin_v2 (hora_gpu_ops.h), its only exported symbol, together
- * with the CUDA MLP of mlp.cu. Later issues add the NCCL communicator and
- * the hierarchical allreduce as new slots of a new ABI version.
+ * hora_gpu_plugin_v3 (hora_gpu_ops.h) together with the CUDA MLP of mlp.cu,
+ * device memory and copies of mem.cu and the NCCL communicator of nccl.cu;
+ * and as hora_gpu_plugin_v2 (the same library for a libhora of ABI 2).
+ * These two are its only exported symbols.
  *
  * This is the only code of hora linked against the CUDA runtime and NCCL;
  * it does not know libhora (loader.c loads it, forward.c calls it).
@@ -11,6 +12,7 @@
  */
 #include "hora_gpu_ops.h"
 #include "mlp_cuda.h"
+#include "v3_cuda.h"
 
 #include "hora_config.h"
 
@@ -128,20 +130,35 @@ out:
 	return rc;
 }
 
-/* Version 2 (hora_gpu_ops.h): the v1 slots, then the CUDA MLP (mlp.cu). */
+/* The slots of versions 1 and 2 (hora_gpu_ops.h), after abi_version. */
+#define V2_SLOTS                                                                                   \
+	"CUDA " HORA_CUDA_VERSION ", NCCL " HORA_NCCL_VERSION, device_count, describe, saxpy_check, \
+		nccl_version, hora_gpu_mlp_create, hora_gpu_mlp_destroy,                            \
+		hora_gpu_mlp_forward_backward, hora_gpu_mlp_evaluate, hora_gpu_mlp_gemms,          \
+		hora_gpu_gemm_time, hora_gpu_mlp_load_data, hora_gpu_mlp_step_idx
+
+/* Version 3: v2's slots, then device memory and copies (mem.cu) and NCCL
+ * (nccl.cu). What this hora's loader takes. */
+extern "C" __attribute__((visibility("default"))) const struct hora_gpu_ops hora_gpu_plugin_v3 = {
+	3,
+	V2_SLOTS,
+	hora_gpu_cu_mem_kind,
+	hora_gpu_cu_dev_alloc,
+	hora_gpu_cu_dev_free,
+	hora_gpu_cu_host_alloc,
+	hora_gpu_cu_host_free,
+	hora_gpu_cu_copy,
+	hora_gpu_cu_nccl_unique_id,
+	hora_gpu_cu_nccl_init,
+	hora_gpu_cu_nccl_destroy,
+	hora_gpu_cu_nccl_coll,
+};
+
+/* Version 2 as well, so that a libhora of the previous ABI (whose loader
+ * knows hora_gpu_plugin_v2 and _v1 only) still loads this library and gets
+ * its MLP; it reads no slot past v2's. */
 extern "C" __attribute__((visibility("default"))) const struct hora_gpu_ops hora_gpu_plugin_v2 = {
-	HORA_GPU_ABI_VERSION,
-	"CUDA " HORA_CUDA_VERSION ", NCCL " HORA_NCCL_VERSION,
-	device_count,
-	describe,
-	saxpy_check,
-	nccl_version,
-	hora_gpu_mlp_create,
-	hora_gpu_mlp_destroy,
-	hora_gpu_mlp_forward_backward,
-	hora_gpu_mlp_evaluate,
-	hora_gpu_mlp_gemms,
-	hora_gpu_gemm_time,
-	hora_gpu_mlp_load_data,
-	hora_gpu_mlp_step_idx,
+	2,
+	V2_SLOTS,
+	NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
 };

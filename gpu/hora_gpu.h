@@ -7,7 +7,7 @@
  *   -ENOTSUP  hora was built without CUDA (HORA_HAVE_CUDA 0);
  *   -ENOENT   libhora_gpu.so or a library it needs (libcudart.so.13,
  *             libnccl.so.2) could not be loaded: the dlerror text;
- *   -ENOEXEC  the file loaded but has neither hora_gpu_plugin_v2 nor _v1;
+ *   -ENOEXEC  the file loaded but has none of hora_gpu_plugin_v3, _v2, _v1;
  *   -EPROTO   its abi_version is not ours, or a slot is NULL;
  *   -ENODEV   the library is loaded but there is no usable CUDA device.
  *
@@ -40,10 +40,11 @@ extern "C" {
 /* One dlopen'ed libhora_gpu.so (or a test double with the same ABI). */
 struct hora_gpu_lib;
 
-/* Load the file at path (RTLD_NOW | RTLD_LOCAL), find hora_gpu_plugin_v2
- * (else hora_gpu_plugin_v1), check its abi_version (2, or 1 for the v1
- * symbol) and that none of that version's slots is NULL; a v1 library's
- * ops read NULL in the v2 slots. On success *out is set; the
+/* Load the file at path (RTLD_NOW | RTLD_LOCAL), find hora_gpu_plugin_v3
+ * (else _v2, else _v1), check its abi_version (that of the symbol's name)
+ * and that none of that version's slots is NULL; only that version's slots
+ * are copied, the later ones read NULL in the ops (ops->abi_version says
+ * which version it is). On success *out is set; the
  * caller closes it with hora_gpu_lib_close. On failure err says
  * "<path>: <what>" (the dlerror text for -ENOENT). Works in every build,
  * with or without CUDA. Returns 0, -ENOENT, -ENOEXEC, -EPROTO or -ENOMEM. */
@@ -99,6 +100,37 @@ int hora_gpu_saxpy_check(int n, float a, double *max_abs_err);
 
 /* NCCL's version code (e.g. 22809), or a code above. */
 int hora_gpu_nccl_version(void);
+
+/* ---- device memory, copies, NCCL (forward_mem.c; ABI version 3) ---------
+ * Each is the slot of the same name of hora_gpu_ops.h (its contract there)
+ * through the process-wide library, loaded by the first call (mem_kind
+ * aside). Where the library does not load they return the loader's code
+ * with its reason in err; on a library older than version 3, -ENOTSUP with
+ * "<path>: libhora_gpu.so has ABI version N: no device-buffer collectives
+ * (need 3)". The _free and _destroy calls are no-ops then. */
+
+/* Where p points: 1 with *device set (CUDA device or managed memory), 0
+ * host memory (*device = -1), or -EIO. Never loads the library: 0 when it
+ * is not loaded yet (hora_gpu_loaded_path() == NULL; nothing can have made
+ * device memory through hora then, and a CPU-only program pays no dlopen)
+ * or is older than version 3. device may be NULL. */
+int hora_gpu_mem_kind(const void *p, int *device);
+int hora_gpu_dev_alloc(int device, size_t bytes, void **out, char *err, size_t errlen);
+void hora_gpu_dev_free(void *p);
+int hora_gpu_host_alloc(size_t bytes, void **out, char *err, size_t errlen);
+void hora_gpu_host_free(void *p);
+/* kind: enum hora_gpu_copy_kind. */
+int hora_gpu_copy(int device, void *dst, const void *src, size_t bytes, int kind, char *err,
+		  size_t errlen);
+/* id: HORA_GPU_NCCL_ID_BYTES bytes. */
+int hora_gpu_nccl_unique_id(uint8_t *id, char *err, size_t errlen);
+int hora_gpu_nccl_init(const uint8_t *id, int nranks, int rank, int device,
+		       struct hora_gpu_nccl **out, char *err, size_t errlen);
+void hora_gpu_nccl_destroy(struct hora_gpu_nccl *c, int abort);
+/* kind: enum hora_gpu_coll_kind; dtype, op: core/hora.h's codes. */
+int hora_gpu_nccl_coll(struct hora_gpu_nccl *c, int kind, const void *send, void *recv,
+		       size_t count, int dtype, int op, int root, int timeout_ms, char *err,
+		       size_t errlen);
 
 /* ---- the CUDA MLP (mlp_model.c) ----------------------------------------- */
 

@@ -31,12 +31,14 @@
 struct hora_gpu_lib {
 	void *handle;
 	const struct hora_gpu_ops *ops; /* &copy */
-	struct hora_gpu_ops copy;       /* a v1 library's slots, v2 ones NULL */
+	struct hora_gpu_ops copy;       /* its version's slots, later ones NULL */
 	char path[PATH_MAX];
 };
 
-/* The slots of version 1: the prefix of the struct a v1 library exports. */
+/* The slots of versions 1 and 2: the prefix of the struct such a library
+ * exports (its symbol is no bigger: read no further). */
 #define V1_SIZE offsetof(struct hora_gpu_ops, mlp_create)
+#define V2_SIZE offsetof(struct hora_gpu_ops, mem_kind)
 
 /* The process-wide library; every field guarded by g_lock. */
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -45,6 +47,32 @@ static int g_rc;
 static struct hora_gpu_lib *g_lib;
 static char g_err[1024];
 static char g_path[PATH_MAX]; /* hora_gpu_use_library, "" = search */
+
+/* The first NULL slot of version 3's own, or NULL. */
+static const char *null_slot_v3(const struct hora_gpu_ops *ops)
+{
+	if (!ops->mem_kind)
+		return "mem_kind";
+	if (!ops->dev_alloc)
+		return "dev_alloc";
+	if (!ops->dev_free)
+		return "dev_free";
+	if (!ops->host_alloc)
+		return "host_alloc";
+	if (!ops->host_free)
+		return "host_free";
+	if (!ops->copy)
+		return "copy";
+	if (!ops->nccl_unique_id)
+		return "nccl_unique_id";
+	if (!ops->nccl_init)
+		return "nccl_init";
+	if (!ops->nccl_destroy)
+		return "nccl_destroy";
+	if (!ops->nccl_coll)
+		return "nccl_coll";
+	return NULL;
+}
 
 /* The first NULL slot of ops (version `version`'s slots), or NULL. */
 static const char *null_slot(const struct hora_gpu_ops *ops, int version)
@@ -77,7 +105,7 @@ static const char *null_slot(const struct hora_gpu_ops *ops, int version)
 		return "mlp_load_data";
 	if (!ops->mlp_step_idx)
 		return "mlp_step_idx";
-	return NULL;
+	return version < 3 ? NULL : null_slot_v3(ops);
 }
 
 static int check_ops(const struct hora_gpu_ops *ops, int version, const char *sym,
@@ -109,21 +137,21 @@ int hora_gpu_lib_open(const char *path, struct hora_gpu_lib **out, char *err, si
 		return -ENOENT;
 	}
 	/* the newest version first, as NCCL's plugin loader */
-	int version = HORA_GPU_ABI_VERSION;
-	const char *sym = HORA_GPU_PLUGIN_SYMBOL;
+	static const char *const syms[] = {HORA_GPU_PLUGIN_SYMBOL, HORA_GPU_PLUGIN_SYMBOL_V2,
+					   HORA_GPU_PLUGIN_SYMBOL_V1};
+	const struct hora_gpu_ops *ops = NULL;
+	int i = 0;
 	dlerror();
-	const struct hora_gpu_ops *ops = dlsym(h, sym);
+	while (i < 3 && !(ops = dlsym(h, syms[i])))
+		i++;
 	if (!ops) {
-		version = 1;
-		sym = HORA_GPU_PLUGIN_SYMBOL_V1;
-		ops = dlsym(h, sym);
-	}
-	if (!ops) {
-		snprintf(err, errlen, "%s: missing entry symbol '%s' (or '%s')", path,
-			 HORA_GPU_PLUGIN_SYMBOL, HORA_GPU_PLUGIN_SYMBOL_V1);
+		snprintf(err, errlen, "%s: missing entry symbol '%s' (or '%s', '%s')", path,
+			 syms[0], syms[1], syms[2]);
 		dlclose(h);
 		return -ENOEXEC;
 	}
+	const char *sym = syms[i];
+	int version = HORA_GPU_ABI_VERSION - i; /* syms[i] is version 3 - i */
 	int rc = check_ops(ops, version, sym, path, err, errlen);
 	struct hora_gpu_lib *lib = rc ? NULL : calloc(1, sizeof(*lib));
 	if (!rc && !lib) {
@@ -135,8 +163,8 @@ int hora_gpu_lib_open(const char *path, struct hora_gpu_lib **out, char *err, si
 		return rc;
 	}
 	lib->handle = h;
-	/* a v1 library's struct ends at V1_SIZE: read no further */
-	memcpy(&lib->copy, ops, version == 1 ? V1_SIZE : sizeof(lib->copy));
+	/* an older library's struct ends at its version's size: read no further */
+	memcpy(&lib->copy, ops, version == 1 ? V1_SIZE : version == 2 ? V2_SIZE : sizeof(lib->copy));
 	lib->ops = &lib->copy;
 	snprintf(lib->path, sizeof(lib->path), "%s", path);
 	*out = lib;

@@ -53,7 +53,8 @@ Test(gpu_loader, a_file_that_is_not_a_library)
 Test(gpu_loader, missing_symbol_wrong_abi_and_null_slot)
 {
 	expect_open_fails(FAKE_GPU_NOSYM, -ENOEXEC,
-			  "missing entry symbol 'hora_gpu_plugin_v2' (or 'hora_gpu_plugin_v1')");
+			  "missing entry symbol 'hora_gpu_plugin_v3' (or 'hora_gpu_plugin_v2', "
+			  "'hora_gpu_plugin_v1')");
 	expect_open_fails(FAKE_GPU_BADABI, -EPROTO, "abi_version 99, this hora needs 1");
 	expect_open_fails(FAKE_GPU_NULLSLOT, -EPROTO, "hora_gpu_plugin_v1.describe is NULL");
 }
@@ -66,9 +67,11 @@ Test(gpu_loader, a_good_library_opens_and_answers)
 	const struct hora_gpu_ops *ops = hora_gpu_lib_ops(lib);
 	cr_assert_eq(ops->abi_version, 1);
 	cr_assert_eq(ops->device_count(NULL, 0), 2);
-	/* a v1 library: the loader's copy has no MLP slots */
+	/* a v1 library: the loader's copy has no MLP slots, nor v3's */
 	cr_assert_null(ops->mlp_create);
 	cr_assert_null(ops->gemm_time);
+	cr_assert_null(ops->mem_kind);
+	cr_assert_null(ops->nccl_coll);
 	hora_gpu_lib_close(lib);
 	hora_gpu_lib_close(NULL);
 }
@@ -84,11 +87,39 @@ Test(gpu_loader, a_v2_library_is_taken_first_with_every_slot)
 	struct hora_gpu_mlp_config mc = {.nlayers = 1, .dims = {4, 2}, .max_batch = 1};
 	cr_assert_eq(ops->mlp_create(&mc, &m, err, sizeof(err)), -ENODEV);
 	cr_assert_str_eq(err, "fake: no MLP");
+	/* its struct ends after mlp_step_idx: the loader's copy has no v3 slots */
+	cr_assert_not_null(ops->mlp_step_idx);
+	cr_assert_null(ops->mem_kind);
+	cr_assert_null(ops->dev_alloc);
+	cr_assert_null(ops->nccl_coll);
 	hora_gpu_lib_close(lib);
 	/* a v2 symbol with another abi_version, or a NULL v2 slot, is refused */
 	expect_open_fails(FAKE_GPU_V2_BADABI, -EPROTO,
 			  "hora_gpu_plugin_v2 has abi_version 1, this hora needs 2");
 	expect_open_fails(FAKE_GPU_V2_NULLSLOT, -EPROTO, "hora_gpu_plugin_v2.mlp_create is NULL");
+}
+
+Test(gpu_loader, a_v3_library_is_taken_first_with_every_slot)
+{
+	struct hora_gpu_lib *lib = NULL;
+	cr_assert_eq(hora_gpu_lib_open(FAKE_GPU_V3, &lib, err, sizeof(err)), 0, "%s", err);
+	const struct hora_gpu_ops *ops = hora_gpu_lib_ops(lib);
+	cr_assert_eq(ops->abi_version, 3);
+	cr_assert_not_null(ops->mlp_step_idx);
+	cr_assert(ops->mem_kind && ops->dev_alloc && ops->dev_free && ops->host_alloc &&
+		  ops->host_free && ops->copy && ops->nccl_unique_id && ops->nccl_init &&
+		  ops->nccl_destroy && ops->nccl_coll);
+	/* the slots answer: device memory of the fake is device memory */
+	void *p = NULL;
+	cr_assert_eq(ops->dev_alloc(0, 16, &p, err, sizeof(err)), 0, "%s", err);
+	int dev = -1;
+	cr_assert_eq(ops->mem_kind(p, &dev), 1);
+	cr_assert_eq(dev, 0);
+	cr_assert_eq(ops->mem_kind(err, &dev), 0);
+	ops->dev_free(p);
+	cr_assert_eq(ops->mem_kind(p, &dev), 0, "freed: no longer device memory");
+	hora_gpu_lib_close(lib);
+	expect_open_fails(FAKE_GPU_V3_NULLSLOT, -EPROTO, "hora_gpu_plugin_v3.nccl_coll is NULL");
 }
 
 Test(gpu_loader, the_process_wide_library_forwards_every_call)
