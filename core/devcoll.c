@@ -15,8 +15,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* how long an NCCL call may take before it is called hung (and aborted) */
-#define NCCL_WAIT_MS 30000
+/* An NCCL call not done after the communicator's I/O timeout
+ * (transport.io_timeout_ms, as a host call with no progress) is hung: it
+ * fails and NCCL is aborted. A peer the failure detector declared dead
+ * ends the wait sooner (devcoll_interrupt). */
+static int nccl_wait_ms(const struct hora_net_comm *net)
+{
+	return hora_net_comm_io_timeout_ms(net);
+}
 
 /* fingerprint variants: every rank of a call takes the same one */
 enum { VIA_NCCL = 1, VIA_STAGED = 2, VIA_SETUP = 3, VIA_HIER = 4 };
@@ -188,7 +194,7 @@ static int nccl_run(void *arg, char *err, size_t errlen)
 	char e[300] = "";
 	d->by_nccl++;
 	int rc = hora_gpu_nccl_coll(d->nccl, gk, send, k->recv, k->count, (int)k->t, (int)k->op, k->root,
-				    NCCL_WAIT_MS, e, sizeof(e));
+				    nccl_wait_ms(x->net), e, sizeof(e));
 	if (rc) {
 		snprintf(err, errlen, "NCCL %s on device %d: %s", hora_net_coll_name(k->kind), d->device, e);
 		nccl_off(d, "NCCL failed: %s", e); /* the communicator is broken now: a re-form resets it */
@@ -287,7 +293,7 @@ static int hier_run(void *arg, char *err, size_t errlen)
 	d->by_nccl++;
 	if (q) {
 		if ((rc = hora_gpu_nccl_coll(d->nccl, HORA_GPU_REDUCE_SCATTER, k->send, shard, q, (int)k->t, (int)sum,
-					     0, NCCL_WAIT_MS, m, sizeof(m))) ||
+					     0, nccl_wait_ms(x->net), m, sizeof(m))) ||
 		    (rc = host_buf(d, 0, q * e, &h, m, sizeof(m))) ||
 		    (rc = copy(x->device, h, shard, q * e, HORA_GPU_D2H, "shard", m, sizeof(m))))
 			goto fail;
@@ -299,7 +305,7 @@ static int hier_run(void *arg, char *err, size_t errlen)
 			hora_net_scale(h, q, k->t, hora_net_comm_size(x->net));
 		if ((rc = copy(x->device, shard, h, q * e, HORA_GPU_H2D, "shard", m, sizeof(m))) ||
 		    (rc = hora_gpu_nccl_coll(d->nccl, HORA_GPU_ALLGATHER, shard, k->recv, q, (int)k->t, 0, 0,
-					     NCCL_WAIT_MS, m, sizeof(m))))
+					     nccl_wait_ms(x->net), m, sizeof(m))))
 			goto fail;
 	}
 	if (!tail)

@@ -152,6 +152,7 @@ extern "C" __attribute__((visibility("default"))) const struct hora_gpu_ops hora
 	hora_gpu_cu_nccl_init,
 	hora_gpu_cu_nccl_destroy,
 	hora_gpu_cu_nccl_coll,
+	hora_gpu_cu_nccl_interrupt,
 };
 
 /* Version 2 as well, so that a libhora of the previous ABI (whose loader
@@ -160,5 +161,5 @@ extern "C" __attribute__((visibility("default"))) const struct hora_gpu_ops hora
 extern "C" __attribute__((visibility("default"))) const struct hora_gpu_ops hora_gpu_plugin_v2 = {
 	2,
 	V2_SLOTS,
-	NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+	NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
 };

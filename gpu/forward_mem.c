@@ -96,6 +96,13 @@ int hora_gpu_nccl_init(const uint8_t *id, int nranks, int rank, int device,
 	return rc ? rc : ops->nccl_init(id, nranks, rank, device, out, err, errlen);
 }
 
+void hora_gpu_nccl_interrupt(struct hora_gpu_nccl *c)
+{
+	const struct hora_gpu_ops *ops;
+	if (c && !need_v3(&ops, NULL, 0))
+		ops->nccl_interrupt(c);
+}
+
 void hora_gpu_nccl_destroy(struct hora_gpu_nccl *c, int abort)
 {
 	const struct hora_gpu_ops *ops;

@@ -126,6 +126,8 @@ int hora_gpu_copy(int device, void *dst, const void *src, size_t bytes, int kind
 int hora_gpu_nccl_unique_id(uint8_t *id, char *err, size_t errlen);
 int hora_gpu_nccl_init(const uint8_t *id, int nranks, int rank, int device,
 		       struct hora_gpu_nccl **out, char *err, size_t errlen);
+/* ops->nccl_interrupt (any thread; NULL or an older library: nothing) */
+void hora_gpu_nccl_interrupt(struct hora_gpu_nccl *c);
 void hora_gpu_nccl_destroy(struct hora_gpu_nccl *c, int abort);
 /* kind: enum hora_gpu_coll_kind; dtype, op: core/hora.h's codes. */
 int hora_gpu_nccl_coll(struct hora_gpu_nccl *c, int kind, const void *send, void *recv,

@@ -235,6 +235,12 @@ struct hora_gpu_ops {
 	int (*nccl_coll)(struct hora_gpu_nccl *c, int kind, const void *send, void *recv,
 			 size_t count, int dtype, int op, int root, int timeout_ms, char *err,
 			 size_t errlen);
+	/* Any thread, while or before another thread is in nccl_coll on c:
+	 * that wait, and every later one on c, returns -ECANCELED ("NCCL
+	 * allreduce: interrupted") at its next poll, without waiting for its
+	 * peers (the job is being stopped: a peer is dead); c must then be
+	 * destroyed with abort. Only sets a flag: never blocks. */
+	void (*nccl_interrupt)(struct hora_gpu_nccl *c);
 };
 
 #ifdef __cplusplus

@@ -71,6 +71,8 @@ static const char *null_slot_v3(const struct hora_gpu_ops *ops)
 		return "nccl_destroy";
 	if (!ops->nccl_coll)
 		return "nccl_coll";
+	if (!ops->nccl_interrupt)
+		return "nccl_interrupt";
 	return NULL;
 }
 

@@ -38,6 +38,7 @@ struct hora_gpu_nccl {
 	ncclComm_t comm;
 	cudaStream_t stream;
 	int device, nranks, rank;
+	int cancel; /* nccl_interrupt: __atomic builtins */
 };
 
 static const char *const kind_name[] = {"allreduce", "broadcast", "allgather",
@@ -261,8 +262,18 @@ static int wait_coll(struct hora_gpu_nccl *c, const char *what, int timeout_ms, 
 			snprintf(err, errlen, "%s: not done after %d ms", what, timeout_ms);
 			return -ETIMEDOUT;
 		}
+		if (__atomic_load_n(&c->cancel, __ATOMIC_ACQUIRE)) {
+			snprintf(err, errlen, "%s: interrupted", what);
+			return -ECANCELED;
+		}
 		poll_pause(polls);
 	}
+}
+
+void hora_gpu_cu_nccl_interrupt(struct hora_gpu_nccl *c)
+{
+	if (c)
+		__atomic_store_n(&c->cancel, 1, __ATOMIC_RELEASE);
 }
 
 /* Is p device memory of c's device? A host pointer in an NCCL kernel is an

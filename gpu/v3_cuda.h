@@ -46,6 +46,7 @@ int hora_gpu_cu_nccl_unique_id(uint8_t id[HORA_GPU_NCCL_ID_BYTES], char *err, si
 int hora_gpu_cu_nccl_init(const uint8_t id[HORA_GPU_NCCL_ID_BYTES], int nranks, int rank,
 			  int device, struct hora_gpu_nccl **out, char *err, size_t errlen);
 void hora_gpu_cu_nccl_destroy(struct hora_gpu_nccl *c, int abort);
+void hora_gpu_cu_nccl_interrupt(struct hora_gpu_nccl *c);
 int hora_gpu_cu_nccl_coll(struct hora_gpu_nccl *c, int kind, const void *send, void *recv,
 			  size_t count, int dtype, int op, int root, int timeout_ms, char *err,
 			  size_t errlen);

@@ -225,6 +225,9 @@ void hora_net_comm_local(const struct hora_net_comm *c, int *lrank, int *nlocal,
  * hierarchical: off). Owned by c; its failures break only it: a caller
  * that uses it fails c itself (hora_net_device_call's run does). */
 struct hora_net_comm *hora_net_comm_cross(struct hora_net_comm *c);
+/* No progress from a peer this long fails a call (transport.io_timeout_ms;
+ * 0: never). */
+int hora_net_comm_io_timeout_ms(const struct hora_net_comm *c);
 /* The hosts, the links and the path an allreduce of `bytes` takes
  * (hora_comm_describe). */
 int hora_net_comm_describe(const struct hora_net_comm *c, size_t bytes, char *buf, size_t len);

@@ -178,3 +178,8 @@ struct hora_net_comm *hora_net_comm_cross(struct hora_net_comm *c)
 {
 	return c->cross;
 }
+
+int hora_net_comm_io_timeout_ms(const struct hora_net_comm *c)
+{
+	return c->cfg.opts.io_timeout_ms;
+}

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_devcoll.sh HORA DEVCOLL_PROG FAKE_GPU_V3_SO - the collectives on
+# test_devcoll.sh HORA PROG FAKE_V3_SO GROUP_SO FAIL_SO HANG_SO - the collectives on
 # device buffers (core/devcoll.c), here without a GPU: the workers load the
 # CPU test double of the GPU library (tests/plugins/fake_gpu.c FAKE_V3),
 # whose "device memory" is tracked host memory, and whose NCCL takes
@@ -13,9 +13,25 @@
 #     1: both ranks fail (a mismatch), none hangs.
 #  3. with root: two hosts (network namespaces, deploy/netns-cluster.sh) of
 #     one worker each: device buffers through the cross-host path.
+# With GROUP_SO (the fake whose NCCL takes several processes of one host,
+# tests/plugins/fake_nccl.c):
+#  4. three workers on one host: every call by NCCL (set up once: rank 0's
+#     id over hora's transport), equal to the host's results;
+#  5. with root: two hosts x two workers: the allreduces by NCCL's
+#     reduce-scatter, the cross-host ring, NCCL's allgather; the other
+#     collectives staged;
+#  6. with HANG_SO (GROUP_SO whose worker 2 gets stuck in its 20th NCCL
+#     call): worker 2 killed (SIGKILL) while the others wait for it inside
+#     NCCL: they fail promptly naming it (the loss watcher interrupts the
+#     NCCL wait; the I/O timeout, which also bounds an NCCL call, is 10
+#     minutes there), nothing left in /dev/shm;
+#  7. the same on an elastic job: the others re-form and go on, NCCL built
+#     again over the 2 that are left.
+# With FAIL_SO (GROUP_SO whose every NCCL call fails): 8. the error
+# reaches every rank.
 # Stops only what it started.
 set -u
-HORA="$1" PROG="$2" FAKE="$3"
+HORA="$1" PROG="$2" FAKE="$3" GROUP="$4" FAIL="$5" HANG="$6"
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 T="$(mktemp -d)" TAG="dc$$" NS=0
 cleanup() {
@@ -63,5 +79,63 @@ EOF
 else
   echo "skip two namespace hosts: needs root and network namespaces"
 fi
+
+# 4.
+timeout 120 "$HORA" run -np 3 "$PROG" "$GROUP" check >"$T/out" 2>&1
+rc=$?
+[[ $rc == 0 ]] && [[ $(grep -cE "devcoll: rank [012] of 3: $CALLS results equal to the host's; device buffers: $CALLS calls by NCCL, 0 staged through host memory; NCCL on device 0, set up 1 time$" "$T/out") == 3 ]]
+check "one host, 3 ranks: every device call by NCCL, equal to the host's (rc=$rc)" $?
+
+# 5.
+if ((NS)); then
+  sed -i 's/workers: 1}/workers: 2}/' "$T/ns.yaml"
+  # the allreduces (out of place and in place: 2 x 6 x 5 x 3) by NCCL
+  # within each host, the rest (reduce-scatter, broadcast, allgather) staged
+  AR=$((2 * 6 * 5 * 3)) REST=$((CALLS - 2 * 6 * 5 * 3))
+  HORA_SECRET="devcoll-$RANDOM$RANDOM" timeout 120 "$HORA" launch "$T/ns.yaml" -- "$PROG" "$GROUP" check >"$T/out" 2>&1
+  rc=$?
+  [[ $rc == 0 ]] && [[ $(grep -cE "devcoll: rank [0-3] of 4: $CALLS results equal to the host's; device buffers: $AR calls by NCCL, $REST staged through host memory; NCCL on device 0, set up 1 time$" "$T/out") == 4 ]]
+  check "two hosts x 2 ranks: allreduces by NCCL within the host and the ring across (rc=$rc)" $?
+fi
+
+# 6. and 7.: 3 workers on one host, worker 2 killed mid-loop
+loop_file() { # elastic(0/1)
+  local p=$((20000 + RANDOM % 20000))
+  printf 'cluster:\n  name: devcoll-loop\n  port_base: %d\n  seeds: ["127.0.0.1:%d"]\n  nodes:\n    - {host: 127.0.0.1, workers: 3}\nmembership:\n  probe_interval_ms: 100\n  suspect_timeout_ms: 500\ntransport:\n  io_timeout_ms: 600000\n' \
+    "$p" $((p + 1)) >"$T/l.yaml"
+  [[ $1 == 1 ]] && printf 'train:\n  elastic: {min_workers: 2}\n' >>"$T/l.yaml"
+}
+loop_run() { # LIBRARY STEPS: three workers; worker 2 killed 1.5 s in
+  local w=() g
+  for g in 0 1 2; do
+    HORA_SECRET=devcoll-loop-secret HORA_CONFIG="$T/l.yaml" HORA_PROC=$g timeout 90 "$PROG" "$1" loop "$2" \
+      >"$T/w$g" 2>&1 &
+    w[$g]=$!
+  done
+  sleep 1.5
+  pkill -KILL -P "${w[2]}" 2>/dev/null || kill -KILL "${w[2]}"
+  wait "${w[0]}"; R0=$?
+  wait "${w[1]}"; R1=$?
+  wait "${w[2]}" 2>/dev/null
+  cat "$T/w0" "$T/w1" >"$T/out"
+}
+shm_before=$(ls /dev/shm | grep -c hora)
+loop_file 0
+loop_run "$HANG" 100000
+[[ $R0 == 4 && $R1 == 4 ]] && [[ $(grep -cE 'devcoll: rank [01]: step [0-9]+ failed: .*(rank 2|lost)' "$T/out") == 2 ]] &&
+  ! grep -q 'not done after\|did not come within' "$T/out" && [[ $(ls /dev/shm | grep -c hora) == "$shm_before" ]]
+check "a worker killed amid NCCL allreduces: the others fail naming it, no NCCL timeout, no /dev/shm leftovers (rc=$R0,$R1)" $?
+loop_file 1
+loop_run "$GROUP" 250
+[[ $R0 == 0 && $R1 == 0 ]] && [[ $(grep -cE 'devcoll: rank [01] of 2: done: 250 steps; device buffers: [0-9]+ calls by NCCL, 0 staged through host memory; NCCL on device 0, set up 2 times$' "$T/out") == 2 ]] &&
+  [[ $(grep -c 're-formed: rank [01] of 2' "$T/out") == 2 ]]
+check "elastic: the two left re-form and go on, NCCL built again over them (rc=$R0,$R1)" $?
+
+# 8.
+timeout 60 "$HORA" run -np 2 "$PROG" "$FAIL" loop 5 >"$T/out" 2>&1
+rc=$?
+[[ $rc != 0 ]] && [[ $(grep -cE '^\[[01] [^]]*\] devcoll: rank [01]: step 0 failed: ' "$T/out") == 2 ]] &&
+  grep -qE 'NCCL allreduce on device 0: NCCL allreduce: fake NCCL failure' "$T/out"
+check "an NCCL failure fails the call on every rank, naming it (rc=$rc)" $?
 echo "devcoll: $pass passed, $fail failed"
 ((fail == 0))

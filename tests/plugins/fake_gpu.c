@@ -14,6 +14,12 @@
  *   FAKE_NCCL_FAIL=N   (with FAKE_V3) the N-th nccl_coll call of the process
  *                      and every later one fail with -FAKE_NCCL_FAIL_CODE
  *                      (default EIO; ETIMEDOUT plays a hung peer)
+ *   FAKE_NCCL_GROUP    (with FAKE_V3) NCCL communicators of several ranks
+ *                      among processes of this host (fake_nccl.c); without
+ *                      it nccl_init takes one rank only
+ *   FAKE_NCCL_HANG_RANK=R, FAKE_NCCL_HANG_AFTER=N  (with FAKE_NCCL_GROUP) rank
+ *                      R's N-th nccl_coll and later ones never come to the
+ *                      group (until nccl_interrupt): a peer stuck in NCCL
  *   FAKE_NULL_SLOT     describe is NULL
  * A variant of an older version has the newer slots filled with a pointer
  * that aborts: what lies past an older library's (smaller) struct is not
@@ -30,10 +36,14 @@
 
 #ifdef FAKE_V3
 #include "fake_gpu.h"
+#ifdef FAKE_NCCL_GROUP
+#include "fake_nccl.h"
+#endif
 
 #include <pthread.h>
 #include <string.h>
 #include <sys/random.h>
+#include <time.h>
 #endif
 
 #ifndef FAKE_DEVICES
@@ -193,6 +203,11 @@ static struct hora_fake_gpu_counters g_count;
 struct hora_gpu_nccl {
 	unsigned magic;
 	int device;
+	int nranks, rank;
+	int cancel; /* nccl_interrupt (__atomic builtins) */
+#ifdef FAKE_NCCL_GROUP
+	struct fake_nccl_group *grp; /* nranks > 1: fake_nccl.c */
+#endif
 };
 
 __attribute__((visibility("default"))) void hora_fake_gpu_counters(struct hora_fake_gpu_counters *out)
@@ -393,6 +408,12 @@ static int fake_nccl_init(const uint8_t id[HORA_GPU_NCCL_ID_BYTES], int nranks, 
 		snprintf(err, errlen, "fake NCCL: not an id from nccl_unique_id");
 		return -EINVAL;
 	}
+#ifdef FAKE_NCCL_GROUP
+	if (nranks < 1 || rank < 0 || rank >= nranks) {
+		snprintf(err, errlen, "fake NCCL: rank %d of %d ranks", rank, nranks);
+		return -EINVAL;
+	}
+#else
 	if (nranks != 1) {
 		snprintf(err, errlen, "fake NCCL: communicators of one rank only");
 		return -ENOTSUP;
@@ -401,17 +422,28 @@ static int fake_nccl_init(const uint8_t id[HORA_GPU_NCCL_ID_BYTES], int nranks, 
 		snprintf(err, errlen, "fake NCCL: rank %d of 1 rank", rank);
 		return -EINVAL;
 	}
+#endif
 	if (device < 0 || device >= FAKE_DEVICES) {
 		snprintf(err, errlen, "fake: no device %d", device);
 		return -ENODEV;
 	}
-	struct hora_gpu_nccl *c = malloc(sizeof(*c));
+	struct hora_gpu_nccl *c = calloc(1, sizeof(*c));
 	if (!c) {
 		snprintf(err, errlen, "fake NCCL: out of memory");
 		return -ENOMEM;
 	}
+#ifdef FAKE_NCCL_GROUP
+	int rc;
+	if (nranks > 1 && (rc = fake_nccl_group_open(id, HORA_GPU_NCCL_ID_BYTES, nranks, rank, 60000, &c->grp,
+						     err, errlen))) {
+		free(c);
+		return rc;
+	}
+#endif
 	c->magic = FAKE_COMM_MAGIC;
 	c->device = device;
+	c->nranks = nranks;
+	c->rank = rank;
 	pthread_mutex_lock(&g_lock);
 	g_count.comms_live++;
 	pthread_mutex_unlock(&g_lock);
@@ -426,6 +458,9 @@ static void fake_nccl_destroy(struct hora_gpu_nccl *c, int abort_it)
 	if (c->magic != FAKE_COMM_MAGIC)
 		die("nccl_destroy of a communicator nccl_init did not make:", c);
 	c->magic = 0;
+#ifdef FAKE_NCCL_GROUP
+	fake_nccl_group_close(c->grp);
+#endif
 	pthread_mutex_lock(&g_lock);
 	g_count.comms_live--;
 	if (abort_it)
@@ -457,8 +492,8 @@ static int coll_args(struct hora_gpu_nccl *c, int kind, int dtype, int op, int r
 		snprintf(err, errlen, "NCCL has no reduction for hora's op code %d", op);
 		return -EINVAL;
 	}
-	if (kind == HORA_GPU_BROADCAST && root != 0) {
-		snprintf(err, errlen, "NCCL broadcast: root %d of 1 ranks", root);
+	if (kind == HORA_GPU_BROADCAST && (root < 0 || root >= c->nranks)) {
+		snprintf(err, errlen, "NCCL broadcast: root %d of %d ranks", root, c->nranks);
 		return -EINVAL;
 	}
 	*size = sizes[dtype];
@@ -488,6 +523,16 @@ __attribute__((unused)) static int fake_nccl_coll(struct hora_gpu_nccl *c, int k
 				 names[kind]);
 		return -FAKE_NCCL_FAIL_CODE;
 	}
+#ifdef FAKE_NCCL_HANG_RANK
+	if (c->rank == FAKE_NCCL_HANG_RANK && n >= FAKE_NCCL_HANG_AFTER) { /* a peer stuck in NCCL */
+		while (!__atomic_load_n(&c->cancel, __ATOMIC_ACQUIRE)) {
+			struct timespec ts = {0, 1000000};
+			nanosleep(&ts, NULL);
+		}
+		snprintf(err, errlen, "NCCL %s: interrupted", names[kind]);
+		return -ECANCELED;
+	}
+#endif
 	if (count == 0)
 		return 0;
 	if (!fake_mem_kind(send, NULL) || !fake_mem_kind(recv, NULL)) {
@@ -497,12 +542,34 @@ __attribute__((unused)) static int fake_nccl_coll(struct hora_gpu_nccl *c, int k
 	}
 	char what[64];
 	snprintf(what, sizeof(what), "fake NCCL %s", names[kind]);
-	if (check_dev(what, "send", send, count * size, c->device, err, errlen) ||
-	    check_dev(what, "recv", recv, count * size, c->device, err, errlen))
+	const size_t nr = (size_t)c->nranks;
+	const size_t in = (kind == HORA_GPU_REDUCE_SCATTER ? nr : 1) * count * size,
+		     out = (kind == HORA_GPU_ALLGATHER ? nr : 1) * count * size;
+	if (check_dev(what, "send", send, in, c->device, err, errlen) ||
+	    check_dev(what, "recv", recv, out, c->device, err, errlen))
 		return -EINVAL;
+#ifdef FAKE_NCCL_GROUP
+	if (c->grp) {
+		rc = fake_nccl_group_coll(c->grp, kind, send, recv, count, dtype, op, root, timeout_ms, &c->cancel,
+					  err, errlen);
+		if (rc == -ECANCELED)
+			snprintf(err, errlen, "NCCL %s: interrupted", names[kind]);
+		return rc;
+	}
+#endif
+	if (__atomic_load_n(&c->cancel, __ATOMIC_ACQUIRE)) {
+		snprintf(err, errlen, "NCCL %s: interrupted", names[kind]);
+		return -ECANCELED;
+	}
 	if (send != recv)
 		memmove(recv, send, count * size);
 	return 0;
+}
+
+static void fake_nccl_interrupt(struct hora_gpu_nccl *c)
+{
+	if (c)
+		__atomic_store_n(&c->cancel, 1, __ATOMIC_RELEASE);
 }
 #endif
 
@@ -555,9 +622,10 @@ __attribute__((visibility("default"))) const struct hora_gpu_ops FAKE_SYMBOL = {
 #else
 	.nccl_coll = fake_nccl_coll,
 #endif
+	.nccl_interrupt = fake_nccl_interrupt,
 #else
 	PAST_END(mem_kind), PAST_END(dev_alloc), PAST_END(dev_free), PAST_END(host_alloc),
 	PAST_END(host_free), PAST_END(copy), PAST_END(nccl_unique_id), PAST_END(nccl_init),
-	PAST_END(nccl_destroy), PAST_END(nccl_coll),
+	PAST_END(nccl_destroy), PAST_END(nccl_coll), PAST_END(nccl_interrupt),
 #endif
 };

@@ -50,8 +50,9 @@ static void pause_a_bit(void)
 	nanosleep(&ts, NULL);
 }
 
-/* every rank arrives; -ETIMEDOUT at deadline (a rank that never comes) */
-static int barrier(struct fake_nccl_group *g, int64_t deadline)
+/* every rank arrives; -ETIMEDOUT at deadline (a rank that never comes),
+ * -ECANCELED once *cancel is set (nccl_interrupt) */
+static int barrier(struct fake_nccl_group *g, int64_t deadline, const int *cancel)
 {
 	struct seg *s = g->s;
 	const uint32_t gen = atomic_load(&s->gen);
@@ -63,6 +64,8 @@ static int barrier(struct fake_nccl_group *g, int64_t deadline)
 	while (atomic_load(&s->gen) == gen) {
 		if (deadline && now_ms() > deadline)
 			return -ETIMEDOUT;
+		if (cancel && __atomic_load_n(cancel, __ATOMIC_ACQUIRE))
+			return -ECANCELED;
 		pause_a_bit();
 	}
 	return 0;
@@ -213,7 +216,7 @@ static double reduce_at(const struct fake_nccl_group *g, size_t off, size_t i, i
 }
 
 int fake_nccl_group_coll(struct fake_nccl_group *g, int kind, const void *send, void *recv, size_t count,
-			 int dtype, int op, int root, int timeout_ms, char *err, size_t errlen)
+			 int dtype, int op, int root, int timeout_ms, const int *cancel, char *err, size_t errlen)
 {
 	const size_t e = esz[dtype], n = (size_t)g->nranks;
 	const size_t in = (kind == 3 ? n : 1) * count * e, out = (kind == 2 ? n : 1) * count * e;
@@ -225,7 +228,7 @@ int fake_nccl_group_coll(struct fake_nccl_group *g, int kind, const void *send, 
 	uint8_t *mine = g->s->slot + (size_t)g->rank * SLOT_BYTES;
 	if (kind != 1 || g->rank == root)
 		memcpy(mine, send, in);
-	int rc = barrier(g, deadline);
+	int rc = barrier(g, deadline, cancel);
 	if (rc)
 		goto fail;
 	uint8_t *o = recv;
@@ -239,9 +242,12 @@ int fake_nccl_group_coll(struct fake_nccl_group *g, int kind, const void *send, 
 		for (size_t r = 0; r < n; r++)
 			memcpy(o + r * count * e, g->s->slot + r * SLOT_BYTES, count * e);
 	}
-	if (!(rc = barrier(g, deadline)))
+	if (!(rc = barrier(g, deadline, cancel)))
 		return 0;
 fail:
-	snprintf(err, errlen, "fake NCCL: a rank did not come within %d ms", timeout_ms);
+	if (rc == -ECANCELED)
+		snprintf(err, errlen, "fake NCCL: interrupted");
+	else
+		snprintf(err, errlen, "fake NCCL: a rank did not come within %d ms", timeout_ms);
 	return rc;
 }

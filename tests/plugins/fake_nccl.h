@@ -17,8 +17,10 @@ int fake_nccl_group_open(const uint8_t *id, size_t idlen, int nranks, int rank, 
 			 struct fake_nccl_group **out, char *err, size_t errlen);
 void fake_nccl_group_close(struct fake_nccl_group *g);
 /* One collective (count as NCCL's: the allgather's send count, the
- * reduce-scatter's receive count); every rank calls the same ones. */
+ * reduce-scatter's receive count); every rank calls the same ones.
+ * -ETIMEDOUT after timeout_ms (a rank that does not come), -ECANCELED
+ * once *cancel is set (nccl_interrupt). */
 int fake_nccl_group_coll(struct fake_nccl_group *g, int kind, const void *send, void *recv, size_t count,
-			 int dtype, int op, int root, int timeout_ms, char *err, size_t errlen);
+			 int dtype, int op, int root, int timeout_ms, const int *cancel, char *err, size_t errlen);
 
 #endif
