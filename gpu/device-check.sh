@@ -32,6 +32,13 @@
 #   fashion   120 s  the same on Fashion-MNIST (val_acc >= 0.87)
 #   launch2   120 s  hora launch, 2 workers on the GPU, TCP ring, 20 epochs MNIST
 #                    (val_acc >= 0.95, the workers' final crc32 equal)
+#   devcoll    60 s  devcoll_prog on the real library: every dtype x op x count
+#                    of the collectives on device buffers equal to the host's
+#                    (2 processes on the GPU: NCCL takes one rank per GPU, so
+#                    staged; and 1 process)
+#   devbench   90 s  hora bench allreduce --device cuda, 2 processes, 1K..256M,
+#                    and gpu/torch_allreduce.py (torch.distributed Gloo on
+#                    CUDA tensors), same run
 #   bench     120 s  hora bench train --device cuda at batch 32, 256, 1024
 #                    (step/gemm <= 1.3 at 1024), bench-<B>.json
 #   torch     180 s  gpu/torch_mlp.py: the same MLP in PyTorch, SGD, batch
@@ -249,6 +256,11 @@ step mnist 90 bash -c 'train mnist mnist'
 step fashion 120 bash -c 'train fashion fashion-mnist'
 step launch2 120 bash -c launch2
 step devcoll 60 bash -c devcoll
+# device-buffer allreduce busbw between 2 processes on the GPU, and
+# torch.distributed Gloo on CUDA tensors, same run
+step devbench 90 bash -c '"$HORA" bench allreduce --ranks 2 --device cuda --sizes 1K:256M \
+	--json "$OUT/devbench.json" && env -u LD_LIBRARY_PATH python3 "$ROOT/gpu/torch_allreduce.py" \
+	--sizes 1K:256M --json "$OUT/torch-gloo-cuda.json"' 
 step bench 120 bash -c bench
 # torch: the system python3 with its own libraries (not our loader path)
 step torch 180 env -u LD_LIBRARY_PATH python3 "$ROOT/gpu/torch_mlp.py" --data "$DEBS/data/mnist" \
