@@ -988,12 +988,12 @@ int hora_comm_describe(struct hora_comm *c, size_t bytes, char *buf, size_t len)
 	return k;
 }
 
-/* (a re-form that failed left no net comm: the rank before it, of one) */
 const char *hora_comm_device_path(struct hora_comm *c)
 {
 	return devcoll_describe(atomic_load(&c->dev));
 }
 
+/* (a re-form that failed left no net comm: the rank before it, of one) */
 int hora_comm_rank(const struct hora_comm *c)
 {
 	return c->net ? hora_net_comm_rank(c->net) : c->last_rank;

@@ -21,7 +21,8 @@
  * ends the wait sooner (devcoll_interrupt). */
 static int nccl_wait_ms(const struct hora_net_comm *net)
 {
-	return hora_net_comm_io_timeout_ms(net);
+	const int ms = hora_net_comm_io_timeout_ms(net);
+	return ms > 0 ? ms : 30000; /* an I/O timeout of 0 (never) does not leave NCCL unbounded */
 }
 
 /* fingerprint variants: every rank of a call takes the same one */
@@ -66,7 +67,15 @@ bool devcoll_wants(const struct devcoll_call *k, int *device)
 	*device = -1;
 	if (k->kind == HORA_NET_COLL_BARRIER)
 		return false;
-	return on_device(k->send, device) || on_device(k->recv, device);
+	int dev = -1;
+	const int s = k->send ? hora_gpu_mem_kind(k->send, &dev) : 0;
+	const int r = k->recv ? hora_gpu_mem_kind(k->recv, &dev) : 0;
+	if (s < 0 || r < 0) { /* a CUDA error: neither path may touch the buffers */
+		*device = DEVCOLL_UNKNOWN;
+		return true;
+	}
+	*device = dev;
+	return s == 1 || r == 1;
 }
 
 /* bytes read from send and written to recv (begin refused counts whose
@@ -290,7 +299,8 @@ static int hier_run(void *arg, char *err, size_t errlen)
 	uint8_t *shard = (uint8_t *)k->recv + (size_t)lrank * q * e;
 	void *h;
 	char m[300] = "";
-	d->by_nccl++;
+	d->by_nccl += q > 0;
+	d->staged += q == 0;
 	if (q) {
 		if ((rc = hora_gpu_nccl_coll(d->nccl, HORA_GPU_REDUCE_SCATTER, k->send, shard, q, (int)k->t, (int)sum,
 					     0, nccl_wait_ms(x->net), m, sizeof(m))) ||
@@ -320,7 +330,7 @@ static int hier_run(void *arg, char *err, size_t errlen)
 		return 0;
 fail:
 	snprintf(err, errlen, "the hierarchical allreduce on device %d: %s", x->device, m);
-	nccl_off(d, "NCCL failed: %s", m); /* the communicator is broken now: a re-form resets it */
+	nccl_off(d, "a device call failed: %s", m); /* the communicator is broken now: a re-form resets it */
 	return rc;
 }
 
@@ -351,23 +361,56 @@ static int no_memory(void *arg, char *err, size_t errlen)
 	return -ENOMEM;
 }
 
+static int cannot_tell(void *arg, char *err, size_t errlen)
+{
+	(void)arg;
+	snprintf(err, errlen, "CUDA cannot tell whether a buffer of this call is device memory "
+			      "(cudaPointerGetAttributes failed)");
+	return -EIO;
+}
+
+/* The pair average is no collective of every rank (net/coll numbers it per
+ * pair): staged, outside hora_net_device_call; a copy that fails breaks
+ * the communicator, so the peer does not wait for us. */
+static int pair_staged(struct hora_devcoll *d, struct hora_net_comm *net, const struct devcoll_call *k)
+{
+	char err[400] = "";
+	const size_t bytes = hora_net_dtype_size(k->t) * k->count;
+	int dev = -1, rc;
+	void *h = k->recv;
+	d->staged++;
+	const int on = on_device(k->recv, &dev);
+	if (on && ((rc = host_buf(d, 0, bytes, &h, err, sizeof(err))) ||
+		   (rc = copy(dev, h, k->recv, bytes, HORA_GPU_D2H, "buffer", err, sizeof(err)))))
+		return hora_net_comm_fail(net, rc, err);
+	if ((rc = k->host(k->arg, h, h)))
+		return rc;
+	if (on && (rc = copy(dev, k->recv, h, bytes, HORA_GPU_H2D, "result", err, sizeof(err))))
+		return hora_net_comm_fail(net, rc, err);
+	return 0;
+}
+
 int devcoll_run(struct hora_devcoll *_Atomic *dp, struct hora_net_comm *net, const struct devcoll_call *k,
 		int device)
 {
+	struct hora_net_device_args a = {.kind = k->kind, .send = k->send, .recv = k->recv, .count = k->count,
+					 .t = k->t, .op = k->op, .root = k->root, .variant = VIA_STAGED};
+	if (device == DEVCOLL_UNKNOWN)
+		return hora_net_device_call(net, &a, cannot_tell, NULL);
 	struct hora_devcoll *d = atomic_load(dp);
 	if (!d) {
 		if (!(d = calloc(1, sizeof(*d))))
-			return hora_net_device_call(net, k->kind, k->count, k->t, k->op, k->root, VIA_STAGED, no_memory,
-						    NULL);
+			return hora_net_device_call(net, &a, no_memory, NULL);
 		pthread_mutex_init(&d->mu, NULL);
 		atomic_store(dp, d);
 	}
+	if (k->kind == HORA_NET_COLL_PAIR_AVERAGE)
+		return pair_staged(d, net, k);
 	struct run_ctx x = {.d = d, .net = net, .k = k};
 	int sd = -1, rd = -1;
 	const bool all_dev = on_device(k->recv, &rd) &&
 			     (k->kind == HORA_NET_COLL_BROADCAST || (on_device(k->send, &sd) && sd == rd));
 	x.device = rd;
-	(void)device;
 	int lrank, nlocal, local0;
 	hora_net_comm_local(net, &lrank, &nlocal, &local0);
 	const bool one_host = hora_net_comm_hosts(net) == 1;
@@ -375,15 +418,12 @@ int devcoll_run(struct hora_devcoll *_Atomic *dp, struct hora_net_comm *net, con
 	const bool eligible = hora_net_comm_size(net) > 1 && all_dev &&
 			      (one_host ? nccl_kind(k->kind)
 					: k->kind == HORA_NET_COLL_ALLREDUCE && nlocal > 1 && hora_net_comm_cross(net));
-	if (eligible) {
-		if (d->nccl_state == NCCL_UNTRIED) /* every rank: the same first device call */
-			return hora_net_device_call(net, k->kind, k->count, k->t, k->op, k->root, VIA_SETUP,
-						    setup_run, &x);
-		if (d->nccl_state == NCCL_ON && d->device == rd)
-			return hora_net_device_call(net, k->kind, k->count, k->t, k->op, k->root,
-						    one_host ? VIA_NCCL : VIA_HIER, one_host ? nccl_run : hier_run, &x);
-	}
-	return hora_net_device_call(net, k->kind, k->count, k->t, k->op, k->root, VIA_STAGED, staged_run, &x);
+	hora_net_device_fn run = staged_run;
+	if (eligible && d->nccl_state == NCCL_UNTRIED) /* every rank: the same first device call */
+		a.variant = VIA_SETUP, run = setup_run;
+	else if (eligible && d->nccl_state == NCCL_ON && d->device == rd)
+		a.variant = one_host ? VIA_NCCL : VIA_HIER, run = one_host ? nccl_run : hier_run;
+	return hora_net_device_call(net, &a, run, &x);
 }
 
 void devcoll_reset(struct hora_devcoll *d, bool free_all)

@@ -5,19 +5,31 @@
  * asked only once this process loaded hora's GPU module, so a CPU-only
  * program never touches CUDA) goes here instead of to net/coll's host
  * paths:
- * - every rank on one host: NCCL among them, the communicator built at the
- *   first such call (the ncclUniqueId of rank 0 sent over hora's own
- *   authenticated transport, a broadcast; every rank's ncclCommInitRank
- *   result agreed by an allreduce, so all use NCCL or none does);
- * - otherwise, or where NCCL is not there (a GPU library of ABI < 3, one
- *   rank's init failed): staged, the device buffers copied to page-locked
- *   host memory, the host collective of net/coll (shared memory, the
- *   hierarchical allreduce, the TCP ring: whatever that size and topology
- *   take), the result copied back.
- * Both go through hora_net_device_call, so the call is numbered and
- * fingerprinted as a device call: a rank that passed host buffers where
- * the others passed device buffers is named as a mismatch, and a CUDA or
- * NCCL failure on one rank fails the call on every rank, naming it.
+ * - every rank on one host: NCCL among them for the allreduce, broadcast,
+ *   allgather and reduce-scatter;
+ * - several hosts of several ranks each: the allreduce as NCCL's
+ *   reduce-scatter within the host, the shard's allreduce across hosts on
+ *   the cross-host ring, NCCL's allgather;
+ * - NCCL is built at the first call that can use it: each host's local
+ *   rank 0's ncclUniqueId to every rank by an allgather over hora's own
+ *   authenticated transport, every step's outcome agreed by an allreduce,
+ *   so that all use NCCL or none does; again after an elastic re-form;
+ * - otherwise (one rank per host, unequal hosts, the other collectives
+ *   across hosts, no NCCL on every rank): staged, the device buffers
+ *   copied to page-locked host memory, the host collective of net/coll
+ *   (whatever that size and topology take), the result copied back; the
+ *   pair average too (outside hora_net_device_call: it is no collective
+ *   of every rank).
+ * The others go through hora_net_device_call, so each call is numbered
+ * and fingerprinted as a device call: a rank that passed host buffers
+ * where the others passed device buffers is named as a mismatch, and a
+ * failure on one rank before the data moved fails the call on every rank,
+ * naming it; one after (a copy back) fails that rank's call, and the
+ * others' next call. An NCCL wait ends at transport.io_timeout_ms (30 s
+ * when that is 0) or when the loss watcher interrupts it; a live peer
+ * that failed its own part is seen by NCCL itself (an aborted peer), else
+ * at that bound. NCCL's init waits up to 120 s (gpu/nccl.cu) and is not
+ * interruptible.
  * The caller's buffers must be ready (the kernels that wrote them done, as
  * for CUDA-aware MPI); the call returns with the result in the buffer. */
 #ifndef HORA_CORE_DEVCOLL_H
@@ -46,7 +58,10 @@ struct devcoll_call {
 	void *arg;
 };
 
-/* Whether call's buffers include device memory (*device: its device). */
+/* Whether call's buffers include device memory (*device: its device), or
+ * CUDA could not tell for one of them (*device DEVCOLL_UNKNOWN: then
+ * devcoll_run fails the call on every rank rather than guess). */
+#define DEVCOLL_UNKNOWN (-2)
 bool devcoll_wants(const struct devcoll_call *call, int *device);
 
 /* Run call on net (see above). d is created on first use into *d. 0 or

@@ -369,12 +369,15 @@ HORA_API int hora_comm_size(const struct hora_comm *c);
  * the work that wrote them finished (cudaStreamSynchronize of its stream),
  * as for CUDA-aware MPI; hora orders its copies and NCCL calls on streams
  * of its own and returns (or completes the request) with the result in
- * the buffer. All ranks on one host: NCCL among them, set up at the first
- * device call (rank 0's ncclUniqueId sent over hora's authenticated
- * transport); otherwise, or without NCCL on every rank, the device data
- * is staged through page-locked host memory into the host collectives.
- * NCCL reduces in the device's order (bitwise identical across ranks, not
- * necessarily to the host paths' bits). */
+ * the buffer. All ranks on one host: NCCL among them; several hosts of
+ * several ranks each: the allreduce as NCCL within each host around the
+ * cross-host TCP ring (Horovod's hierarchical allreduce), set up at the
+ * first such call (each host's ncclUniqueId sent over hora's
+ * authenticated transport); otherwise, or without NCCL on every rank, the
+ * device data is staged through page-locked host memory into the host
+ * collectives. NCCL reduces in its own order (bitwise identical across
+ * ranks; an average's last bit may differ from the host paths'). Details:
+ * core/devcoll.h. */
 
 /* Load hora's GPU module (libhora_gpu.so) so that the collectives take
  * device buffers. Returns the number of CUDA devices (>= 1) or a negative

@@ -79,7 +79,13 @@ def main():
     ps = [ctx.Process(target=rank_main, args=(r, a.world, port, sizes, q)) for r in range(a.world)]
     for x in ps:
         x.start()
-    rows = q.get()
+    try:
+        rows = q.get(timeout=300)
+    except Exception:  # queue.Empty: a rank died before rank 0 reported
+        print("torch_allreduce: no result from rank 0 (exit codes %s)" % [x.exitcode for x in ps])
+        for x in ps:
+            x.kill()
+        return 1
     for x in ps:
         x.join()
     print("# torch.distributed gloo, CUDA tensors, %d processes on one GPU, f32 sum" % a.world)

@@ -210,9 +210,26 @@ const char *hora_net_comm_error(const struct hora_net_comm *c);
  * 0..65535) is in the fingerprint too: ranks that chose different ways
  * fail as a mismatch instead of waiting for each other. */
 typedef int (*hora_net_device_fn)(void *arg, char *err, size_t errlen);
-int hora_net_device_call(struct hora_net_comm *c, enum hora_net_coll_kind kind, size_t count,
-			 enum hora_net_dtype t, enum hora_net_op op, int root, unsigned variant,
-			 hora_net_device_fn run, void *arg);
+struct hora_net_device_args {
+	enum hora_net_coll_kind kind;
+	const void *send; /* NULL (broadcast): no overlap check */
+	const void *recv;
+	size_t count;
+	enum hora_net_dtype t;
+	enum hora_net_op op;
+	int root;
+	unsigned variant;
+};
+/* (send and recv only for the overlap checks of the host paths: buffers
+ * that overlap other than in the documented in-place layouts are refused
+ * on every rank, as there) */
+int hora_net_device_call(struct hora_net_comm *c, const struct hora_net_device_args *a, hora_net_device_fn run,
+			 void *arg);
+/* Break the communicator because of a failure of this rank's own (why:
+ * what failed): every rank's next or current call fails naming this rank
+ * and why, as after any failure. Returns rc. For calls that are not
+ * collectives of every rank (core/devcoll.c's pair average). */
+int hora_net_comm_fail(struct hora_net_comm *c, int rc, const char *why);
 /* The number of hosts the ranks are on (1 for a communicator of one). */
 int hora_net_comm_hosts(const struct hora_net_comm *c);
 /* This rank's place on its host: its local rank, the ranks on the host,

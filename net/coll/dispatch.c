@@ -329,7 +329,8 @@ static int pair_average(struct hora_net_comm *c, void *buf, size_t count, enum h
 
 static int left_call(struct hora_net_comm *c, int rc)
 {
-	atomic_store(&c->p_inside, 0);
+	if (!c->nest)
+		atomic_store(&c->p_inside, 0);
 	return rc;
 }
 
@@ -368,29 +369,42 @@ int hora_net_pair_average(struct hora_net_comm *c, void *buf, size_t count, enum
 
 /* ---- calls whose data another module moves (coll.h) ------------------------------ */
 
-static int device_call(struct hora_net_comm *c, enum hora_net_coll_kind kind, size_t count, enum hora_net_dtype t,
-		       enum hora_net_op op, int root, unsigned variant, hora_net_device_fn run, void *arg)
+static int device_call(struct hora_net_comm *c, const struct hora_net_device_args *a, hora_net_device_fn run,
+		       void *arg)
 {
 	struct fp f;
-	int rc = begin(c, kind, count, t, op, root, &f);
+	const enum hora_net_coll_kind kind = a->kind;
+	int rc = begin(c, kind, a->count, a->t, a->op, a->root, &f);
 	if (rc)
 		return rc;
+	const size_t e = hora_net_dtype_size(a->t), bytes = a->count * e;
+	if (a->send && ((kind == HORA_NET_COLL_ALLREDUCE && a->send != a->recv && overlap(a->send, bytes, a->recv, bytes)) ||
+			(kind == HORA_NET_COLL_ALLGATHER && bad_split(c, a->recv, a->send, a->count, a->t)) ||
+			(kind == HORA_NET_COLL_REDUCE_SCATTER && bad_split(c, a->send, a->recv, a->count, a->t))))
+		return coll_refuse(c, REFUSE_OVERLAP, 0);
 	fp_via(&f, c, P_DEVICE);
-	f.layout = (uint16_t)variant;
+	f.layout = (uint16_t)a->variant;
 	if (c->n > 1 && (rc = local_checks(c) ? local_check(c, &f)
 					      : coll_fp_xchg(c, (c->rank + 1) % c->n, (c->rank - 1 + c->n) % c->n, &f)))
 		return rc;
 	char err[400] = "";
-	if ((rc = run(arg, err, sizeof(err))))
+	c->nest++;
+	rc = run(arg, err, sizeof(err));
+	c->nest--;
+	if (rc)
 		return c->broken ? c->broken : coll_fail(c, rc, "%s", err[0] ? err : strerror(-rc));
 	return 0;
 }
 
-int hora_net_device_call(struct hora_net_comm *c, enum hora_net_coll_kind kind, size_t count,
-			 enum hora_net_dtype t, enum hora_net_op op, int root, unsigned variant,
-			 hora_net_device_fn run, void *arg)
+int hora_net_device_call(struct hora_net_comm *c, const struct hora_net_device_args *a, hora_net_device_fn run,
+			 void *arg)
 {
-	return left_call(c, device_call(c, kind, count, t, op, root, variant, run, arg));
+	return left_call(c, device_call(c, a, run, arg));
+}
+
+int hora_net_comm_fail(struct hora_net_comm *c, int rc, const char *why)
+{
+	return coll_fail(c, rc, "%s", why);
 }
 
 int hora_net_comm_hosts(const struct hora_net_comm *c)

@@ -55,6 +55,8 @@ struct hora_net_comm {
 	_Atomic uint32_t p_kind;
 	_Atomic int p_inside;
 	_Atomic int64_t p_since_ms;
+	int nest; /* device calls running (hora_net_device_call): the calls their
+		     run makes leave p_inside set (the executing thread's) */
 	/* what notices told us (notice.c) */
 	_Atomic int abort_origin; /* the rank that saw the mismatch first (-1: none seen) */
 	_Atomic int lost_origin;  /* the rank whose loss a LOST we read named (-1: none) */

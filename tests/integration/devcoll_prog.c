@@ -6,8 +6,9 @@
  * host pointer that reached its copies or its NCCL, is an error there.
  *
  *   devcoll_prog FAKE_GPU_SO check     every dtype x op x count of the
- *       allreduce (out of place and in place), the broadcast, allgather and
- *       reduce-scatter on device buffers: each result bitwise equal to the
+ *       allreduce, allgather and reduce-scatter (out of place and in place),
+ *       the broadcast, and f32/f64 neighbour allreduces (a ring) and pair
+ *       averages (2k with 2k+1, an even number of ranks) on device buffers: each result bitwise equal to the
  *       host collective's on the same data (an f32/f64 average within its
  *       last bit: NCCL may divide otherwise), and the same bits on every
  *       rank; prints "devcoll: rank R of N:
@@ -109,22 +110,28 @@ static int to_host(void *h, const void *d, size_t n)
 	return rc;
 }
 
-enum what { AR, AR_INPLACE, BCAST, AGATHER, RSCATTER, WHATS };
+enum what { AR, AR_INPLACE, BCAST, AGATHER, AG_INPLACE, RSCATTER, RS_INPLACE, NEIGHBOR, PAIR, WHATS };
 static const char *const wname[] = {"allreduce", "allreduce in place", "broadcast", "allgather",
-				     "reduce-scatter"};
+				     "allgather in place", "reduce-scatter", "reduce-scatter in place",
+				     "neighbour allreduce", "pair average"};
 
 /* one call both ways; 1 when the results are bitwise equal */
 static int one(struct hora_comm *c, struct bufs *b, enum what w, size_t count, enum hora_dtype t, enum hora_op op)
 {
 	const int n = hora_size(c), me = hora_rank(c);
-	const size_t e = esz[t], in = (w == RSCATTER ? (size_t)n : 1) * count * e,
-		     out = (w == AGATHER ? (size_t)n : 1) * count * e;
+	const bool rs = w == RSCATTER || w == RS_INPLACE, ag = w == AGATHER || w == AG_INPLACE;
+	const size_t e = esz[t], in = (rs ? (size_t)n : 1) * count * e, out = (ag ? (size_t)n : 1) * count * e;
+	const size_t mine = (size_t)me * count * e; /* this rank's block */
+	uint8_t *dsend = b->dsend, *drecv = b->drecv;
 	fill(b->hsend, in / e, t, me, (int)w);
 	memset(b->hrecv, 0x5a, out);
-	if (w == BCAST || w == AR_INPLACE)
+	if (w == BCAST || w == AR_INPLACE || w == NEIGHBOR || w == PAIR)
 		memcpy(b->hrecv, b->hsend, in);
+	if (w == AG_INPLACE)
+		memcpy(b->hrecv + mine, b->hsend, in);
 	if (to_dev(b->dsend, b->hsend, in) || to_dev(b->drecv, b->hrecv, out))
 		return -1;
+	const int left = (me + n - 1) % n, right = (me + 1) % n, peer = me ^ 1;
 	int rd = 0, rh = 0;
 	switch (w) {
 	case AR:
@@ -143,9 +150,27 @@ static int one(struct hora_comm *c, struct bufs *b, enum what w, size_t count, e
 		rd = hora_allgather(c, b->dsend, b->drecv, count, t);
 		rh = hora_allgather(c, b->hsend, b->hrecv, count, t);
 		break;
+	case AG_INPLACE:
+		rd = hora_allgather(c, drecv + mine, drecv, count, t);
+		rh = hora_allgather(c, b->hrecv + mine, b->hrecv, count, t);
+		break;
 	case RSCATTER:
 		rd = hora_reduce_scatter(c, b->dsend, b->drecv, count, t, op);
 		rh = hora_reduce_scatter(c, b->hsend, b->hrecv, count, t, op);
+		break;
+	case RS_INPLACE: /* the result in place, in the send buffer's block */
+		rd = hora_reduce_scatter(c, dsend, dsend + mine, count, t, op);
+		rh = hora_reduce_scatter(c, b->hsend, b->hsend + mine, count, t, op);
+		memcpy(b->hrecv, b->hsend + mine, count * e);
+		drecv = dsend + mine;
+		break;
+	case NEIGHBOR: /* a ring: from the left, to the right, 1/2 each */
+		rd = hora_neighbor_allreduce(c, drecv, drecv, count, t, 0.5, &left, NULL, 1, &right, NULL, 1);
+		rh = hora_neighbor_allreduce(c, b->hrecv, b->hrecv, count, t, 0.5, &left, NULL, 1, &right, NULL, 1);
+		break;
+	case PAIR: /* ranks 2k and 2k+1 */
+		rd = hora_pair_average(c, drecv, count, t, peer);
+		rh = hora_pair_average(c, b->hrecv, count, t, peer);
 		break;
 	case WHATS:
 		break;
@@ -155,10 +180,11 @@ static int one(struct hora_comm *c, struct bufs *b, enum what w, size_t count, e
 			hora_comm_last_error(c));
 		return -1;
 	}
-	if (to_host(b->back, b->drecv, out))
+	const size_t got = rs ? count * e : out;
+	if (to_host(b->back, drecv, got))
 		return -1;
 	/* every rank's result of an allreduce, broadcast, allgather: the same bits */
-	if (w != RSCATTER) {
+	if (!rs && w != NEIGHBOR && w != PAIR) {
 		int64_t h[2] = {(int64_t)hash(b->back, out), 0};
 		h[1] = -h[0];
 		if (hora_allreduce(c, h, h, 2, HORA_I64, HORA_MIN))
@@ -169,7 +195,7 @@ static int one(struct hora_comm *c, struct bufs *b, enum what w, size_t count, e
 			return 0;
 		}
 	}
-	if (memcmp(b->back, b->hrecv, out) && !(op == HORA_AVG && t <= HORA_F64 && close_to(b, out, t))) {
+	if (memcmp(b->back, b->hrecv, got) && !(op == HORA_AVG && t <= HORA_F64 && close_to(b, got, t))) {
 		fprintf(stderr, "devcoll: rank %d: %s %s op %d count %zu: the device result differs from the host's\n",
 			me, wname[w], dname[t], (int)op, count);
 		return 0;
@@ -181,11 +207,16 @@ static int check(struct hora_comm *c, struct bufs *b)
 {
 	static const size_t counts[] = {1, 1000, 70001};
 	int good = 0, bad = 0;
+	const int n = hora_size(c);
 	for (int w = 0; w < WHATS; w++)
 		for (int t = 0; t < 6; t++)
 			for (int op = 0; op < 5; op++) {
-				if ((w == BCAST || w == AGATHER) && op)
+				if ((w == BCAST || w == AGATHER || w == AG_INPLACE || w == NEIGHBOR || w == PAIR) && op)
 					continue; /* no op */
+				if ((w == NEIGHBOR || w == PAIR) && t > HORA_F64)
+					continue; /* averages of floats */
+				if (w == PAIR && n % 2)
+					continue; /* pairs: an even number of ranks */
 				for (int k = 0; k < 3; k++) {
 					const int r = one(c, b, (enum what)w, counts[k], (enum hora_dtype)t, (enum hora_op)op);
 					if (r < 0)
@@ -229,7 +260,10 @@ static int loop(struct hora_comm *c, struct bufs *b, int steps)
 					(s + 1) * hora_size(c));
 				return 1;
 			}
-		s++;
+		if (++s == 10) {
+			printf("devcoll: rank %d: 10 steps done\n", hora_rank(c));
+			fflush(stdout);
+		}
 		struct timespec ts = {0, 20000000};
 		nanosleep(&ts, NULL);
 	}

@@ -525,6 +525,10 @@ __attribute__((unused)) static int fake_nccl_coll(struct hora_gpu_nccl *c, int k
 	}
 #ifdef FAKE_NCCL_HANG_RANK
 	if (c->rank == FAKE_NCCL_HANG_RANK && n >= FAKE_NCCL_HANG_AFTER) { /* a peer stuck in NCCL */
+		if (n == FAKE_NCCL_HANG_AFTER) {
+			fprintf(stderr, "fake NCCL: rank %d hangs in its collective #%ld\n", c->rank, n);
+			fflush(stderr);
+		}
 		while (!__atomic_load_n(&c->cancel, __ATOMIC_ACQUIRE)) {
 			struct timespec ts = {0, 1000000};
 			nanosleep(&ts, NULL);
