@@ -39,6 +39,8 @@
 #   devbench   90 s  hora bench allreduce --device cuda, 2 processes, 1K..256M,
 #                    and gpu/torch_allreduce.py (torch.distributed Gloo on
 #                    CUDA tensors), same run
+#   torchcuda  60 s  tests/python/cuda_check.py under hora run -np 2: hora.torch
+#                    on CUDA tensors as device buffers, replicas bitwise equal
 #   bench     120 s  hora bench train --device cuda at batch 32, 256, 1024
 #                    (step/gemm <= 1.3 at 1024), bench-<B>.json
 #   torch     180 s  gpu/torch_mlp.py: the same MLP in PyTorch, SGD, batch
@@ -268,6 +270,9 @@ devbench() {
 }
 export -f devbench
 step devbench 90 bash -c devbench
+# hora.torch on CUDA tensors (device buffers): allreduce, broadcast,
+# DistributedOptimizer with replicas bitwise equal, 2 processes
+step torchcuda 60 bash -c 'PYTHONPATH="$BUILD/python" "$HORA" run -np 2 -- python3 "$ROOT/tests/python/cuda_check.py"' 
 step bench 120 bash -c bench
 # torch: the system python3 with its own libraries (not our loader path)
 step torch 180 env -u LD_LIBRARY_PATH python3 "$ROOT/gpu/torch_mlp.py" --data "$DEBS/data/mnist" \

@@ -103,6 +103,9 @@ _proto("hora_barrier", _int, _vp)
 _proto("hora_neighbor_allreduce", _int, _vp, _vp, _vp, _sz, _int, _dbl, _ip, _dp, _int, _ip, _dp, _int)
 
 
+# device (CUDA) buffers: the collectives take them once the GPU module is loaded
+_proto("hora_cuda_init", _int, _c.c_char_p, _sz)
+
 # hora.h's "elastic jobs" (hora.torch.elastic)
 _proto("hora_elastic_on", _int, _vp)
 _proto("hora_elastic_joined", _int, _vp)

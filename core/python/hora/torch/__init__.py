@@ -2,8 +2,10 @@
 
 The collectives on torch tensors (a new tensor; `_` variants in place;
 `_async` variants return an int handle for synchronize()/poll()), zero copy
-for contiguous CPU tensors (data_ptr), other tensors through a contiguous
-CPU copy. dtypes: float32, float64, float16, bfloat16, int32, int64 (and any
+for contiguous CPU tensors (data_ptr), and for CUDA tensors in allreduce,
+broadcast and DistributedOptimizer once hora's GPU module loads
+(core/devcoll.h: NCCL within a host, staged elsewhere; cuda_reason() says
+why not), other tensors through a contiguous CPU copy. dtypes: float32, float64, float16, bfloat16, int32, int64 (and any
 dtype for broadcast, moved as bytes). broadcast_parameters,
 broadcast_optimizer_state, broadcast_object, allgather_object,
 DistributedOptimizer and Compression as Horovod's; hora.torch.elastic
@@ -11,6 +13,7 @@ DistributedOptimizer and Compression as Horovod's; hora.torch.elastic
 with BlueFog's arguments. core/python/README.md has the table against Horovod.
 """
 import collections
+import ctypes
 import io
 import pickle
 
@@ -36,11 +39,60 @@ __all__ = ["init", "shutdown", "is_initialized", "rank", "size", "local_rank", "
            "broadcast_object", "allgather_object", "DistributedOptimizer", "Compression",
            "neighbor_allreduce", "neighbor_allreduce_nonblocking", "HoraError",
            "Sum", "Average", "Min", "Max", "Product", "nccl_built", "mpi_built", "gloo_built",
-           "mpi_threads_supported", "set_interruptible"]
+           "mpi_threads_supported", "set_interruptible", "cuda_reason"]
 
 def nccl_built():
-    """False: hora.torch moves tensors through the CPU (horovod.torch compatibility)"""
-    return False
+    """True when CUDA tensors go to hora as device buffers (NCCL within a
+    host); False: they move through CPU copies (cuda_reason() says why)"""
+    return _cuda_ready()
+
+
+_cuda = {}
+
+
+def _cuda_ready():
+    """hora's GPU module loaded (hora_cuda_init), once per process"""
+    if "ok" not in _cuda:
+        why = ctypes.create_string_buffer(512)
+        n = _comm.lib.hora_cuda_init(why, len(why))
+        _cuda["ok"] = n > 0
+        _cuda["why"] = "" if n > 0 else why.value.decode("utf-8", "replace")
+    return _cuda["ok"]
+
+
+def cuda_reason():
+    """"" when CUDA tensors go to hora as device buffers, else why they move
+    through CPU copies"""
+    return "" if _cuda_ready() else _cuda["why"]
+
+
+class _DevArray:
+    """a CUDA tensor where the binding takes a NumPy array: its device
+    pointer (ctypes.data) and element count (size); keeps it alive"""
+
+    class _C:
+        def __init__(self, p):
+            self.data = p
+
+    def __init__(self, t):
+        self.tensor = t
+        self.size = t.numel()
+        self.ctypes = _DevArray._C(t.data_ptr())
+
+
+def _on_device(t):
+    """t goes to hora as a device buffer (a CUDA tensor, the module loaded)"""
+    return t.device.type == "cuda" and _cuda_ready()
+
+
+def _ready(t):
+    """the buffer is ready for hora's own streams: the caller's stream done"""
+    _torch.cuda.current_stream(t.device).synchronize()
+
+
+def _buf(t):
+    """what the binding reads and writes: a NumPy view, or a device buffer"""
+    return _DevArray(t) if t.device.type == "cuda" else _as_np(t)
 
 
 def mpi_built():
@@ -97,8 +149,17 @@ def _op(op, average):
 
 # ---- allreduce ---------------------------------------------------------------
 
+def _dev_contig(t):
+    """(the CUDA tensor hora reads, whether it is t itself)"""
+    src = t.detach()
+    if not src.is_contiguous():
+        src = src.contiguous()
+    return src, src.data_ptr() == t.data_ptr()
+
+
 def _allreduce_async(tensor, inplace, op, compression, name, pre, post):
-    src, own = _cpu_contig(tensor)  # own: src is tensor's own memory
+    dev = isinstance(tensor, _torch.Tensor) and _on_device(tensor)
+    src, own = _dev_contig(tensor) if dev else _cpu_contig(tensor)  # own: src is tensor's own memory
     if pre != 1.0:
         src, own = src * pre, False
     comp, ctx = compression.compress(src)
@@ -110,7 +171,9 @@ def _allreduce_async(tensor, inplace, op, compression, name, pre, post):
         send, out = src, _torch.empty_like(src)  # out of place: the caller's tensor untouched
     else:
         send = out = src                        # already a copy of ours
-    a, b = _as_np(send), _as_np(out)
+    a, b = _buf(send), _buf(out)
+    if dev:
+        _ready(send)
 
     def finish():
         r = compression.decompress(out, ctx)
@@ -195,15 +258,18 @@ def broadcast_async_(tensor, root_rank, name=None):
                 tensor.copy_(words.view(_torch.uint8)[:n].view(tensor.dtype).view(tensor.shape))
             return tensor
         return _h._broadcast_async(words.numpy(), _comm.I32, root_rank, back_bytes, name)
-    src, own = _cpu_contig(tensor)
+    dev = _on_device(tensor)
+    src, own = _dev_contig(tensor) if dev else _cpu_contig(tensor)
     buf = tensor.detach() if own else src
+    if dev:
+        _ready(buf)
 
     def back():
         if not own:
             with _torch.no_grad():
                 tensor.copy_(buf)
         return tensor
-    return _h._broadcast_async(_as_np(buf), _code(buf), root_rank, back, name)
+    return _h._broadcast_async(_buf(buf), _code(buf), root_rank, back, name)
 
 
 def broadcast_(tensor, root_rank, name=None):

@@ -21,6 +21,9 @@ How (and why it is fast and deterministic):
   wrapped optimizer steps.
 - Compression.fp16 / bf16: the bucket travels as a 16-bit copy (reduced in
   f32 by hora), copied back into the f32 buffer.
+- CUDA parameters: their buckets are on their device (a bucket holds one
+  device's parameters), averaged as device buffers once hora's GPU module
+  loads (hora.torch.nccl_built()), else through a CPU copy.
 A gradient that autograd replaced by a tensor of its own (zero_grad with
 set_to_none=True) is copied into its bucket's view when its bucket goes.
 """
@@ -49,13 +52,13 @@ def _threshold():
 
 
 class _Bucket:
-    __slots__ = ("params", "flat", "views", "half", "ready", "handle", "code", "array")
+    __slots__ = ("params", "flat", "views", "half", "ready", "handle", "code", "array", "host", "dev")
 
     def __init__(self, params, compression):
         dt = params[0].dtype
         n = sum(p.numel() for p in params)
         self.params = params
-        self.flat = torch.zeros(n, dtype=dt)
+        self.flat = torch.zeros(n, dtype=dt, device=params[0].device)  # the gradients' device
         self.views = []
         off = 0
         for p in params:
@@ -64,9 +67,15 @@ class _Bucket:
         comp, _ = compression.compress(self.flat)
         self.half = comp.contiguous() if comp is not self.flat else None
         buf = self.half if self.half is not None else self.flat
-        from . import _code, _as_np
+        from . import _code, _buf, _on_device
         self.code = _code(buf)
-        self.array = _as_np(buf)  # what the allreduce reads and writes, in place
+        # what the allreduce reads and writes, in place: the buffer itself (CPU,
+        # or CUDA once hora's GPU module loads), else a CPU copy of a CUDA one
+        self.dev = buf.device.type == "cuda"
+        self.host = None
+        if self.dev and not _on_device(buf):
+            self.host = torch.empty(n, dtype=buf.dtype, device="cpu")
+        self.array = _buf(self.host if self.host is not None else buf)
         self.ready = 0
         self.handle = None
 
@@ -103,7 +112,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         cur, cur_bytes = [], 0
         for p in reversed(order):
             nb = p.numel() * p.element_size()
-            if cur and (cur[0].dtype != p.dtype or cur_bytes + nb > threshold):
+            if cur and (cur[0].dtype != p.dtype or cur[0].device != p.device or
+                        cur_bytes + nb > threshold):
                 self._buckets.append(_Bucket(cur, compression))
                 cur, cur_bytes = [], 0
             cur.append(p)
@@ -175,6 +185,11 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 p.grad = v
         if b.half is not None:
             b.half.copy_(b.flat)
+        src = b.half if b.half is not None else b.flat
+        if b.host is not None:
+            b.host.copy_(src)  # through the CPU (synchronous)
+        elif b.dev:
+            torch.cuda.current_stream(src.device).synchronize()  # the gradients are written
         a = b.array
         b.handle = _h._allreduce_async(a, b.code, self._op, a, None, "DistributedOptimizer")
 
@@ -189,6 +204,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             if b.handle is not None:
                 h, b.handle = b.handle, None
                 _comm.synchronize(h)
+                if b.host is not None:
+                    (b.half if b.half is not None else b.flat).copy_(b.host)
                 if b.half is not None:
                     b.flat.copy_(b.half)
             b.ready = 0
