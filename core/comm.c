@@ -425,7 +425,16 @@ static size_t stall_missing(struct hora_comm *c, uint64_t seq, char *out, size_t
 	const int size = hora_net_comm_size(c->net), me = hora_net_comm_rank(c->net);
 	if (!c->owned_m || hora_net_membership_status_query(c->owned_m, &sent))
 		return 0;
-	usleep(300000);
+	/* the answers: every rank's, or what came within a second (a loaded
+	 * host's loop thread may take longer than the 300 ms this waited once) */
+	const double end = hora_clock_s() + 1.0;
+	for (bool all = false; !all && hora_clock_s() < end;) {
+		usleep(20000);
+		struct hora_swim_status probe;
+		all = true;
+		for (int r = 0; r < size && all; r++)
+			all = r == me || !hora_net_membership_status(c->owned_m, r, sent, &probe);
+	}
 	for (int r = 0; r < size && k + 96 < n; r++) {
 		struct hora_swim_status blob;
 		struct progress st;
