@@ -75,7 +75,7 @@ cluster:
     - {host: 10.213.8.1, netns: $TAG-1, workers: 1}
     - {host: 10.213.8.2, netns: $TAG-2, workers: 1}
 EOF
-  HORA_SECRET="devcoll-$RANDOM$RANDOM" timeout 120 "$HORA" launch "$T/ns.yaml" -- "$PROG" "$FAKE" check >"$T/out" 2>&1
+  HORA_SECRET="devcoll-$(od -An -tx8 -N8 /dev/urandom | tr -d ' ')" timeout 120 "$HORA" launch "$T/ns.yaml" -- "$PROG" "$FAKE" check >"$T/out" 2>&1
   rc=$?
   [[ $rc == 0 ]] && [[ $(grep -cE "devcoll: rank [01] of 2: $CALLS results equal to the host's; device buffers: 0 calls by NCCL, $CALLS staged" "$T/out") == 2 ]]
   check "two hosts (network namespaces) x 1 rank: device buffers through the cross-host path (rc=$rc)" $?
@@ -98,7 +98,7 @@ if ((NS)); then
   # 2 x 6 x 5 x 2) by NCCL within each host; the rest staged (of one
   # element: no whole shard of 2 ranks; the other collectives)
   AR=$((2 * 6 * 5 * 2)) REST=$((CALLS - 2 * 6 * 5 * 2))
-  HORA_SECRET="devcoll-$RANDOM$RANDOM" timeout 120 "$HORA" launch "$T/ns.yaml" -- "$PROG" "$GROUP" check >"$T/out" 2>&1
+  HORA_SECRET="devcoll-$(od -An -tx8 -N8 /dev/urandom | tr -d ' ')" timeout 120 "$HORA" launch "$T/ns.yaml" -- "$PROG" "$GROUP" check >"$T/out" 2>&1
   rc=$?
   [[ $rc == 0 ]] && [[ $(grep -cE "devcoll: rank [0-3] of 4: $CALLS results equal to the host's; device buffers: $AR calls by NCCL, $REST staged through host memory; NCCL on device 0, set up 1 time$" "$T/out") == 4 ]]
   check "two hosts x 2 ranks: allreduces by NCCL within the host and the ring across (rc=$rc)" $?
