@@ -201,12 +201,7 @@ int hora_gpu_mlp_model_step_ds(void *state, const struct hora_dataset *ds, const
 	int64_t correct = 0;
 	int rc = g->gpu->mlp_step_idx(g->dev, k, params, grads, idx, n, &loss, &correct, ready, arg,
 				      g->err, sizeof(g->err));
-	if (rc)
-		return rc;
-	stats->loss_sum += loss;
-	stats->correct += correct;
-	stats->n += n;
-	return 0;
+	return add_stats(stats, rc, loss, correct, n);
 }
 
 const char *hora_gpu_mlp_model_error(void *state)
