@@ -114,8 +114,21 @@ check "1|3: worker 0, alone, paused" $?
 check "1|3: the 3 did not pause" $?
 grep -qE '^\[0 [^]]*\] view [0-9]+: .*; discarded its stale state \(view [0-9]+\) for the commit at step' "$T/1-3.log"
 check "1|3: worker 0 rejoined after the heal, its stale state discarded" $?
-[[ $(grep -E '^\[[1-3] [^]]*\] view [0-9]+: (.*, )?worker 0 \([^)]*\) joined at step' "$T/1-3.log" | cut -c2 | sort -u | wc -l) == 3 ]]
-check "1|3: each of the 3 admitted worker 0 back" $?
+# each of the 3 admitted worker 0 back: its view line names worker 0 as
+# joined (with others, when a second transient loss on the majority side
+# let a worker rejoin in the same view); or, that worker having been lost
+# too, it rejoined beside worker 0 and discarded its own stale state
+back=0
+for w in 1 2 3; do
+  if grep -qE "^\[$w [^]]*\] view [0-9]+: ([^;]*, )?worker 0 \([^)]*\) joined" "$T/1-3.log"; then
+    back=$((back+1))
+  elif grep -qE "^\[$w [^]]*\] view [0-9]+: .*; discarded its stale state" "$T/1-3.log"; then
+    echo "  1-3: worker $w was lost on the majority side too, and rejoined beside worker 0"
+    back=$((back+1))
+  fi
+done
+[[ $back == 3 ]]
+check "1|3: each of the 3 admitted worker 0 back (or rejoined beside it)" $?
 [[ $(grep -cE 'final parameters crc32 [0-9a-f]+ \(rank [0-3] of 4,' "$T/1-3.log") == 4 ]]
 check "1|3: all 4 workers finished, in a view of 4" $?
 
