@@ -130,6 +130,7 @@ for r in $(seq "$REPS"); do
   done
 done
 echo "# MNIST MLP 784-128-10, $DATA, batch 32 per worker, $STEPS timed steps (Python), $EPOCHS epochs (C), $REPS interleaved reps, median samples/s"
+echo "# BLAS kernels (hora, torch, DDP alike): $(bash "$ROOT/bench/blas-core.sh")"
 for n in $NPS; do
   ht=$(med ${RUNS[hora_torch.$n]}) dd=$(med ${RUNS[ddp.$n]}) ct=$(med ${RUNS[c_trainer.$n]})
   echo "np $n: hora.torch $ht (runs:${RUNS[hora_torch.$n]})"

@@ -129,6 +129,7 @@ if [[ $LO == 1 ]]; then
   done
   m1=$(med "${one[@]}") m2=$(med "${two[@]}")
   echo "# lo, $DATA, batch $BATCH per worker, $EPOCHS epochs, $REPS interleaved reps, median samples/s ${SETS[*]}"
+  echo "# BLAS kernels: $(bash "$ROOT/bench/blas-core.sh")"
   echo "1 worker (CPU 0): $m1   runs: ${one[*]}"
   echo "2 workers (CPU 0, 1)$two_label: $m2   runs: ${two[*]}"
   python3 -c "print(f'efficiency 2 workers$two_label: {$m2 / (2 * $m1):.3f}')"
@@ -154,6 +155,7 @@ if [[ $NETNS == 1 ]]; then
   done
   mo=$(med "${on[@]}") mf=$(med "${off[@]}")
   echo "# netns, $NH hosts x $NW workers, tbf 1gbit, $DATA, batch $BATCH per worker, $EPOCHS epochs, $REPS reps ${SETS[*]}"
+  echo "# BLAS kernels: $(bash "$ROOT/bench/blas-core.sh")"
   echo "$NWK workers, gradients averaged$on_label: $mo   runs: ${on[*]}"
   echo "$NWK workers, no communication:   $mf   runs: ${off[*]}"
   python3 -c "print(f'efficiency $NWK workers vs no communication$on_label: {$mo / $mf:.3f}')"
