@@ -8,7 +8,8 @@
  *   rank names a mismatch itself) and reduces all the data in local-rank
  *   order: every rank computes the same bits.
  * - stage_allreduce (above): the stage's allreduce, which reads send and
- *   writes recv, AVG divided once at the end; its fingerprint was checked
+ *   writes recv, AVG divided by the stage (each block by the rank that
+ *   reduced it, while it is in L1: no pass of its own); its fingerprint was checked
  *   by local_check (below), or, with more ranks than the small path takes,
  *   round the ring first.
  *
@@ -65,9 +66,7 @@ int stage_allreduce(struct hora_net_comm *c, const void *send, void *recv, size_
 		return rc;
 	if ((rc = c->stage->ops->allreduce(c->stage, send, recv, count, t, op, err, sizeof(err))))
 		return stage_fail(c, rc, "the shared-memory stage", err);
-	if (op == HORA_NET_AVG)
-		hora_net_scale(recv, count, t, c->n);
-	return 0;
+	return 0; /* AVG: divided by the stage (nlocal == c->n on one host) */
 }
 
 /* every rank's message (all), each fingerprint compared with ours */

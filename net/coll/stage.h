@@ -17,8 +17,10 @@
  *
  * Results are bitwise identical on every local rank: each element is
  * reduced once, by one rank, in local-rank order 0, 1, ..., nlocal-1
- * (hora_net_reduce pairwise; AVG sums: the caller divides, once, with
- * hora_net_scale). Errors: -errno with the cause in err (a dead local peer
+ * (hora_net_reduce pairwise). AVG: reduce_scatter sums (the caller
+ * divides, once, with hora_net_scale, when the shard is complete: across
+ * hosts); allreduce divides by nlocal itself (hora_net_scale on the
+ * reduced elements, by the rank that reduced them). Errors: -errno with the cause in err (a dead local peer
  * is -ECONNRESET naming its local rank and pid; no progress for the
  * stage's timeout is -ETIMEDOUT; interrupt makes every wait -ECANCELED).
  * After an error the stage is unusable (the communicator breaks).
@@ -44,7 +46,7 @@ struct hora_net_stage_ops {
 	int (*allgather)(struct hora_net_stage *s, void *buf, size_t count, enum hora_net_dtype t,
 			 char *err, size_t errlen);
 	/* both: buf of every local rank gets the reduction of in (AVG: the
-	 * sum); in == buf in place, else in is only read (one copy less than
+	 * sum divided by nlocal); in == buf in place, else in is only read (one copy less than
 	 * copying it to buf first). */
 	int (*allreduce)(struct hora_net_stage *s, const void *in, void *buf, size_t count,
 			 enum hora_net_dtype t, enum hora_net_op op, char *err, size_t errlen);

@@ -29,9 +29,11 @@
 #define SMALL_BYTES (16u << 10)
 
 /* out = src[0] op src[1] op ... op src[n-1] (in that order) over m elements,
- * block by block; then copy (optional) gets out too, from L1. */
+ * block by block; div > 1: each block then divided by div (AVG, the
+ * allreduce's: hora_net_scale, while the block is in L1 instead of one more
+ * pass over the whole buffer); then copy (optional) gets out too, from L1. */
 static void fold(uint8_t *out, uint8_t *copy, const uint8_t *const *src, int n, size_t m, size_t es,
-		 enum hora_net_dtype t, enum hora_net_op op)
+		 enum hora_net_dtype t, enum hora_net_op op, int div)
 {
 	const size_t blk = FOLD_BLOCK_BYTES / es;
 	for (size_t i = 0; i < m; i += blk) {
@@ -39,6 +41,8 @@ static void fold(uint8_t *out, uint8_t *copy, const uint8_t *const *src, int n, 
 		hora_net_reduce(out + o, src[0] + o, src[1] + o, b, t, op);
 		for (int l = 2; l < n; l++)
 			hora_net_reduce(out + o, out + o, src[l] + o, b, t, op);
+		if (div > 1)
+			hora_net_scale(out + o, b, t, div);
 		if (copy)
 			memcpy(copy + o, out + o, b * es);
 	}
@@ -130,8 +134,9 @@ static int reduce_scatter(struct hora_net_stage *s, const void *in, void *buf, s
 		shard_piece(count, n, r, k, P, &off, &len);
 		for (int l = 0; l < n; l++)
 			src[l] = l == r ? i8 + off * es : stage_slot(st, l, b) + (size_t)r * P * es;
-		/* accumulate in our out position (unused here), then into buf */
-		fold(mine + (size_t)r * P * es, b8 + off * es, src, n, len, es, t, op);
+		/* accumulate in our out position (unused here), then into buf;
+		 * AVG stays a sum: the caller divides once the shard is complete */
+		fold(mine + (size_t)r * P * es, b8 + off * es, src, n, len, es, t, op, 0);
 	}
 	return 0;
 }
@@ -181,7 +186,7 @@ static int allreduce_small(struct stage_shm *st, const uint8_t *in, uint8_t *buf
 		return rc;
 	for (int l = 0; l < n; l++)
 		src[l] = stage_slot(st, l, b);
-	fold(buf, NULL, src, n, count, es, t, op);
+	fold(buf, NULL, src, n, count, es, t, op, op == HORA_NET_AVG ? n : 0);
 	return 0;
 }
 
@@ -245,7 +250,7 @@ static int allreduce(struct hora_net_stage *s, const void *in, void *buf, size_t
 		chunk_piece(count, n, k, P, r, &off, &len);
 		for (int l = 0; l < n; l++)
 			src[l] = l == r ? i8 + off * es : stage_slot(st, l, b) + (size_t)r * P * es;
-		fold(mine + (size_t)r * P * es, b8 + off * es, src, n, len, es, t, op);
+		fold(mine + (size_t)r * P * es, b8 + off * es, src, n, len, es, t, op, op == HORA_NET_AVG ? n : 0);
 	}
 	st->step++; /* skipped: the next call starts on the other slot */
 	if ((rc = publish_wait(st, err, errlen)))

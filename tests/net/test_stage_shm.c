@@ -141,16 +141,29 @@ static double value(int r, size_t i, enum hora_net_op op)
 	return (double)((i * 7 + (size_t)r * 13) % 31) - 15;
 }
 
-static double expected(int n, size_t i, enum hora_net_op op)
+/* AVG: the allreduce's sum divided by n in the dtype (hora_net_scale: the
+ * stage's own division, so the quotient's rounding is the same); div 0:
+ * the sum (reduce-scatter: the caller divides) */
+static double expected_div(int n, size_t i, enum hora_net_op op, enum hora_net_dtype t, int div)
 {
 	double acc = value(0, i, op);
 	for (int r = 1; r < n; r++) {
 		double v = value(r, i, op);
 		acc = op == HORA_NET_MIN ? (v < acc ? v : acc)
 		      : op == HORA_NET_MAX ? (v > acc ? v : acc)
-		      : op == HORA_NET_PROD ? acc * v : acc + v; /* AVG: the stage sums */
+		      : op == HORA_NET_PROD ? acc * v : acc + v;
 	}
-	return acc;
+	if (op != HORA_NET_AVG || div <= 1)
+		return acc;
+	uint64_t one = 0; /* the sum is exact in every dtype (|sums| <= 120) */
+	hora_net_value_put(&one, 0, t, acc);
+	hora_net_scale(&one, 1, t, div);
+	return hora_net_value_get(&one, 0, t);
+}
+
+static double expected(int n, size_t i, enum hora_net_op op, enum hora_net_dtype t)
+{
+	return expected_div(n, i, op, t, n);
 }
 
 static void fill(void *buf, size_t count, enum hora_net_dtype t, int r, enum hora_net_op op)
@@ -192,12 +205,12 @@ static void matrix_rank(struct hora_net_stage *s, int r, int n, void *arg, struc
 					goto out;
 				}
 				for (size_t i = 0; i < c[k]; i++)
-					if (hora_net_value_get(buf, i, t) != expected(n, i, op)) {
+					if (hora_net_value_get(buf, i, t) != expected(n, i, op, t)) {
 						if (!res->bad)
 							snprintf(res->err, sizeof(res->err),
 								 "%s %s count %zu: [%zu] = %g, want %g",
 								 hora_net_dtype_name(t), hora_net_op_name(op), c[k], i,
-								 hora_net_value_get(buf, i, t), expected(n, i, op));
+								 hora_net_value_get(buf, i, t), expected(n, i, op, t));
 						res->bad++;
 					}
 				res->hash = hash_bytes(res->hash, buf, c[k] * hora_net_dtype_size(t));
@@ -326,7 +339,7 @@ static void halves_rank(struct hora_net_stage *s, int r, int n, void *arg, struc
 					goto out;
 				}
 				for (size_t i = 0; i < c[k]; i++) { /* ours reduced, the rest untouched */
-					double want = i >= off && i < off + len ? expected(n, i, (enum hora_net_op)op)
+					double want = i >= off && i < off + len ? expected_div(n, i, (enum hora_net_op)op, t, 0)
 										: value(r, i, (enum hora_net_op)op);
 					if (hora_net_value_get(buf, i, t) != want && !res->bad++)
 						snprintf(res->err, sizeof(res->err), "reduce_scatter %s count %zu: [%zu]",
