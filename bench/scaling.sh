@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # scaling.sh [--batch 32] [--epochs 6] [--reps 3] [--data data/mnist] [--skip-lo]
 #            [--skip-netns] [--set K=V]... [--shm auto|off] [--hier auto|on|off]
-#            [--compare-shm] [--netns-layout HxW] [--compare-hier] - training
+#            [--compare-shm] [--lo-off] [--netns-layout HxW] [--compare-hier] - training
 # throughput of the distributed job (hora launch, the MNIST MLP on --data):
 #   lo:    1 worker vs 2 workers on one host, each bound to its own core
 #          (cluster.bind: core), the same per-worker batch:
 #          efficiency = samples/s(2) / (2 x samples/s(1));
 #          --compare-shm: the 2 workers with transport.shm auto and off,
-#          interleaved, an efficiency each (issue 15, point 4)
+#          interleaved, an efficiency each (issue 15, point 4);
+#          --lo-off: the 2 workers with train.communication: false as well
+#          (each trains alone on its shard): samples/s(2, off) / (2 x
+#          samples/s(1)) is what two workers side by side reach with no
+#          averaging at all, the ceiling of any averaging on this host, and
+#          samples/s(2) / samples/s(2, off) what the averaging costs
 #   netns: H namespace hosts with W workers each (--netns-layout HxW,
 #          default 4x1; 2x2 for issue 15) shaped to 1 Gbit/s
 #          (deploy/netns-cluster.sh), gradient averaging on vs off
@@ -27,7 +32,7 @@
 # epoch costs weigh in; data/fashion-mnist (60,000) measures the steady state.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-BATCH=32 EPOCHS=6 REPS=3 NETNS=1 LO=1 DATA=data/mnist SETS=() CMP_SHM=0 CMP_HIER=0 LAYOUT=4x1
+BATCH=32 EPOCHS=6 REPS=3 NETNS=1 LO=1 DATA=data/mnist SETS=() CMP_SHM=0 CMP_HIER=0 LAYOUT=4x1 LO_OFF=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --batch) BATCH="$2"; shift 2 ;;
@@ -40,6 +45,7 @@ while [[ $# -gt 0 ]]; do
     --shm) SETS+=(--set "transport.shm=$2"); shift 2 ;;
     --hier) SETS+=(--set "collectives.hierarchical=$2"); shift 2 ;;
     --compare-shm) CMP_SHM=1; shift ;;
+    --lo-off) LO_OFF=1; shift ;;
     --compare-hier) CMP_HIER=1; shift ;;
     --netns-layout) LAYOUT="$2"; shift 2 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
@@ -120,12 +126,13 @@ print(f'efficiency {sys.argv[1]}, per repetition: ' + ' '.join(f'{x:.3f}' for x 
 
 if [[ $LO == 1 ]]; then
   local_file 1; local_file 2
-  one=() two=() twooff=()
+  one=() two=() twooff=() nocomm=()
   two_sets=() two_label="" # --compare-shm: the 2 workers' runs name the setting they compare
   (( CMP_SHM )) && two_sets=(--set transport.shm=auto) two_label=", transport.shm=auto"
   for r in $(seq "$REPS"); do
     one+=("$(run "$TMP/lo1.yaml")"); two+=("$(run "$TMP/lo2.yaml" "${two_sets[@]}")")
     (( CMP_SHM )) && twooff+=("$(run "$TMP/lo2.yaml" --set transport.shm=off)")
+    (( LO_OFF )) && nocomm+=("$(run "$TMP/lo2.yaml" --set train.communication=false)")
   done
   m1=$(med "${one[@]}") m2=$(med "${two[@]}")
   echo "# lo, $DATA, batch $BATCH per worker, $EPOCHS epochs, $REPS interleaved reps, median samples/s ${SETS[*]}"
@@ -139,6 +146,13 @@ if [[ $LO == 1 ]]; then
     echo "2 workers (CPU 0, 1), transport.shm=off: $m2o   runs: ${twooff[*]}"
     python3 -c "print(f'efficiency 2 workers, transport.shm=off: {$m2o / (2 * $m1):.3f}')"
     paired "2 workers, transport.shm=off" "${one[*]}" "${twooff[*]}"
+  fi
+  if (( LO_OFF )); then
+    m2n=$(med "${nocomm[@]}")
+    echo "2 workers (CPU 0, 1), train.communication=false: $m2n   runs: ${nocomm[*]}"
+    python3 -c "print(f'efficiency 2 workers with no averaging (the ceiling on this host): {$m2n / (2 * $m1):.3f}')"
+    paired "2 workers with no averaging" "${one[*]}" "${nocomm[*]}"
+    python3 -c "print(f'2 workers averaging / not averaging$two_label: {$m2 / $m2n:.3f}')"
   fi
 fi
 
