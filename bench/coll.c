@@ -40,6 +40,7 @@
 #include "core/comm.h"
 #include "hora.h"
 #include "net/coll/coll.h"
+#include "net/util/cpus.h"
 #include "report.h"
 
 #include <errno.h>
@@ -264,7 +265,7 @@ static void print_header(FILE *out, const struct opts *o, struct hora_comm *c, c
 		hora_net_coll_name(o->coll), o->n, o->setup, tn, on,
 		o->coll == HORA_NET_COLL_BROADCAST ? "root 0" : "out of place",
 		o->algo == 1 ? "ring" : o->algo == 2 ? "latency" : o->algo == 3 ? "direct ring" : "auto",
-		o->bind ? "rank r on CPU r mod ncpu" : "not bound", shm_names[o->shm], hier_names[o->hier]);
+		o->bind ? "rank r on allowed CPU r mod k" : "not bound", shm_names[o->shm], hier_names[o->hier]);
 	if (o->rcvlowat)
 		fprintf(out, "# SO_RCVLOWAT off\n");
 	size_t last = o->lo;
@@ -372,12 +373,14 @@ static void print_row(FILE *out, FILE *json, struct hora_comm *c, const struct o
 static int run_rank(const struct opts *o, int rank, const char *const *addrs, const uint8_t *secret,
 		    size_t slen, FILE *out, FILE *json)
 {
-	if (o->bind) { /* rank r on CPU r mod ncpu, as mpirun --bind-to core does */
-		long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	if (o->bind) { /* rank r on the allowed CPU r mod k, as mpirun --bind-to core does */
+		const int cpu = hora_cpus_nth(rank);
 		cpu_set_t set;
 		CPU_ZERO(&set);
-		CPU_SET((int)(rank % (ncpu > 0 ? ncpu : 1)), &set);
-		sched_setaffinity(0, sizeof(set), &set);
+		if (cpu >= 0) {
+			CPU_SET(cpu, &set);
+			sched_setaffinity(0, sizeof(set), &set);
+		}
 	}
 	struct hora_comm_config cfg;
 	hora_comm_config_defaults(&cfg);
@@ -845,7 +848,7 @@ static int parse_args(const char *what, int argc, char **argv, struct opts *o, s
 	if (o->n >= 1 && o->n <= 64 && parse_hosts(o, hosts, ranks_given))
 		return 2;
 	if (o->bind == -2) /* mpirun's default: bind to a core unless oversubscribed */
-		o->bind = o->n <= sysconf(_SC_NPROCESSORS_ONLN);
+		o->bind = o->n <= hora_cpus_allowed();
 	if (o->n < 1 || o->n > 64 || o->lo > o->hi || o->iters < 0 || o->iters > 1000 || o->algo < 0 || o->bind < 0 || o->sockets < 0 || o->sockets > 64 || o->rcvlowat < -1 || (int)o->t < 0 || (int)o->op < 0 ||
 	    (strcmp(o->setup, "lo") && strcmp(o->setup, "netns"))) {
 		usage(stderr);

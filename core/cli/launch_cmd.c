@@ -25,6 +25,7 @@
 #include "launch.h"
 
 #include "env.h"
+#include "net/util/cpus.h"
 
 #include <errno.h>
 #include <sched.h>
@@ -50,13 +51,15 @@ void launch_cmd_env(const struct launch *la, int g, const struct hora_cluster_no
 	set_int("HORA_LOCAL_SIZE", node->workers);
 	if (la->secret)
 		setenv("HORA_SECRET", la->secret, 1);
-	if (la->cc.bind) { /* cluster.bind: core, as hora worker does it: CPU li mod ncpu */
-		long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	if (la->cc.bind) { /* cluster.bind: core, as hora worker does it: the allowed CPU li mod k */
+		const int cpu = hora_cpus_nth(li);
 		cpu_set_t set;
 		CPU_ZERO(&set);
-		CPU_SET((int)(li % (ncpu > 0 ? ncpu : 1)), &set);
-		if (sched_setaffinity(0, sizeof(set), &set))
-			fprintf(stderr, "%s: worker %d: cluster.bind: core: %s\n", la->who, g, strerror(errno));
+		if (cpu >= 0)
+			CPU_SET(cpu, &set);
+		if (cpu < 0 || sched_setaffinity(0, sizeof(set), &set))
+			fprintf(stderr, "%s: worker %d: cluster.bind: core: CPU %d: %s\n", la->who, g, cpu,
+				strerror(cpu < 0 ? ENOENT : errno));
 	}
 }
 

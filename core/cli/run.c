@@ -19,6 +19,7 @@
 
 #include "env.h"
 #include "hosts.h"
+#include "net/util/cpus.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -189,7 +190,7 @@ static int free_ports(int n)
 static int gen_text(const struct run_hosts *hs, int port, char *out, size_t cap)
 {
 	const bool local = run_hosts_all_loopback(hs);
-	long ncpu = sysconf(_SC_NPROCESSORS_ONLN), slots = 0;
+	long ncpu = hora_cpus_allowed(), slots = 0; /* ours: a cpuset or taskset narrows them */
 	for (int i = 0; i < hs->n; i++)
 		slots += hs->h[i].slots;
 	int k = snprintf(out, cap,

@@ -28,6 +28,7 @@
 #include "net/transport/handshake.h"
 #include "net/transport/transport.h"
 #include "net/util/clock.h"
+#include "net/util/cpus.h"
 #include "net/util/hostport.h"
 #include "setarg.h"
 #include "cfgkey.h"
@@ -360,10 +361,8 @@ static int node_from_cluster(struct node_opts *o, const struct hora_cluster_conf
 			return 2;
 		}
 		o->swim.uid = hora_cluster_uid(o->proc);
-		if (cc->bind) {
-			long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-			o->cpu = (int)(local % (ncpu > 0 ? ncpu : 1));
-		}
+		if (cc->bind) /* the allowed CPU local mod k (a cpuset or taskset narrows them) */
+			o->cpu = hora_cpus_nth(local);
 		char ip[HORA_HOST_IP_MAX];
 		if (hora_host_resolve(cc->nodes[node].host, ip, wait_ms, why, sizeof(why))) {
 			fprintf(stderr, "%s: cluster.nodes[%d].host: %s\n", prog, node, why);

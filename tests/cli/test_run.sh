@@ -176,6 +176,22 @@ check "--set cluster.bind=none: unbound ($all) (rc=$rc)" $?
 "$HORA" run -np $((ncpu + 1)) -- sh -c 'grep Cpus_allowed_list /proc/self/status' >"$T/out" 2>&1; rc=$?
 [[ $rc == 0 ]] && [[ $(grep -cP "\] Cpus_allowed_list:\t$all$" "$T/out") == $((ncpu + 1)) ]]
 check "more copies than CPUs: unbound by default (rc=$rc)" $?
+# the CPUs counted and bound to are those hora run may use (a cpuset, a
+# taskset), not the host's: under taskset -c LAST, -np 1 is bound to LAST
+# (not to CPU 0), -np 2 is more copies than CPUs (unbound: both on LAST),
+# and --set cluster.bind=core puts both on LAST
+if (( ncpu >= 2 )) && command -v taskset >/dev/null; then
+  last=${all##*,} && last=${last##*-} # the highest CPU we may use ($all: e.g. 0-3 or 0,2-5)
+  taskset -c "$last" "$HORA" run -np 1 -- sh -c 'grep Cpus_allowed_list /proc/self/status' >"$T/out" 2>&1; rc=$?
+  [[ $rc == 0 ]] && grep -qP "^\[0 127.0.0.1\] Cpus_allowed_list:\t$last$" "$T/out"
+  check "under taskset -c $last: -np 1 bound to CPU $last, the one allowed (rc=$rc)" $?
+  for set in "" "--set cluster.bind=core"; do
+    # shellcheck disable=SC2086
+    taskset -c "$last" "$HORA" run -np 2 $set -- sh -c 'grep Cpus_allowed_list /proc/self/status' >"$T/out" 2>&1; rc=$?
+    [[ $rc == 0 ]] && [[ $(grep -cP "\] Cpus_allowed_list:\t$last$" "$T/out") == 2 ]] && ! grep -q "cluster.bind" "$T/out"
+    check "under taskset -c $last: -np 2 ${set:-by default}: both copies on CPU $last (rc=$rc)" $?
+  done
+fi
 
 # 8. bad arguments: exit 2, the thing named, nothing started
 bad() { # bad NAME PATTERN ARGS...
