@@ -920,7 +920,7 @@ int hora_wait(struct hora_request *r)
 	return hora_wait_timed(r, NULL, NULL);
 }
 
-int hora_wait_timeout(struct hora_request *r, int timeout_ms)
+int hora_wait_ready(struct hora_request *r, int timeout_ms)
 {
 	if (!r || timeout_ms < 0)
 		return -EINVAL;
@@ -942,10 +942,23 @@ int hora_wait_timeout(struct hora_request *r, int timeout_ms)
 		c->waiters--;
 		pthread_cond_broadcast(&c->cv);
 		pthread_mutex_unlock(&c->mu);
-		if (!atomic_load_explicit(&r->done, memory_order_acquire))
-			return 1;
 	}
-	return hora_wait_timed(r, NULL, NULL);
+	return atomic_load_explicit(&r->done, memory_order_acquire) ? 1 : 0;
+}
+
+int hora_request_status(const struct hora_request *r)
+{
+	if (!r)
+		return -EINVAL;
+	return atomic_load_explicit(&r->done, memory_order_acquire) ? r->status : -EBUSY;
+}
+
+int hora_wait_timeout(struct hora_request *r, int timeout_ms)
+{
+	int rc = hora_wait_ready(r, timeout_ms);
+	if (rc < 0)
+		return rc;
+	return rc ? hora_wait_timed(r, NULL, NULL) : 1;
 }
 
 int hora_test(struct hora_request *r)

@@ -426,6 +426,16 @@ HORA_API int hora_test(struct hora_request *req);
  * (req freed). For callers that must look up between waits, e.g. a Python
  * binding that lets Ctrl-C through while a collective waits for a peer. */
 HORA_API int hora_wait_timeout(struct hora_request *req, int timeout_ms);
+/* Wait at most timeout_ms (>= 0) for req to finish without freeing it: 1 when
+ * it has (hora_request_status reads its result, hora_wait then frees it), 0
+ * when not yet, -EINVAL. For a binding whose own bookkeeping an interrupt may
+ * cut short right after a call returns (Python raises KeyboardInterrupt
+ * there): it reads the status, forgets the request, then frees it, so that
+ * an interrupt at any point leaves no freed request behind to free again. */
+HORA_API int hora_wait_ready(struct hora_request *req, int timeout_ms);
+/* A finished request's result (what hora_wait will return), without freeing
+ * it; -EBUSY while it runs, -EINVAL for NULL. */
+HORA_API int hora_request_status(const struct hora_request *req);
 
 /* ---- decentralized averaging (gossip), as BlueFog's ------------------------- */
 

@@ -107,3 +107,19 @@ def test_init_with_a_bad_cluster_file_raises_horaerror_naming_it(tmp_path):
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.startswith("HoraError -"), (out.stdout, out.stderr)
     assert str(bad) in out.stdout, out.stdout
+
+
+def test_an_interrupt_right_after_any_c_call_leaves_nothing_freed_twice(job):
+    """KeyboardInterrupt right after each C call of submit and synchronize in
+    turn (where Python raises a Ctrl-C that came during the call): the
+    request is either still pending and synchronize(h) again gives the
+    average, or done; never freed and then freed again (glibc aborts the
+    process: the old synchronize, which freed inside hora_wait_timeout
+    before forgetting the request, did at the call that finished it)"""
+    res = job(2, "errors.py", "interrupt_after").wait(90)
+    for g, (rc, out, err) in enumerate(res):
+        got = results(out)
+        assert rc == 0 and got and got[0].startswith("ok"), report(res)
+        # every C call of the sequence was cut short once
+        for name in ("hora_allreduce_async", "hora_wait_ready", "hora_request_status", "hora_wait"):
+            assert name in got[0], report(res)

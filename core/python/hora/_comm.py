@@ -2,9 +2,14 @@
 requests, shared by the NumPy API (hora/__init__.py) and hora.torch.
 
 Not the user API. Every collective is queued on the communicator's
-background thread (hora_*_async) and waited for with hora_wait_timeout in
+background thread (hora_*_async) and waited for with hora_wait_ready in
 short slices, so a wait for a peer that does not come can be interrupted by
-Ctrl-C (KeyboardInterrupt) while the GIL is free for other threads. Handles
+Ctrl-C (KeyboardInterrupt) while the GIL is free for other threads.
+KeyboardInterrupt may be raised right after any call returns, before its
+result is stored: so a request is entered in the table before the call that
+makes it, and a finished one is forgotten (its status kept) before the call
+that frees it. An interrupt anywhere leaves at worst a request that is never
+freed, never one freed twice nor buffers freed under the C thread. Handles
 are ints; the table keeps the buffers of a request alive until it finished,
 and a finish function turns the raw result into what the caller gets
 (a slice, a copy back, a decompression).
@@ -12,6 +17,7 @@ and a finish function turns the raw result into what the caller gets
 import atexit
 import contextlib
 import ctypes
+import errno
 import itertools
 import threading
 
@@ -40,7 +46,8 @@ class _State:
 state = _State()
 _lock = threading.Lock()
 _ids = itertools.count(1)
-# handle -> [request c_void_p, keep-alive objects, finish(result) or None]
+# handle -> [request c_void_p or None (finished: its status in [3]),
+#            keep-alive objects, finish(result) or None, status]
 _pending = {}
 _tls = threading.local()  # .blocking: the call being submitted is a blocking one
 
@@ -164,7 +171,7 @@ def _atexit():
     # process's end, and the buffers to the C thread (never freed).
     if state.comm is None:
         return
-    if any(p[0] is not None and not lib.hora_test(p[0]) for p in _pending.values()):
+    if any(p[0] is not None and p[0].value and not lib.hora_test(p[0]) for p in _pending.values()):
         keep = list(_pending.values())
         ctypes.pythonapi.Py_IncRef(ctypes.py_object(keep))
         state.comm = None
@@ -181,12 +188,18 @@ def submit(fn, args, keep, finish=None, what=None):
     if not state.interruptible and getattr(_tls, "blocking", False):
         check(getattr(lib, fn[:-len("_async")])(c, *args), c, what)  # inline, finished
         h = next(_ids)
-        _pending[h] = [None, keep, finish]
+        _pending[h] = [None, keep, finish, 0]
         return h
+    # entered before the call: an interrupt right after it returns must not
+    # let the buffers go while the C thread uses them
     req = ctypes.c_void_p()
-    check(getattr(lib, fn)(c, *args, ctypes.byref(req)), c, what)
     h = next(_ids)
-    _pending[h] = [req, keep, finish]
+    rec = [req, keep, finish, -errno.ECANCELED]
+    _pending[h] = rec
+    rc = getattr(lib, fn)(c, *args, ctypes.byref(req))
+    if rc < 0:
+        del _pending[h]
+        check(rc, c, what)
     return h
 
 
@@ -195,7 +208,7 @@ def poll(handle):
     p = _pending.get(handle)
     if p is None:
         raise ValueError("hora: unknown or already synchronized handle %r" % (handle,))
-    return p[0] is None or bool(lib.hora_test(p[0]))
+    return p[0] is None or not p[0].value or bool(lib.hora_test(p[0]))
 
 
 def synchronize(handle):
@@ -206,12 +219,15 @@ def synchronize(handle):
     if p is None:
         raise ValueError("hora: unknown or already synchronized handle %r" % (handle,))
     req = p[0]
-    rc = 0
-    if req is not None:  # None: a blocking call that ran inline
-        wait = lib.hora_wait_timeout
-        rc = wait(req, 0)
-        while rc == 1:
-            rc = wait(req, WAIT_SLICE_MS)
+    if req is not None and req.value:  # None: finished (inline, or freed below)
+        ready = lib.hora_wait_ready(req, 0)
+        while ready == 0:
+            ready = lib.hora_wait_ready(req, WAIT_SLICE_MS)
+        p[3] = lib.hora_request_status(req)
+        p[0] = None  # forgotten before it is freed: never freed twice
+        lib.hora_wait(req)
+    # (a request whose submission an interrupt cut short keeps -ECANCELED)
+    rc = p[3]
     del _pending[handle]
     if rc:
         check(rc, state.comm)

@@ -115,6 +115,8 @@ _proto("hora_elastic_reform", _int, _vp, _int, _c.c_char_p, _sz)
 _proto("hora_wait", _int, _vp)
 _proto("hora_test", _int, _vp)
 _proto("hora_wait_timeout", _int, _vp, _int)
+_proto("hora_wait_ready", _int, _vp, _int)
+_proto("hora_request_status", _int, _vp)
 
 
 def strerror(code):
