@@ -181,6 +181,24 @@ if n > 1:
     opt.step()        # (what the refused backward accumulated may have raced: not compared)
     opt.zero_grad()
 
+# a parameter without a gradient this step averages zeros, also after the
+# gradients were set to None (torch 2's model.zero_grad() default), not the
+# last step's average still in its view
+a_, b_ = torch.nn.Linear(2, 1, bias=False), torch.nn.Linear(2, 1, bias=False)
+opt = hvd.DistributedOptimizer(torch.optim.SGD([a_.weight, b_.weight], lr=0.0),
+                               named_parameters=[("a", a_.weight), ("b", b_.weight)])
+x1 = torch.ones(1, 2)
+(a_(x1) + b_(x1)).sum().backward()
+opt.step()
+assert torch.equal(b_.weight.grad, torch.ones(1, 2)), b_.weight.grad
+for p_ in (a_.weight, b_.weight):
+    p_.grad = None
+a_(x1).sum().backward()                               # b_ takes no part
+opt.step()
+if n > 1:  # (alone there is nothing to average: torch's own None stays)
+    assert torch.equal(b_.weight.grad, torch.zeros(1, 2)), ("stale gradient", b_.weight.grad)
+assert torch.equal(a_.weight.grad, torch.ones(1, 2)), a_.weight.grad
+
 # broadcast_optimizer_state: root's momentum buffers and options everywhere
 model = make(7)
 opt = torch.optim.SGD(model.parameters(), lr=0.01 * (r + 1), momentum=0.5)

@@ -17,7 +17,8 @@ How (and why it is fast and deterministic):
   allreduces in the same order whatever order the hooks fire in, and every
   replica applies bitwise the same average.
 - step() / synchronize() queues the buckets not queued yet (a parameter
-  without a gradient this step contributes zeros), waits for all, then the
+  without a gradient this step contributes zeros, even when its gradient
+  was set to None rather than zeroed in its view), waits for all, then the
   wrapped optimizer steps.
 - Compression.fp16 / bf16: the bucket travels as a 16-bit copy (reduced in
   f32 by hora), copied back into the f32 buffer.
@@ -178,7 +179,13 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         for p, v in zip(b.params, b.views):
             g = p.grad
             if g is None:
-                p.grad = v  # no gradient this step: zeros (cleared by zero_grad) go
+                # no gradient this step (the gradients were set to None, as
+                # torch's model.zero_grad(set_to_none=True) does, and this
+                # parameter took no part): zeros go, as in Horovod, not what
+                # the view held from the last step
+                with torch.no_grad():
+                    v.zero_()
+                p.grad = v
             elif g.data_ptr() != v.data_ptr():
                 with torch.no_grad():
                     v.copy_(g)
