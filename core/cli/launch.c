@@ -54,10 +54,26 @@
 #include <unistd.h>
 
 static volatile sig_atomic_t g_fwd;
+static int g_forwarded; /* the last signal forwarded to the workers (0: none) */
 
 static void on_signal(int sig)
 {
 	g_fwd = sig;
+}
+
+/* The signals the launcher catches and forwards. */
+static const int fwd_sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+
+/* Worker g's process group (its pid: each worker leads one, with whatever
+ * it starts itself, a data loader, a pipeline, ssh's children), or the
+ * process alone if it has none yet. Only processes this launcher started,
+ * and theirs. */
+void launch_kill(pid_t pid, int sig)
+{
+	if (pid <= 0)
+		return;
+	if (kill(-pid, sig) && errno == ESRCH)
+		kill(pid, sig);
 }
 
 void launch_quote(char *out, size_t cap, const char *s)
@@ -375,8 +391,29 @@ int launch_start_worker(const struct launch *la, int g, struct launch_child *ch)
 		fprintf(stderr, "%s: pipe: %s\n", la->who, strerror(errno));
 		return 1;
 	}
+	/* the forwarded signals held from fork to the child's reset: one sent
+	 * meanwhile acts on the child (default action) instead of setting the
+	 * copy of g_fwd it inherited */
+	sigset_t hold, old;
+	sigemptyset(&hold);
+	for (size_t i = 0; i < sizeof(fwd_sigs) / sizeof(fwd_sigs[0]); i++)
+		sigaddset(&hold, fwd_sigs[i]);
+	sigprocmask(SIG_BLOCK, &hold, &old);
 	pid_t pid = fork();
 	if (pid == 0) {
+		/* its own process group: a terminal's Ctrl-C reaches the launcher
+		 * alone, which forwards it once (not twice), and a kill reaches
+		 * what the worker started too */
+		setpgid(0, 0);
+		for (size_t i = 0; i < sizeof(fwd_sigs) / sizeof(fwd_sigs[0]); i++)
+			signal(fwd_sigs[i], SIG_DFL);
+		signal(SIGPIPE, SIG_DFL);
+		sigprocmask(SIG_SETMASK, &old, NULL);
+		if (!feed && isatty(STDIN_FILENO)) { /* a background group reading the terminal stops */
+			int dn = open("/dev/null", O_RDONLY | O_CLOEXEC);
+			if (dn >= 0)
+				dup2(dn, STDIN_FILENO);
+		}
 		if (isatty(STDOUT_FILENO)) /* rank 0 draws its bar through us */
 			setenv("HORA_PROGRESS", "bar", 1);
 		dup2(pfd[1], STDOUT_FILENO);
@@ -392,6 +429,9 @@ int launch_start_worker(const struct launch *la, int g, struct launch_child *ch)
 		fprintf(stderr, "exec %s: %s\n", args[0], strerror(errno));
 		_exit(127);
 	}
+	if (pid > 0)
+		setpgid(pid, pid); /* as the child does: whichever runs first, no kill finds none */
+	sigprocmask(SIG_SETMASK, &old, NULL);
 	close(pfd[1]);
 	if (feed) {
 		close(in[0]);
@@ -412,10 +452,11 @@ static void forward_signal(const char *who, struct launch_child *ch, int n, int 
 {
 	int sig = g_fwd;
 	g_fwd = 0;
+	g_forwarded = sig;
 	fprintf(stderr, "%s: forwarding signal %d to %d worker(s)\n", who, sig, running);
 	for (int g = 0; g < n; g++)
 		if (!ch[g].done && ch[g].pid > 0)
-			kill(ch[g].pid, sig);
+			launch_kill(ch[g].pid, sig);
 }
 
 /* Read what is ready on each child's pipe (poll up to 200 ms); returns how
@@ -467,8 +508,8 @@ static bool failed(const struct launch_child *c)
 	return c->done && !(WIFEXITED(c->status) && WEXITSTATUS(c->status) == 0);
 }
 
-/* grace_s after the first failure, SIGKILL the workers still running,
- * naming each (once). */
+/* grace_s after the first failure, or after a signal was forwarded,
+ * SIGKILL the workers still running, naming each (once). */
 static void end_stragglers(const char *who, struct launch_child *ch, int n, double grace_s, double *failed_at,
 			   bool *killed)
 {
@@ -478,19 +519,42 @@ static void end_stragglers(const char *who, struct launch_child *ch, int n, doub
 	for (int g = 0; g < n && first < 0; g++)
 		if (failed(&ch[g]))
 			first = g;
-	if (first < 0)
+	if (first < 0 && !g_forwarded)
 		return;
 	if (*failed_at < 0)
 		*failed_at = hora_clock_s();
 	if (hora_clock_s() - *failed_at < grace_s)
 		return;
 	*killed = true;
+	char why[64];
+	if (first >= 0)
+		snprintf(why, sizeof(why), "worker %d failed", first);
+	else
+		snprintf(why, sizeof(why), "the launcher forwarded signal %d", g_forwarded);
 	for (int g = 0; g < n; g++)
 		if (!ch[g].done && ch[g].pid > 0) {
-			fprintf(stderr, "%s: worker %d on %s is still running %.1f s after worker %d "
-					"failed (stopped or hung?): killing it (SIGKILL)\n",
-				who, g, ch[g].host, grace_s, first);
-			kill(ch[g].pid, SIGKILL); /* works on a stopped process too */
+			fprintf(stderr, "%s: worker %d on %s is still running %.1f s after %s "
+					"(stopped or hung?): killing it (SIGKILL)\n",
+				who, g, ch[g].host, grace_s, why);
+			launch_kill(ch[g].pid, SIGKILL); /* works on a stopped process too */
+		}
+}
+
+/* What is left in the pipes once every worker exited: read without
+ * blocking (a process the worker left behind may hold its pipe open). */
+static void drain_rest(struct launch_child *ch, int n)
+{
+	for (int g = 0; g < n; g++)
+		if (ch[g].fd >= 0) {
+			fcntl(ch[g].fd, F_SETFL, fcntl(ch[g].fd, F_GETFL) | O_NONBLOCK);
+			ssize_t r;
+			while ((r = read(ch[g].fd, ch[g].buf + ch[g].have, sizeof(ch[g].buf) - ch[g].have)) > 0) {
+				ch[g].have += (size_t)r;
+				launch_drain(&ch[g], false);
+			}
+			launch_drain(&ch[g], true);
+			close(ch[g].fd);
+			ch[g].fd = -1;
 		}
 }
 
@@ -521,16 +585,7 @@ static void supervise(const struct launch *la, struct launch_child *ch, int n, i
 			usleep(50000);
 	}
 	free(pf);
-	for (int g = 0; g < n; g++) /* output still in the pipes */
-		if (ch[g].fd >= 0) {
-			ssize_t r;
-			while ((r = read(ch[g].fd, ch[g].buf + ch[g].have, sizeof(ch[g].buf) - ch[g].have)) > 0) {
-				ch[g].have += (size_t)r;
-				launch_drain(&ch[g], false);
-			}
-			launch_drain(&ch[g], true);
-			close(ch[g].fd);
-		}
+	drain_rest(ch, n);
 }
 
 /* Name each failed worker with its last lines; returns how many failed. */
@@ -561,9 +616,13 @@ void launch_signals_install(void)
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal;
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
+	for (size_t i = 0; i < sizeof(fwd_sigs) / sizeof(fwd_sigs[0]); i++)
+		sigaction(fwd_sigs[i], &sa, NULL);
+	/* output to a reader that went away (hora run ... | head) fails with
+	 * EPIPE instead of killing the launcher before it cleans up (its
+	 * temporary directory) and ends its workers; each worker gets SIGPIPE's
+	 * default back before exec */
+	signal(SIGPIPE, SIG_IGN);
 }
 
 bool launch_signal_pending(void)
@@ -583,7 +642,7 @@ static void start_all(const struct launch *la, struct launch_child *ch, int n, s
 	er->stop_at = hora_clock_s(); /* no restarts of the ones stopped here */
 	for (int g = 0; g < started; g++)
 		if (ch[g].pid > 0)
-			kill(ch[g].pid, SIGTERM);
+			launch_kill(ch[g].pid, SIGTERM);
 	for (int g = started; g < n; g++)
 		ch[g] = (struct launch_child){.fd = -1, .g = g, .done = true, .status = 127 << 8, .host = "-"};
 }
@@ -614,6 +673,10 @@ int launch_run(struct launch *la)
 	} else {
 		supervise(la, ch, n, running, grace_s, NULL);
 		rc = report(la->who, ch, n) ? 1 : 0;
+		if (g_forwarded && !rc) { /* stopped, not completed, whatever the workers said */
+			printf("%s: stopped by signal %d (forwarded to the workers)\n", la->who, g_forwarded);
+			rc = 1;
+		}
 	}
 	free(ch);
 	return rc;

@@ -95,6 +95,8 @@ struct launch_elastic {
 /* SIGINT, SIGTERM and SIGHUP caught, to be forwarded to the workers once
  * they run (launch.c); whether one came already. */
 void launch_signals_install(void);
+/* signal worker pid's process group (each worker leads its own), else pid */
+void launch_kill(pid_t pid, int sig);
 bool launch_signal_pending(void);
 /* The whole file la->file with every la->sets, as each worker will see it;
  * sets la->local/netns/tpl/ec. 0 or 2 (said, la->who first). */

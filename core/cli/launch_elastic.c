@@ -213,7 +213,7 @@ void launch_elastic_stragglers(struct launch_elastic *er, struct launch_child *c
 					"(stopped or hung?): killing it (SIGKILL)\n", er->who,
 				g, ch[g].host, er->grace_s, er->cull_why);
 			ch[g].culled = true;
-			kill(ch[g].pid, SIGKILL); /* works on a stopped process too */
+			launch_kill(ch[g].pid, SIGKILL); /* works on a stopped process too */
 		}
 }
 

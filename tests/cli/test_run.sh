@@ -90,7 +90,8 @@ timeout 60 "$HORA" run -np 3 --set membership.suspect_timeout_ms=200 -- \
   && grep -q "^hora run: 0 of 3 workers succeeded$" "$T/out" && no_tmp_left
 check "a copy exits 3: exit 1 naming it, the others SIGKILLed 3.4 s later (--set suspect_timeout_ms), tmp gone (rc=$rc)" $?
 
-# 4. SIGTERM to hora run reaches every copy; it exits with theirs
+# 4. SIGTERM to hora run reaches every copy, once; the job was stopped, not
+# completed: exit 1 even when the copies exit 0
 "$HORA" run -np 2 -- sh -c 'trap "echo got TERM; exit 0" TERM; echo ready; while :; do sleep 0.1; done' \
   >"$T/out" 2>&1 &
 BG=$!
@@ -98,9 +99,58 @@ for _ in $(seq 100); do [[ $(grep -c "ready" "$T/out") == 2 ]] && break; sleep 0
 kill -TERM $BG
 timeout 20 tail --pid=$BG -f /dev/null; wait $BG; rc=$?
 BG=""
-[[ $rc == 0 ]] && grep -q "^hora run: forwarding signal 15 to 2 worker(s)$" "$T/out" \
-  && [[ $(grep -c "^\[[01] 127.0.0.1\] got TERM$" "$T/out") == 2 ]] && no_tmp_left
-check "SIGTERM to hora run: forwarded to both copies, exit 0 with them, tmp gone (rc=$rc)" $?
+[[ $rc == 1 ]] && grep -q "^hora run: forwarding signal 15 to 2 worker(s)$" "$T/out" \
+  && [[ $(grep -c "^\[0 127.0.0.1\] got TERM$" "$T/out") == 1 && $(grep -c "^\[1 127.0.0.1\] got TERM$" "$T/out") == 1 ]] \
+  && grep -q "^hora run: stopped by signal 15 (forwarded to the workers)$" "$T/out" && no_tmp_left
+check "SIGTERM to hora run: forwarded to both copies once, exit 1 though they exit 0, tmp gone (rc=$rc)" $?
+
+# Ctrl-C on a terminal signals the whole foreground process group: the
+# launcher's, not the copies' (each leads its own), so each copy gets SIGINT
+# once, from the launcher (before, the terminal's and the forwarded one)
+setsid "$HORA" run -np 2 -- sh -c 'trap "echo got INT" INT; echo ready; i=0; while [ $i -lt 30 ]; do sleep 0.1; i=$((i+1)); done' \
+  >"$T/out" 2>&1 &
+BG=$!
+for _ in $(seq 100); do [[ $(grep -c "ready" "$T/out") == 2 ]] && break; sleep 0.1; done
+kill -INT -- "-$BG"
+timeout 20 tail --pid=$BG -f /dev/null; wait $BG; rc=$?
+BG=""
+[[ $rc == 1 ]] && [[ $(grep -c "^\[0 127.0.0.1\] got INT$" "$T/out") == 1 && $(grep -c "^\[1 127.0.0.1\] got INT$" "$T/out") == 1 ]] \
+  && no_tmp_left
+check "SIGINT to the launcher's process group (Ctrl-C): each copy gets it once (rc=$rc)" $?
+
+# a copy that ignores the forwarded signal: SIGKILLed (with what it
+# started) the grace period after it, named; exit 1
+"$HORA" run -np 1 --set membership.suspect_timeout_ms=200 -- sh -c 'trap "" TERM; echo ready; sleep 40; echo woke' \
+  >"$T/out" 2>&1 &
+BG=$!
+for _ in $(seq 100); do grep -q "ready" "$T/out" && break; sleep 0.1; done
+t0=$(date +%s%N)
+kill -TERM $BG
+timeout 20 tail --pid=$BG -f /dev/null; wait $BG; rc=$?
+BG=""
+dt=$(( ($(date +%s%N) - t0) / 1000000 ))
+[[ $rc == 1 ]] && (( dt < 10000 )) \
+  && grep -q "^hora run: worker 0 on 127.0.0.1 is still running 3.4 s after the launcher forwarded signal 15 (stopped or hung?): killing it (SIGKILL)$" "$T/out" \
+  && ! grep -q woke "$T/out" && no_tmp_left
+check "a copy that ignores a forwarded SIGTERM is SIGKILLed 3.4 s later, named; exit 1 (rc=$rc, ${dt} ms)" $?
+
+# what a copy starts is in its process group: a copy that fails has the
+# rest of the job ended with what they started (sleep 20 under sh), and a
+# process left behind holding the output pipe does not hold the launcher
+t0=$(date +%s%N)
+timeout 60 "$HORA" run -np 2 --set membership.suspect_timeout_ms=200 -- \
+  sh -c '[ "$HORA_PROC" = 0 ] && exit 3; sleep 20; echo woke' >"$T/out" 2>&1; rc=$?
+dt=$(( ($(date +%s%N) - t0) / 1000000 ))
+[[ $rc == 1 ]] && (( dt < 12000 )) && ! grep -q woke "$T/out" && no_tmp_left
+check "a copy fails: the other's sh and its sleep 20 are ended after the grace, not waited for (rc=$rc, ${dt} ms)" $?
+t0=$(date +%s%N)
+timeout 60 "$HORA" run -np 1 -- sh -c 'sleep 15 & echo "left $!"' >"$T/out" 2>&1; rc=$?
+dt=$(( ($(date +%s%N) - t0) / 1000000 ))
+left=$(sed -n 's/^\[0 127.0.0.1\] left \([0-9]*\)$/\1/p' "$T/out")
+[[ $rc == 0 ]] && (( dt < 10000 )) && [[ -n $left ]]
+check "a copy exits 0 leaving a process that holds its output pipe: hora run returns (rc=$rc, ${dt} ms)" $?
+[[ -n $left ]] && kill "$left" 2>/dev/null
+
 
 # 5. -H with two loopback hosts through a stand-in for ssh (cluster.launcher
 # template: the generated file edited by --set): the secret and the file on
