@@ -8,6 +8,7 @@
  */
 #include "net/coll/stage_shm_internal.h"
 #include "net/shm/shm.h"
+#include "net/util/cpus.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -178,9 +179,10 @@ static int open_pidfds(struct stage_shm *st, char *err, size_t errlen)
 
 /* More local ranks than the host's CPUs: a spinning rank would take the
  * CPU of the rank it waits for (sched_yield does not hand it over
- * reliably), so the stage sleeps at once (README.md: the spin bound). The
- * host's CPUs, not this thread's affinity: a rank bound to one CPU
- * (cluster.bind: core, the bench) is not alone on the host. */
+ * reliably), so the stage sleeps at once (README.md: the spin bound). Until
+ * the first op has shown every rank's CPU mask (stage_shm.c), the host's
+ * CPUs; then the union of the ranks' masks (a taskset or a cpuset of fewer
+ * CPUs than ranks; ranks bound one to a CPU each are not oversubscribed). */
 static int oversubscribed(int nlocal)
 {
 	const long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
@@ -215,7 +217,8 @@ int hora_net_stage_shm_create(const struct hora_net_stage_shm_cfg *cfg, struct h
 				   .culprit = -1};
 	st->slot_bytes = slot;
 	st->pub.small_max = stage_shm_small_max(st);
-	st->spin_us = cfg->spin_us > 0 && !oversubscribed(n) ? cfg->spin_us : 0;
+	st->spin_cfg = cfg->spin_us > 0 ? cfg->spin_us : 0;
+	st->spin_us = st->spin_cfg && !oversubscribed(n) ? st->spin_cfg : 0;
 	st->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : 0;
 	atomic_init(&st->interrupted, 0);
 	/* the fd numbers copied: the caller's array may go once create
@@ -242,7 +245,9 @@ int hora_net_stage_shm_create(const struct hora_net_stage_shm_cfg *cfg, struct h
 	rc = cfg->lrank == 0 ? arena_create(st, cfg, err, errlen) : arena_attach(st, cfg, err, errlen);
 	if (rc)
 		goto fail;
+	st->pub.small_max = stage_shm_small_max(st); /* local rank 0's slot size */
 	atomic_store_explicit(&st->ctl->rank[cfg->lrank].pid, (int32_t)getpid(), memory_order_relaxed);
+	hora_cpus_bits(st->ctl->rank[cfg->lrank].cpus, STAGE_CPU_WORDS); /* before our first step */
 	*out = &st->pub;
 	return 0;
 fail:

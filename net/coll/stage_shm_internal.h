@@ -22,11 +22,12 @@
 
 #define STAGE_LINE 64
 #define STAGE_MAGIC 0x4547415453524f48ull /* "HORSTAGE" */
-#define STAGE_VERSION 2u
+#define STAGE_VERSION 3u /* 3: the out pieces hold AVG's quotient; each rank's CPU mask */
 #define STAGE_MAX_LOCAL STAGE_SHM_MAX_LOCAL
 #define STAGE_SLOT_DEFAULT (256u << 10) /* bytes per rank and buffer (README: measured) */
 #define STAGE_SLOT_MAX (1ull << 30)
 #define STAGE_POLL_MS 100 /* a waiter looks at its peers this often */
+#define STAGE_CPU_WORDS 16 /* CPUs 0..1023 of each rank's affinity mask */
 
 /* The first line: written by local rank 0 before the fd leaves it, then
  * read-only (the attachers check it). */
@@ -58,6 +59,10 @@ struct stage_rank {
 	 * rank that finds everyone at that step must not succeed where this
 	 * one failed */
 	_Atomic uint64_t broke_at;
+	/* the CPUs it may run on (bit c % 64 of word c / 64; all 0: unknown),
+	 * written at create, before its first step: whether the host's ranks
+	 * share CPUs (stage_shm.c: spin or sleep at once) */
+	alignas(STAGE_LINE) uint64_t cpus[STAGE_CPU_WORDS];
 };
 
 struct stage_ctl {
@@ -66,7 +71,7 @@ struct stage_ctl {
 	struct stage_rank rank[]; /* nlocal */
 };
 
-_Static_assert(sizeof(struct stage_rank) == 2 * STAGE_LINE, "two lines per rank");
+_Static_assert(sizeof(struct stage_rank) == 4 * STAGE_LINE, "four lines per rank");
 _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2 && ATOMIC_INT_LOCK_FREE == 2,
 	       "atomics in a shared mapping must be lock-free (address-free)");
 
@@ -78,6 +83,8 @@ struct stage_shm {
 	size_t slot_bytes;
 	uint64_t step;     /* steps this rank published (== ctl->rank[lrank].step) */
 	int spin_us, timeout_ms;
+	int spin_cfg;      /* the spin asked for; spin_us follows the ranks' CPUs once known */
+	int spin_known;    /* the ranks' CPU masks were read (after the first op) */
 	int *pidfds;       /* nlocal: each peer's process (-1: none) */
 	int *socks;        /* a copy of cfg->socks (lifelines; the fds are not ours to close) */
 	pid_t *pids;       /* nlocal (copied) */

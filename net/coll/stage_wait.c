@@ -208,6 +208,9 @@ int stage_wait_all(struct stage_shm *st, char *err, size_t errlen)
 			stage_errf(err, errlen,
 				   "stage shm: no progress for %d ms waiting for local rank %d (pid %d) at step %llu",
 				   st->timeout_ms, l, (int)st->pids[l], (unsigned long long)st->step);
+			/* recorded as a death is: a third rank that finds us gone
+			 * names l, the one that did not come, not us */
+			atomic_store_explicit(&st->ctl->rank[st->pub.lrank].lost, l + 1, memory_order_seq_cst);
 			st->pub.culprit = l;
 			return -ETIMEDOUT;
 		}

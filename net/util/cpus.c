@@ -1,21 +1,44 @@
-/* cpus.c - the CPUs this process may run on (cpus.h). */
+/* cpus.c - the CPUs this process may run on (cpus.h). The mask is sized
+ * for the kernel's CPU count (CPU_ALLOC, grown while sched_getaffinity says
+ * EINVAL), not cpu_set_t's fixed 1024. */
 #include "net/util/cpus.h"
 
+#include <errno.h>
 #include <sched.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
-static int allowed(cpu_set_t *set)
+/* The calling thread's mask (*n CPUs it can hold, *sz bytes), NULL when it
+ * cannot be read; the caller frees it with CPU_FREE. */
+static cpu_set_t *mask(int *n, size_t *sz)
 {
-	CPU_ZERO(set);
-	if (sched_getaffinity(0, sizeof(*set), set))
-		return -1;
-	return CPU_COUNT(set);
+	for (int cap = 1024; cap <= (1 << 20); cap *= 2) {
+		cpu_set_t *set = CPU_ALLOC((size_t)cap);
+		if (!set)
+			return NULL;
+		const size_t bytes = CPU_ALLOC_SIZE((size_t)cap);
+		CPU_ZERO_S(bytes, set);
+		if (!sched_getaffinity(0, bytes, set)) {
+			*n = cap;
+			*sz = bytes;
+			return set;
+		}
+		CPU_FREE(set);
+		if (errno != EINVAL)
+			return NULL;
+	}
+	return NULL;
 }
 
 int hora_cpus_allowed(void)
 {
-	cpu_set_t set;
-	int n = allowed(&set);
+	int cap;
+	size_t sz;
+	cpu_set_t *set = mask(&cap, &sz);
+	const int n = set ? CPU_COUNT_S(sz, set) : 0;
+	if (set)
+		CPU_FREE(set);
 	if (n > 0)
 		return n;
 	long on = sysconf(_SC_NPROCESSORS_ONLN); /* cannot read the mask: the host's */
@@ -24,13 +47,37 @@ int hora_cpus_allowed(void)
 
 int hora_cpus_nth(int i)
 {
-	cpu_set_t set;
-	const int n = allowed(&set);
-	if (n <= 0 || i < 0)
+	int cap;
+	size_t sz;
+	cpu_set_t *set = mask(&cap, &sz);
+	if (!set)
 		return -1;
-	int k = i % n;
-	for (int c = 0; c < CPU_SETSIZE; c++)
-		if (CPU_ISSET(c, &set) && k-- == 0)
-			return c;
-	return -1;
+	const int n = CPU_COUNT_S(sz, set);
+	int cpu = -1;
+	if (n > 0 && i >= 0) {
+		int k = i % n;
+		for (int c = 0; c < cap; c++)
+			if (CPU_ISSET_S((size_t)c, sz, set) && k-- == 0) {
+				cpu = c;
+				break;
+			}
+	}
+	CPU_FREE(set);
+	return cpu;
+}
+
+int hora_cpus_bits(uint64_t *bits, int nwords)
+{
+	memset(bits, 0, (size_t)nwords * sizeof(*bits));
+	int cap;
+	size_t sz;
+	cpu_set_t *set = mask(&cap, &sz);
+	if (!set)
+		return -1;
+	for (int c = 0; c < cap && c < 64 * nwords; c++)
+		if (CPU_ISSET_S((size_t)c, sz, set))
+			bits[c / 64] |= 1ull << (c % 64);
+	const int n = CPU_COUNT_S(sz, set);
+	CPU_FREE(set);
+	return n > 0 ? n : -1;
 }

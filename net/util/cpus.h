@@ -9,11 +9,18 @@
 #ifndef HORA_NET_UTIL_CPUS_H
 #define HORA_NET_UTIL_CPUS_H
 
+#include <stdint.h>
+
 /* how many CPUs the calling thread may run on (>= 1) */
 int hora_cpus_allowed(void);
 
 /* the (i mod hora_cpus_allowed())-th of them, in ascending order: the CPU
  * number to bind local rank i to; -1 when the mask cannot be read */
 int hora_cpus_nth(int i);
+
+/* CPUs 0 .. 64 * nwords - 1 of the mask as bits (bit c % 64 of word c / 64);
+ * returns how many CPUs the mask holds in all (>= 1), -1 when it cannot be
+ * read (bits then all 0) */
+int hora_cpus_bits(uint64_t *bits, int nwords);
 
 #endif

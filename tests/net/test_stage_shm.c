@@ -12,6 +12,8 @@
  * thread; nothing in /dev/shm; an attacher refusing a foreign arena or
  * one made for another nlocal. No timing is asserted. */
 #include "net/coll/stage_shm.h"
+#include "net/coll/stage_shm_internal.h"
+#include "net/util/cpus.h"
 #include "../helpers.h"
 #include "net/shm/shm.h"
 #include "net/util/clock.h"
@@ -40,12 +42,14 @@ struct result {
 	long bad;       /* elements that differ from the expected value */
 	uint64_t hash;  /* of every result, in order */
 	double fail_ms; /* kill test: how long the failing call took */
+	int spin_us;    /* the stage's spin after the rank's calls */
 	char err[200];
 };
 
 struct opts {
 	size_t slot_bytes;
 	int spin_us, timeout_ms;
+	int bind; /* 1: rank r binds itself to the allowed CPU r mod k before create */
 };
 
 typedef void (*rank_fn)(struct hora_net_stage *s, int r, int n, void *arg, struct result *res);
@@ -93,6 +97,13 @@ static void run_ranks(int n, const struct opts *o, rank_fn fn, void *arg, struct
 		pid_t all[MAXN];
 		if (read(go[r][0], all, sizeof(pid_t) * (size_t)n) != (ssize_t)(sizeof(pid_t) * (size_t)n))
 			_exit(2);
+		if (o->bind) {
+			cpu_set_t one;
+			CPU_ZERO(&one);
+			CPU_SET(hora_cpus_nth(r), &one);
+			if (sched_setaffinity(0, sizeof(one), &one))
+				_exit(4);
+		}
 		struct hora_net_stage_shm_cfg cfg = {.lrank = r, .nlocal = n, .socks = socks[r], .pids = all,
 						     .slot_bytes = o->slot_bytes, .spin_us = o->spin_us,
 						     .timeout_ms = o->timeout_ms};
@@ -493,6 +504,89 @@ Test(net_stage_shm, a_rank_that_never_comes_times_out_named, .timeout = 30)
 	cr_assert_eq(res[0].rc, -ETIMEDOUT, "%d: %s", res[0].rc, res[0].err);
 	cr_assert(strstr(res[0].err, "waiting for local rank 1 (pid "), "%s", res[0].err);
 	cr_assert_eq(res[0].culprit, 1);
+}
+
+/* 3 ranks, local rank 2 alive but never calling: whichever of 0 and 1
+ * times out first records rank 2 as the one it lost, so the other, which
+ * may find it gone before its own timeout, names rank 2 too, not the rank
+ * that left (it did: "local rank 1 ... left the stage") */
+static void stuck_rank(struct hora_net_stage *s, int r, int n, void *arg, struct result *res)
+{
+	(void)n;
+	(void)arg;
+	float buf[100] = {0};
+	if (r == 2) {
+		usleep(1500 * 1000);
+		return;
+	}
+	if (r == 1)
+		usleep(100 * 1000);
+	res->rc = s->ops->allreduce(s, buf, buf, 100, HORA_NET_F32, HORA_NET_SUM, res->err, sizeof(res->err));
+}
+
+Test(net_stage_shm, a_rank_stuck_beside_two_is_named_by_both, .timeout = 30)
+{
+	struct result res[3];
+	struct opts o = {.slot_bytes = SLOT, .spin_us = 20, .timeout_ms = 300};
+	run_ranks(3, &o, stuck_rank, NULL, res);
+	for (int r = 0; r < 2; r++) {
+		cr_assert(res[r].rc == -ETIMEDOUT || res[r].rc == -ECONNRESET, "rank %d: %d: %s", r, res[r].rc,
+			  res[r].err);
+		cr_assert_eq(res[r].culprit, 2, "rank %d blames local rank %d: %s", r, res[r].culprit, res[r].err);
+	}
+}
+
+/* three allreduces, then what the stage spins for */
+static void spin_rank(struct hora_net_stage *s, int r, int n, void *arg, struct result *res)
+{
+	(void)r;
+	(void)n;
+	(void)arg;
+	float buf[1000] = {0};
+	for (int i = 0; i < 3 && !res->rc; i++)
+		res->rc = s->ops->allreduce(s, buf, buf, 1000, HORA_NET_F32, HORA_NET_SUM, res->err, sizeof(res->err));
+	res->spin_us = stage_of(s)->spin_us;
+}
+
+/* Spin only when the ranks have a CPU each among them: under one CPU
+ * (a taskset or cpuset of one, the host having more) a spinning rank takes
+ * the CPU the other needs (an 8-byte allreduce of 2 ranks took ~820 us
+ * instead of ~5 with the host's CPU count deciding) */
+Test(net_stage_shm, ranks_sharing_cpus_do_not_spin, .timeout = 30)
+{
+	struct result res[4];
+	const int k = hora_cpus_allowed();
+	cpu_set_t one;
+	CPU_ZERO(&one);
+	CPU_SET(hora_cpus_nth(k - 1), &one);
+	cr_assert_eq(sched_setaffinity(0, sizeof(one), &one), 0);
+	struct opts o = {.slot_bytes = SLOT, .spin_us = 200, .timeout_ms = 20000};
+	run_ranks(2, &o, spin_rank, NULL, res); /* both on that one CPU */
+	for (int r = 0; r < 2; r++) {
+		cr_assert_eq(res[r].rc, 0, "rank %d: %s", r, res[r].err);
+		cr_assert_eq(res[r].spin_us, 0, "rank %d spins %d us with 2 ranks on 1 CPU", r, res[r].spin_us);
+	}
+}
+
+Test(net_stage_shm, ranks_with_a_cpu_each_spin, .timeout = 30)
+{
+	struct result res[4];
+	const int k = hora_cpus_allowed();
+	if (k < 2)
+		cr_skip_test("one CPU allowed: no two ranks can have one each");
+	struct opts o = {.slot_bytes = SLOT, .spin_us = 200, .timeout_ms = 20000, .bind = 1};
+	run_ranks(2, &o, spin_rank, NULL, res);
+	for (int r = 0; r < 2; r++) {
+		cr_assert_eq(res[r].rc, 0, "rank %d: %s", r, res[r].err);
+		cr_assert_eq(res[r].spin_us, 200, "rank %d spins %d us, bound to a CPU of its own", r, res[r].spin_us);
+	}
+	if (k > 2)
+		return; /* 4 ranks bound round-robin on 2 CPUs: oversubscribed */
+	run_ranks(4, &o, spin_rank, NULL, res);
+	for (int r = 0; r < 4; r++) {
+		cr_assert_eq(res[r].rc, 0, "rank %d: %s", r, res[r].err);
+		cr_assert_eq(res[r].spin_us, 0, "rank %d spins with 4 ranks on 2 CPUs", r);
+	}
 }
 
 Test(net_stage_shm, a_rank_that_left_fails_the_others, .timeout = 30)
