@@ -225,6 +225,12 @@ int small_allreduce(struct hora_net_comm *c, const void *send, void *recv, size_
 int stage_fail(struct hora_net_comm *c, int rc, const char *what, const char *err);
 int stage_allreduce(struct hora_net_comm *c, const void *send, void *recv, size_t count, enum hora_net_dtype t,
 		    enum hora_net_op op, const struct fp *f);
+/* one host: reduce-scatter and allgather through the stage (work: send in
+ * place, else a scratch of n * recvcount) */
+int stage_reduce_scatter(struct hora_net_comm *c, const void *send, void *work, void *recv, size_t recvcount,
+			 enum hora_net_dtype t, enum hora_net_op op, const struct fp *f);
+int stage_allgather(struct hora_net_comm *c, const void *send, void *recv, size_t count, enum hora_net_dtype t,
+		    const struct fp *f);
 int hier_allreduce(struct hora_net_comm *c, const void *send, void *recv, size_t count, enum hora_net_dtype t,
 		   enum hora_net_op op, const struct fp *f);
 /* comm.c: a communicator of n ranks over link (taken), settings of parent */

@@ -13,6 +13,10 @@
  *   by local_check (below), or, with more ranks than the small path takes,
  *   round the ring first.
  *
+ * - stage_reduce_scatter, stage_allgather: the same for those two calls
+ *   (the stage's ops on the caller's thread; reduce-scatter's AVG divided
+ *   here, on the rank's shard).
+ *
  * - local_check: every call on one host (every collective but the pair
  *   average) first gathers every rank's fingerprint through the stage, so
  *   every rank compares every rank's call with its own and names a
@@ -67,6 +71,53 @@ int stage_allreduce(struct hora_net_comm *c, const void *send, void *recv, size_
 	if ((rc = c->stage->ops->allreduce(c->stage, send, recv, count, t, op, err, sizeof(err))))
 		return stage_fail(c, rc, "the shared-memory stage", err);
 	return 0; /* AVG: divided by the stage (nlocal == c->n on one host) */
+}
+
+/* The fingerprint before a stage op: local_check's gather, else round the ring. */
+static int stage_fp(struct hora_net_comm *c, const struct fp *f)
+{
+	return local_checks(c) ? local_check(c, f)
+			       : coll_fp_xchg(c, (c->rank + 1) % c->n, (c->rank - 1 + c->n) % c->n, f);
+}
+
+/* Reduce-scatter through the stage: shard r (recvcount elements) of the
+ * n * recvcount in send, reduced over the ranks, into recv. work is send
+ * (in place: recv is shard r of it) or a scratch of n * recvcount the
+ * stage writes shard r of. AVG divided here, once the shard is complete. */
+int stage_reduce_scatter(struct hora_net_comm *c, const void *send, void *work, void *recv, size_t recvcount,
+			 enum hora_net_dtype t, enum hora_net_op op, const struct fp *f)
+{
+	char err[300] = "";
+	int rc = stage_fp(c, f);
+	if (rc)
+		return rc;
+	const size_t esz = hora_net_dtype_size(t), off = (size_t)c->rank * recvcount * esz;
+	if ((rc = c->stage->ops->reduce_scatter(c->stage, send, work, recvcount * (size_t)c->n, t, op, err,
+						sizeof(err))))
+		return stage_fail(c, rc, "the shared-memory stage", err);
+	if ((uint8_t *)work + off != (uint8_t *)recv && recvcount)
+		memcpy(recv, (uint8_t *)work + off, recvcount * esz);
+	if (op == HORA_NET_AVG)
+		hora_net_scale(recv, recvcount, t, c->n);
+	return 0;
+}
+
+/* Allgather through the stage: send (count elements) into shard r of
+ * recv (unless it is there already), then every rank's shard. */
+int stage_allgather(struct hora_net_comm *c, const void *send, void *recv, size_t count, enum hora_net_dtype t,
+		    const struct fp *f)
+{
+	char err[300] = "";
+	int rc = stage_fp(c, f);
+	if (rc)
+		return rc;
+	const size_t esz = hora_net_dtype_size(t);
+	uint8_t *mine = (uint8_t *)recv + (size_t)c->rank * count * esz;
+	if ((const uint8_t *)send != mine && count)
+		memcpy(mine, send, count * esz);
+	if ((rc = c->stage->ops->allgather(c->stage, recv, count * (size_t)c->n, t, err, sizeof(err))))
+		return stage_fail(c, rc, "the shared-memory stage", err);
+	return 0;
 }
 
 /* every rank's message (all), each fingerprint compared with ours */

@@ -250,6 +250,45 @@ Test(comm, reduce_scatter_in_and_out_of_place, .timeout = 120)
 			}
 }
 
+/* AVG: every rank gives the same values, so the average is each value
+ * itself, exactly (the sum n * v divided once by n): a sum left undivided
+ * or divided twice shows (the one-host stage divides after its
+ * reduce-scatter, the ring at its last step) */
+static void rs_avg_fn(struct rank_ctx *x)
+{
+	const struct ag_case *k = x->arg;
+	const size_t es = dsize(k->t), n = (size_t)x->n, total = n * k->count;
+	uint8_t *in = malloc(total * es + 1), *out = malloc(k->count * es + 1), *want = malloc(k->count * es + 1);
+	for (size_t i = 0; i < total; i++)
+		put(in, i, k->t, contrib(0, i));
+	for (size_t i = 0; i < k->count; i++)
+		put(want, i, k->t, contrib(0, (size_t)x->rank * k->count + i));
+	void *recv = k->in_place ? in + (size_t)x->rank * k->count * es : out;
+	int rc = hora_reduce_scatter(x->c, in, recv, k->count, k->t, HORA_AVG);
+	x->ok = !rc && !memcmp(recv, want, k->count * es);
+	if (!x->ok)
+		snprintf(x->err, sizeof(x->err), "avg count %zu %s: %s", k->count,
+			 k->in_place ? "in place" : "out of place", rc ? hora_comm_last_error(x->c) : "wrong data");
+	free(in);
+	free(out);
+	free(want);
+}
+
+Test(comm, reduce_scatter_avg_divides_once, .timeout = 120)
+{
+	const size_t counts[] = {1, 1009, 70001};
+	const enum hora_dtype types[] = {HORA_F32, HORA_I32, HORA_F64};
+	struct rank_ctx rk[MAXR];
+	for (int n = 1; n <= 4; n++)
+		for (size_t ci = 0; ci < 3; ci++)
+			for (int ip = 0; ip < 2; ip++) {
+				struct ag_case k = {counts[ci], types[ci], HORA_AVG, ip};
+				run_ranks(n, rs_avg_fn, &k, rk);
+				for (int r = 0; r < n; r++)
+					cr_assert(rk[r].ok, "N=%d rank %d: %s", n, r, rk[r].err);
+			}
+}
+
 /* ---- barrier --------------------------------------------------------------------- */
 
 /* when the last rank entered the second barrier (ns of CLOCK_MONOTONIC) */
