@@ -51,8 +51,10 @@ void launch_cmd_env(const struct launch *la, int g, const struct hora_cluster_no
 	set_int("HORA_LOCAL_SIZE", node->workers);
 	if (la->secret)
 		setenv("HORA_SECRET", la->secret, 1);
-	if (la->cc.bind) { /* cluster.bind: core, as hora worker does it: the allowed CPU li mod k */
-		const int cpu = hora_cpus_nth(li);
+	if (la->cc.bind) { /* cluster.bind: core, as hora worker does it: the allowed CPU i mod k, */
+		/* i over every node on this machine (the local and netns launchers'
+		 * nodes all are: 127.0.0.1 and 127.0.0.2 must not share CPU 0) */
+		const int cpu = hora_cpus_nth(la->local || la->netns ? g : li);
 		cpu_set_t set;
 		CPU_ZERO(&set);
 		if (cpu >= 0)

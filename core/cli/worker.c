@@ -361,8 +361,17 @@ static int node_from_cluster(struct node_opts *o, const struct hora_cluster_conf
 			return 2;
 		}
 		o->swim.uid = hora_cluster_uid(o->proc);
-		if (cc->bind) /* the allowed CPU local mod k (a cpuset or taskset narrows them) */
-			o->cpu = hora_cpus_nth(local);
+		/* the allowed CPU i mod k (a cpuset or taskset narrows them); i the
+		 * index on this machine: with the local and netns launchers every
+		 * node is on it (127.0.0.1 and 127.0.0.2, namespaces), so the
+		 * worker's index over all nodes, else its index on its node */
+		if (cc->bind) {
+			const bool one_machine = !strcmp(cc->launcher, "local") || !strcmp(cc->launcher, "netns");
+			o->cpu = hora_cpus_nth(one_machine ? o->proc : local);
+			if (o->cpu < 0)
+				fprintf(stderr, "%s: cluster.bind: core: cannot read the CPUs this process may "
+						"run on; not bound\n", prog);
+		}
 		char ip[HORA_HOST_IP_MAX];
 		if (hora_host_resolve(cc->nodes[node].host, ip, wait_ms, why, sizeof(why))) {
 			fprintf(stderr, "%s: cluster.nodes[%d].host: %s\n", prog, node, why);
@@ -714,13 +723,12 @@ static int refuse_unused(const struct node_flags *f, bool train, const char *pro
 	return 2;
 }
 
+/* every thread of the process: OpenBLAS's, started before main, too */
 static void bind_cpu(int cpu, const char *prog)
 {
-	cpu_set_t set;
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	if (sched_setaffinity(0, sizeof(set), &set))
-		fprintf(stderr, "%s: cannot bind to CPU %d: %s\n", prog, cpu, strerror(errno));
+	int rc = hora_cpus_bind_process(cpu);
+	if (rc)
+		fprintf(stderr, "%s: cannot bind to CPU %d: %s\n", prog, cpu, strerror(-rc));
 }
 
 static int cmd_node(int argc, char **argv, enum hora_swim_role role)

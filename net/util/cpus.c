@@ -3,6 +3,7 @@
  * EINVAL), not cpu_set_t's fixed 1024. */
 #include "net/util/cpus.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -80,4 +81,32 @@ int hora_cpus_bits(uint64_t *bits, int nwords)
 	const int n = CPU_COUNT_S(sz, set);
 	CPU_FREE(set);
 	return n > 0 ? n : -1;
+}
+
+int hora_cpus_bind_process(int cpu)
+{
+	if (cpu < 0)
+		return -EINVAL;
+	const size_t sz = CPU_ALLOC_SIZE((size_t)cpu + 1);
+	cpu_set_t *set = CPU_ALLOC((size_t)cpu + 1);
+	if (!set)
+		return -ENOMEM;
+	CPU_ZERO_S(sz, set);
+	CPU_SET_S((size_t)cpu, sz, set);
+	int rc = sched_setaffinity(0, sz, set) ? -errno : 0; /* this thread first */
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+	while (!rc && d && (e = readdir(d))) {
+		char *end;
+		long tid = strtol(e->d_name, &end, 10);
+		if (e->d_name[0] == '.' || *end || tid <= 0)
+			continue;
+		/* a thread that ended meanwhile: ESRCH, nothing to bind */
+		if (sched_setaffinity((pid_t)tid, sz, set) && errno != ESRCH)
+			rc = -errno;
+	}
+	if (d)
+		closedir(d);
+	CPU_FREE(set);
+	return rc;
 }

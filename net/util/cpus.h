@@ -18,6 +18,11 @@ int hora_cpus_allowed(void);
  * number to bind local rank i to; -1 when the mask cannot be read */
 int hora_cpus_nth(int i);
 
+/* Bind every thread of this process (/proc/self/task: a library's threads
+ * started before main too, OpenBLAS's) to cpu; threads started later
+ * inherit it from theirs. 0, or -errno of the first that failed. */
+int hora_cpus_bind_process(int cpu);
+
 /* CPUs 0 .. 64 * nwords - 1 of the mask as bits (bit c % 64 of word c / 64);
  * returns how many CPUs the mask holds in all (>= 1), -1 when it cannot be
  * read (bits then all 0) */

@@ -226,6 +226,14 @@ check "--set cluster.bind=none: unbound ($all) (rc=$rc)" $?
 "$HORA" run -np $((ncpu + 1)) -- sh -c 'grep Cpus_allowed_list /proc/self/status' >"$T/out" 2>&1; rc=$?
 [[ $rc == 0 ]] && [[ $(grep -cP "\] Cpus_allowed_list:\t$all$" "$T/out") == $((ncpu + 1)) ]]
 check "more copies than CPUs: unbound by default (rc=$rc)" $?
+# two loopback "hosts" are one machine: their copies on CPUs of their own
+# (each node counted from CPU 0 put both on CPU 0)
+if (( ncpu >= 2 )); then
+  "$HORA" run -np 2 -H 127.0.0.1:1,127.0.0.2:1 -- sh -c 'grep Cpus_allowed_list /proc/self/status' >"$T/out" 2>&1; rc=$?
+  c0=$(sed -n 's/^\[0 127.0.0.1\] Cpus_allowed_list:\t//p' "$T/out") c1=$(sed -n 's/^\[1 127.0.0.2\] Cpus_allowed_list:\t//p' "$T/out")
+  [[ $rc == 0 && $c0 =~ ^[0-9]+$ && $c1 =~ ^[0-9]+$ && $c0 != "$c1" ]]
+  check "-H 127.0.0.1:1,127.0.0.2:1: the copies bound to CPUs $c0 and $c1, not one (rc=$rc)" $?
+fi
 # the CPUs counted and bound to are those hora run may use (a cpuset, a
 # taskset), not the host's: under taskset -c LAST, -np 1 is bound to LAST
 # (not to CPU 0), -np 2 is more copies than CPUs (unbound: both on LAST),

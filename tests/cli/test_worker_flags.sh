@@ -4,7 +4,8 @@
 # --seed, --secret-file, --probe-interval-ms, --suspect-timeout-ms and
 # --expect act as their keys in the file and --listen / --run-ms are refused
 # naming the flag; --set needs --config; a joiner that never joined exits 1
-# saying so, also when --run-ms ends first. Workers start on random ports
+# saying so, also when --run-ms ends first; cluster.bind: core pins every
+# thread of the worker. Workers start on random ports
 # and are stopped by PID. No training data needed: each training case
 # fails or is refused before the data is read (train.data does not exist).
 set -uo pipefail
@@ -64,6 +65,19 @@ HORA_SECRET="not-the-cluster-secret-0123456789" expect "wrong secret, --run-ms <
 expect "right secret, --run-ms: joins and exits 0" 0 "joined" \
   "$HORA" worker --listen 127.0.0.1:$((S + 2)) --seed 127.0.0.1:$S --run-ms 1500
 kill "$SEED"; wait "$SEED" 2>/dev/null
+
+# cluster.bind: core pins every thread of the worker, OpenBLAS's (started
+# before main) too, not just the one that called sched_setaffinity
+B=$((P + 300))
+printf 'cluster:\n  port_base: %d\n  bind: core\n  nodes:\n    - {host: 127.0.0.1, workers: 1}\n' "$B" >"$T/bind.yaml"
+"$HORA" worker --config "$T/bind.yaml" --proc 0 --run-ms 3000 >"$T/out" 2>&1 & WB=$!; PIDS+=("$WB")
+for _ in $(seq 50); do grep -q "view" "$T/out" && break; sleep 0.1; done
+first=$(grep -P '^Cpus_allowed_list:' /proc/self/status | cut -f2) && first=${first%%[,-]*}
+nt=$(ls /proc/$WB/task 2>/dev/null | wc -l)
+lists=$(cat /proc/$WB/task/*/status 2>/dev/null | grep '^Cpus_allowed_list:' | cut -f2 | sort -u | tr '\n' ' ')
+kill "$WB" 2>/dev/null; wait "$WB" 2>/dev/null
+(( nt >= 2 )) && [[ $lists == "$first " ]]
+check "cluster.bind: core pins all $nt threads of the worker to CPU $first (threads on: $lists)" $?
 
 echo "worker-flags: $pass passed, $fail failed"
 [[ $fail == 0 ]]
