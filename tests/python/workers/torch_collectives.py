@@ -199,6 +199,59 @@ if n > 1:  # (alone there is nothing to average: torch's own None stays)
     assert torch.equal(b_.weight.grad, torch.zeros(1, 2)), ("stale gradient", b_.weight.grad)
 assert torch.equal(a_.weight.grad, torch.ones(1, 2)), a_.weight.grad
 
+# a Compressor of the user's acts in DistributedOptimizer: called every step,
+# the average the same as without compression (here: through f64)
+class CountingF64(hvd.Compression.none):
+    calls = [0, 0]
+
+    @staticmethod
+    def compress(t):
+        CountingF64.calls[0] += 1
+        return t.double(), t.dtype
+
+    @staticmethod
+    def decompress(t, ctx):
+        CountingF64.calls[1] += 1
+        return t.to(ctx)
+
+
+mc = train(compression=CountingF64, momentum=0.9)
+if n > 1:
+    assert CountingF64.calls[0] == 5 and CountingF64.calls[1] == 5, CountingF64.calls  # 5 steps, 1 bucket
+    for a, b in zip(m1.parameters(), mc.parameters()):
+        assert torch.allclose(a, b, atol=1e-6), ("a compressor of one's own vs none", (a - b).abs().max())
+
+# prescale / postscale keep an integer tensor's dtype (truncated, as the sum's)
+iv = hvd.allreduce(torch.tensor([3, 5], dtype=torch.int64), op=hvd.Sum, prescale_factor=0.5)
+assert iv.dtype == torch.int64 and iv.tolist() == [1 * n, 2 * n], iv
+
+# broadcast_optimizer_state takes root's state by name: a root resumed with
+# state for the second layer only, the others with state for both
+model = make(11)
+opt = torch.optim.Adam(model.parameters(), lr=0.01)
+if r == 0:
+    with torch.no_grad():
+        for p_ in model.parameters():
+            p_.grad = None
+    xb, yb = data(0)
+    for p_ in model[0].parameters():
+        p_.requires_grad_(False)
+    torch.nn.functional.cross_entropy(model(xb), yb).backward()
+    opt.step()                                         # state for model[2] only
+    for p_ in model[0].parameters():
+        p_.requires_grad_(True)
+else:
+    xb, yb = data(r)
+    torch.nn.functional.cross_entropy(model(xb), yb).backward()
+    opt.step()                                         # state for every parameter
+hvd.broadcast_optimizer_state(opt, root_rank=0)
+params = list(model.parameters())
+assert all(len(opt.state[p_]) == 0 for p_ in params[:2]), [dict(opt.state[p_]) for p_ in params[:2]]
+sig = torch.cat([opt.state[p_]["exp_avg"].view(-1) for p_ in params[2:]] +
+                [opt.state[p_]["exp_avg_sq"].view(-1) for p_ in params[2:]])
+alls = hvd.allgather(sig.view(1, -1))
+assert (alls == alls[0]).all(), "exp_avg of the second layer differs from root's"
+
 # broadcast_optimizer_state: root's momentum buffers and options everywhere
 model = make(7)
 opt = torch.optim.SGD(model.parameters(), lr=0.01 * (r + 1), momentum=0.5)

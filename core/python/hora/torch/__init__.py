@@ -160,8 +160,8 @@ def _dev_contig(t):
 def _allreduce_async(tensor, inplace, op, compression, name, pre, post):
     dev = isinstance(tensor, _torch.Tensor) and _on_device(tensor)
     src, own = _dev_contig(tensor) if dev else _cpu_contig(tensor)  # own: src is tensor's own memory
-    if pre != 1.0:
-        src, own = src * pre, False
+    if pre != 1.0:  # in the tensor's dtype (an integer one truncated), as the reduction
+        src, own = (src * pre).to(src.dtype), False
     comp, ctx = compression.compress(src)
     if comp is not src:
         send = out = comp.contiguous()          # a fresh buffer: reduce in place in it
@@ -178,7 +178,7 @@ def _allreduce_async(tensor, inplace, op, compression, name, pre, post):
     def finish():
         r = compression.decompress(out, ctx)
         if post != 1.0:
-            r = r * post
+            r = (r * post).to(r.dtype)
         if inplace:
             if r.data_ptr() != tensor.data_ptr():
                 with _torch.no_grad():
@@ -370,8 +370,12 @@ def broadcast_optimizer_state(optimizer, root_rank):
     if not optimizer.state_dict()["state"]:
         _init_state(optimizer)
     sd = optimizer.state_dict()
+    by_id = {}
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            by_id[len(by_id)] = p
     scalars = {}
-    tensors = []
+    desc = []  # root's state tensors by name: every rank matches these, not its own list
     for gi, group in enumerate(sd["param_groups"]):
         for k, v in group.items():
             if k != "params":
@@ -379,15 +383,33 @@ def broadcast_optimizer_state(optimizer, root_rank):
         for pid in group["params"]:
             for k, v in sorted(sd["state"].get(pid, {}).items(), key=lambda kv: str(kv[0])):
                 if isinstance(v, _torch.Tensor):
-                    tensors.append(("%d.%s" % (pid, k), v))
+                    on_param = pid in by_id and v.device == by_id[pid].device
+                    desc.append((pid, k, tuple(v.shape), str(v.dtype).replace("torch.", ""), on_param))
                 else:
                     scalars[("state", pid, k)] = v
-    scalars = broadcast_object(scalars, root_rank)
+    root = broadcast_object({"scalars": scalars, "tensors": desc}, root_rank)
+    scalars, desc = root["scalars"], root["tensors"]
+    # root's state is the state: a tensor this rank lacks (or has in another
+    # shape or dtype: a resumed root whose state covers other parameters)
+    # is made for it, and what root does not have is dropped
+    tensors, keep = [], set()
+    for pid, k, shape, dtype, on_param in desc:
+        if pid not in by_id:
+            raise ValueError("broadcast_optimizer_state: rank %d's optimizer state names parameter %d; "
+                             "this rank's optimizer has %d parameters" % (root_rank, pid, len(by_id)))
+        st = optimizer.state[by_id[pid]]
+        v = st.get(k)
+        dt = getattr(_torch, dtype)
+        if not (isinstance(v, _torch.Tensor) and tuple(v.shape) == shape and v.dtype == dt):
+            v = st[k] = _torch.zeros(shape, dtype=dt, device=by_id[pid].device if on_param else "cpu")
+        tensors.append(("%d.%s" % (pid, k), v))
+        keep.add((pid, k))
     broadcast_parameters(tensors, root_rank)
-    by_id = {}
-    for group in optimizer.param_groups:
-        for p in group["params"]:
-            by_id[len(by_id)] = p
+    keep |= {(key[1], key[2]) for key in scalars if key[0] == "state"}
+    for pid, p in by_id.items():
+        st = optimizer.state.get(p)
+        for k in [k for k in (st or {}) if (pid, k) not in keep]:
+            del st[k]
     for key, v in scalars.items():
         if key[0] == "group":
             optimizer.param_groups[key[1]][key[2]] = v

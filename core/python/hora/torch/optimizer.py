@@ -21,7 +21,10 @@ How (and why it is fast and deterministic):
   was set to None rather than zeroed in its view), waits for all, then the
   wrapped optimizer steps.
 - Compression.fp16 / bf16: the bucket travels as a 16-bit copy (reduced in
-  f32 by hora), copied back into the f32 buffer.
+  f32 by hora), copied back into the f32 buffer. A Compressor of the user's
+  (compress(tensor) -> (tensor, ctx), decompress(tensor, ctx), as Horovod's):
+  called on the bucket every step, its tensor averaged, decompressed back
+  into the bucket (CPU parameters).
 - CUDA parameters: their buckets are on their device (a bucket holds one
   device's parameters), averaged as device buffers once hora's GPU module
   loads (hora.torch.nccl_built()), else through a CPU copy.
@@ -52,8 +55,13 @@ def _threshold():
     return n
 
 
+def _builtin(compression):
+    return compression in (Compression.none, Compression.fp16, Compression.bf16)
+
+
 class _Bucket:
-    __slots__ = ("params", "flat", "views", "half", "ready", "handle", "code", "array", "host", "dev")
+    __slots__ = ("params", "flat", "views", "half", "ready", "handle", "code", "array", "host", "dev",
+                 "custom", "cctx")
 
     def __init__(self, params, compression):
         dt = params[0].dtype
@@ -65,7 +73,16 @@ class _Bucket:
         for p in params:
             self.views.append(self.flat[off:off + p.numel()].view_as(p))
             off += p.numel()
-        comp, _ = compression.compress(self.flat)
+        # a compressor of the user's (Horovod's Compressor API): compress and
+        # decompress each step around the bucket's allreduce (the built-in
+        # ones: a 16-bit copy kept from step to step)
+        self.custom = not _builtin(compression)
+        self.cctx = None
+        if self.custom and params[0].device.type != "cpu":
+            raise ValueError("DistributedOptimizer: a compressor of your own (%s) takes CPU parameters "
+                             "only; on CUDA use Compression.none, fp16 or bf16" % getattr(
+                                 compression, "__name__", type(compression).__name__))
+        comp, _ = (self.flat, None) if self.custom else compression.compress(self.flat)
         self.half = comp.contiguous() if comp is not self.flat else None
         buf = self.half if self.half is not None else self.flat
         from . import _code, _buf, _on_device
@@ -190,6 +207,14 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 with torch.no_grad():
                     v.copy_(g)
                 p.grad = v
+        if b.custom:
+            from . import _code, _buf
+            comp, ctx = self._compression.compress(b.flat)
+            comp = comp.contiguous()
+            b.cctx = (comp, ctx)  # alive until synchronize decompresses it
+            a = _buf(comp)
+            b.handle = _h._allreduce_async(a, _code(comp), self._op, a, None, "DistributedOptimizer")
+            return
         if b.half is not None:
             b.half.copy_(b.flat)
         src = b.half if b.half is not None else b.flat
@@ -211,6 +236,11 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             if b.handle is not None:
                 h, b.handle = b.handle, None
                 _comm.synchronize(h)
+                if b.cctx is not None:
+                    comp, ctx = b.cctx
+                    b.cctx = None
+                    with torch.no_grad():
+                        b.flat.copy_(self._compression.decompress(comp, ctx))
                 if b.host is not None:
                     (b.half if b.half is not None else b.flat).copy_(b.host)
                 if b.half is not None:
@@ -224,6 +254,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         """after a re-form (hora.torch.elastic): the requests in flight are gone"""
         for b in self._buckets:
             b.handle = None
+            b.cctx = None
             b.ready = 0
         for k in self._counts:
             self._counts[k] = 0
