@@ -143,6 +143,11 @@ def trial(a, kind, idx, victim, target, delay):
         try:
             rc = p.wait(timeout=a.timeout)
         except subprocess.TimeoutExpired:
+            for w in children(p.pid).values():  # each worker leads a process group of its own
+                try:
+                    os.killpg(w, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
             os.killpg(p.pid, signal.SIGKILL)
             rc = p.wait()
             rc = f"timeout {a.timeout} s"

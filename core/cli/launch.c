@@ -157,7 +157,15 @@ void launch_drain(struct launch_child *c, bool eof)
 		memmove(c->buf, end + 1, c->have - used);
 		c->have -= used;
 	}
-	fflush(stdout);
+	/* the reader of our output went away (hora run ... | head; SIGPIPE is
+	 * ignored): stop the job as a SIGTERM would, once, rather than run it
+	 * to its end for nobody */
+	static bool out_gone;
+	if (fflush(stdout) == EOF && errno == EPIPE && !out_gone) {
+		out_gone = true;
+		if (!g_fwd && !g_forwarded)
+			g_fwd = SIGTERM;
+	}
 }
 
 static void usage(FILE *f)
@@ -401,15 +409,18 @@ int launch_start_worker(const struct launch *la, int g, struct launch_child *ch)
 	sigprocmask(SIG_BLOCK, &hold, &old);
 	pid_t pid = fork();
 	if (pid == 0) {
-		/* its own process group: a terminal's Ctrl-C reaches the launcher
-		 * alone, which forwards it once (not twice), and a kill reaches
-		 * what the worker started too */
-		setpgid(0, 0);
+		/* its own process group (a worker on this machine): a terminal's
+		 * Ctrl-C reaches the launcher alone, which forwards it once (not
+		 * twice), and a kill reaches what the worker started too. Not an
+		 * ssh client: it stays in the foreground group, where a prompt of a
+		 * template without BatchMode can read the terminal. */
+		if (!remote)
+			setpgid(0, 0);
 		for (size_t i = 0; i < sizeof(fwd_sigs) / sizeof(fwd_sigs[0]); i++)
 			signal(fwd_sigs[i], SIG_DFL);
 		signal(SIGPIPE, SIG_DFL);
 		sigprocmask(SIG_SETMASK, &old, NULL);
-		if (!feed && isatty(STDIN_FILENO)) { /* a background group reading the terminal stops */
+		if (!remote && isatty(STDIN_FILENO)) { /* a background group reading the terminal stops */
 			int dn = open("/dev/null", O_RDONLY | O_CLOEXEC);
 			if (dn >= 0)
 				dup2(dn, STDIN_FILENO);
@@ -429,7 +440,7 @@ int launch_start_worker(const struct launch *la, int g, struct launch_child *ch)
 		fprintf(stderr, "exec %s: %s\n", args[0], strerror(errno));
 		_exit(127);
 	}
-	if (pid > 0)
+	if (pid > 0 && !remote)
 		setpgid(pid, pid); /* as the child does: whichever runs first, no kill finds none */
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	close(pfd[1]);

@@ -92,10 +92,12 @@ struct launch_elastic {
 	const char *cull_why; /* what they outlived by grace_s */
 };
 
-/* SIGINT, SIGTERM and SIGHUP caught, to be forwarded to the workers once
- * they run (launch.c); whether one came already. */
+/* SIGINT, SIGTERM, SIGHUP and SIGQUIT caught, to be forwarded to the
+ * workers once they run (launch.c); SIGPIPE ignored (a closed stdout stops
+ * the job as SIGTERM does); whether one came already. */
 void launch_signals_install(void);
-/* signal worker pid's process group (each worker leads its own), else pid */
+/* signal worker pid's process group (each worker on this machine leads its
+ * own), else pid (an ssh client, in the launcher's group) */
 void launch_kill(pid_t pid, int sig);
 bool launch_signal_pending(void);
 /* The whole file la->file with every la->sets, as each worker will see it;

@@ -125,7 +125,7 @@ static int elastic_exit(const struct launch *la, struct launch_elastic *er, stru
 		return 0;
 	char h[64];
 	how(c->status, h, sizeof(h));
-	if (signal_pending && er->stop_at < 0) /* not forwarded yet: Ctrl-C reaches the workers too */
+	if (signal_pending && er->stop_at < 0) /* not forwarded yet (a worker may die of a signal of its own meanwhile) */
 		er->stop_at = now;
 	/* exit 2 is bad input (a refused joiner, another job): running it again
 	 * would fail the same way */

@@ -20,6 +20,7 @@
 #include "net/coll/stage_shm_internal.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <string.h>
 
 /* elements reduced per call of hora_net_reduce: the accumulator stays in L1 */
@@ -76,30 +77,51 @@ int stage_shm_breaks(struct stage_shm *st, int rc, char *err, size_t errlen)
 	return rc;
 }
 
+/* Rank l gets a CPU of its mask no rank before it holds, moving those
+ * ranks to others of theirs when it must (an augmenting path: Kuhn's
+ * matching). owner[c]: the rank holding CPU c, -1 none. */
+static bool match_cpu(const struct stage_shm *st, int l, int16_t *owner, uint8_t *seen)
+{
+	for (int c = 0; c < 64 * STAGE_CPU_WORDS; c++) {
+		if (!(st->ctl->rank[l].cpus[c / 64] >> (c % 64) & 1) || seen[c])
+			continue;
+		seen[c] = 1;
+		if (owner[c] < 0 || match_cpu(st, owner[c], owner, seen)) {
+			owner[c] = (int16_t)l;
+			return true;
+		}
+	}
+	return false;
+}
+
 /* Once an op has completed (every rank reached our step, so every rank's
- * mask, written before its first step, is visible): spin only when the
- * ranks have at least as many CPUs among them as there are ranks. Ranks
- * under one taskset or cpuset of fewer CPUs would otherwise spin on the
- * CPU the rank they wait for needs (2 ranks on 1 CPU: an 8-byte call
- * ~820 us instead of ~5). A rank whose mask is unknown keeps the host's
- * count (stage_arena.c). Local: each rank decides its own waiting. */
+ * mask, written before its first step, is visible): spin only when every
+ * rank can have a CPU of its own within its mask (a matching of ranks to
+ * CPUs: masks {0}, {0}, {0-3} have 4 CPUs among them but two ranks on CPU
+ * 0). Ranks under one taskset or cpuset of fewer CPUs would otherwise spin
+ * on the CPU the rank they wait for needs (2 ranks on 1 CPU: an 8-byte
+ * call ~820 us instead of ~5). A rank whose mask is unknown keeps the
+ * host's count (stage_arena.c). Local: each rank decides its own waiting. */
 static void spin_decide(struct stage_shm *st)
 {
 	st->spin_known = 1;
-	uint64_t all[STAGE_CPU_WORDS] = {0};
-	for (int l = 0; l < st->pub.nlocal; l++) {
+	const int n = st->pub.nlocal;
+	for (int l = 0; l < n; l++) {
 		uint64_t any = 0;
-		for (int w = 0; w < STAGE_CPU_WORDS; w++) {
-			all[w] |= st->ctl->rank[l].cpus[w];
+		for (int w = 0; w < STAGE_CPU_WORDS; w++)
 			any |= st->ctl->rank[l].cpus[w];
-		}
 		if (!any)
 			return;
 	}
-	int ncpu = 0;
-	for (int w = 0; w < STAGE_CPU_WORDS; w++)
-		ncpu += __builtin_popcountll(all[w]);
-	st->spin_us = st->pub.nlocal > ncpu ? 0 : st->spin_cfg;
+	int16_t owner[64 * STAGE_CPU_WORDS];
+	uint8_t seen[64 * STAGE_CPU_WORDS];
+	memset(owner, 0xff, sizeof(owner));
+	bool each = true;
+	for (int l = 0; l < n && each; l++) {
+		memset(seen, 0, sizeof(seen));
+		each = match_cpu(st, l, owner, seen);
+	}
+	st->spin_us = each ? st->spin_cfg : 0;
 }
 
 /* Before an op: a broken stage stays broken; an interrupted one breaks. */

@@ -12,7 +12,8 @@
 # gone (reaped by the launcher); `waitstopped G` until it is stopped; a wait
 # gives up after 60 s with exit 99 (a launcher that never got there).
 set -u
-# SIGINT (the group's Ctrl-C, then the launcher's forwarded one) kills the
+# SIGINT (forwarded by the launcher; its group's Ctrl-C reaches only the
+# launcher: each worker leads a process group of its own) kills the
 # stand-in whatever it is doing: bash alone ignores it when it arrives while
 # a command substitution's child exits normally, which left a stand-in
 # running (then killed by the launcher's SIGKILL, not SIGINT) once in a

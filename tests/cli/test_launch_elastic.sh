@@ -134,9 +134,9 @@ launch "$T/re2.yaml"; rc=$?
   && [[ $(runs 1) == 2 ]]
 check "restart: the restarted worker completes with the others: exit 0 (rc=$rc)" $?
 
-# 7. SIGTERM to the launcher, and SIGINT to its process group (Ctrl-C: the
-# workers get it too, maybe before the launcher forwards it): nothing is
-# restarted, exit 1
+# 7. SIGTERM to the launcher, and SIGINT to its process group (Ctrl-C: it
+# reaches the launcher, which forwards it; each worker leads a group of its
+# own): nothing is restarted, exit 1
 for how in launcher group; do
   fresh
   for g in 0 1 2 3; do plan $g 'waitfor never'; done

@@ -118,6 +118,17 @@ BG=""
   && no_tmp_left
 check "SIGINT to the launcher's process group (Ctrl-C): each copy gets it once (rc=$rc)" $?
 
+# the reader of hora run's output goes away (| head): the job is stopped as
+# by a SIGTERM, at once, and the temporary directory removed (before: the
+# launcher died of SIGPIPE and left it; ignoring SIGPIPE alone would run
+# the job to its end for nobody)
+t0=$(date +%s%N)
+"$HORA" run -np 2 -- sh -c 'i=0; while [ $i -lt 100 ]; do echo "line $i"; i=$((i+1)); sleep 0.1; done' \
+  2>"$T/out" | head -n 3 >/dev/null
+dt=$(( ($(date +%s%N) - t0) / 1000000 ))
+(( dt < 8000 )) && grep -q "^hora run: forwarding signal 15 to 2 worker(s)$" "$T/out" && no_tmp_left
+check "hora run ... | head: the job stopped once its reader left, tmp gone (${dt} ms)" $?
+
 # a copy that ignores the forwarded signal: SIGKILLed (with what it
 # started) the grace period after it, named; exit 1
 "$HORA" run -np 1 --set membership.suspect_timeout_ms=200 -- sh -c 'trap "" TERM; echo ready; sleep 40; echo woke' \

@@ -5,7 +5,8 @@
 #     having installed the full view;
 #  2. with workers running, a 2|2 partition: no side forms a view of 2 and
 #     every worker reports paused; after `heal` the cluster re-forms (a new
-#     4-member view, not paused); SIGTERM to the launcher ends all, exit 0.
+#     4-member view, not paused); SIGTERM to the launcher ends all: every
+#     worker leaves (exits 0), and the launcher, stopped by a signal, exits 1.
 # Exit 77 (skipped) without root, ip or nft. Cleans up on any exit.
 set -uo pipefail
 HORA="$1"
@@ -66,7 +67,9 @@ wait_all '^view [0-9]+: 4 members, rank [0-3] \[' 40; rc=$?
 v_after=$(last 0 | grep -o '^view [0-9]*')
 [[ $rc == 0 ]]; check "after heal: 4-member view, not paused ($v_before -> $v_after)" $?
 kill -TERM "$LPID"; wait "$LPID"; rc=$?; LPID=""
-[[ $rc == 0 ]]; check "SIGTERM to hora launch: forwarded, all workers leave, exit 0 (rc=$rc)" $?
+[[ $rc == 1 ]] && grep -q "^hora launch: 4 of 4 workers succeeded$" "$T/run.log" \
+  && grep -q "^hora launch: stopped by signal 15 (forwarded to the workers)$" "$T/run.log"
+check "SIGTERM to hora launch: forwarded, all 4 workers leave (exit 0), the launcher exits 1: stopped (rc=$rc)" $?
 
 echo "netns: $pass passed, $fail failed"
 if (( fail )); then tail -30 "$T/run.log"; tail -10 "$T/job.log"; fi

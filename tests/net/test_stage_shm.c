@@ -589,6 +589,38 @@ Test(net_stage_shm, ranks_with_a_cpu_each_spin, .timeout = 30)
 	}
 }
 
+/* masks written over the real ones before the first step (arg: one mask
+ * per rank as bits of CPUs 0-63): the decision is a matching of ranks to
+ * CPUs, not the size of their union */
+static void fake_mask_rank(struct hora_net_stage *s, int r, int n, void *arg, struct result *res)
+{
+	const uint64_t *m = arg;
+	struct stage_shm *st = stage_of(s);
+	memset(st->ctl->rank[r].cpus, 0, sizeof(st->ctl->rank[r].cpus));
+	st->ctl->rank[r].cpus[0] = m[r];
+	spin_rank(s, r, n, NULL, res);
+}
+
+Test(net_stage_shm, spin_needs_a_cpu_of_its_own_for_each_rank, .timeout = 30)
+{
+	struct result res[4];
+	struct opts o = {.slot_bytes = SLOT, .spin_us = 200, .timeout_ms = 20000};
+	/* {5}, {5}, {5,6,7}: three CPUs among them, but two ranks on CPU 5 */
+	static const uint64_t shared[3] = {1u << 5, 1u << 5, 7u << 5};
+	run_ranks(3, &o, fake_mask_rank, (void *)shared, res);
+	for (int r = 0; r < 3; r++) {
+		cr_assert_eq(res[r].rc, 0, "rank %d: %s", r, res[r].err);
+		cr_assert_eq(res[r].spin_us, 0, "rank %d spins: two ranks have only CPU 5", r);
+	}
+	/* {5}, {6}, {5,6,7}: rank 2 takes CPU 7 */
+	static const uint64_t own[3] = {1u << 5, 1u << 6, 7u << 5};
+	run_ranks(3, &o, fake_mask_rank, (void *)own, res);
+	for (int r = 0; r < 3; r++) {
+		cr_assert_eq(res[r].rc, 0, "rank %d: %s", r, res[r].err);
+		cr_assert_eq(res[r].spin_us, 200, "rank %d does not spin, each rank having a CPU", r);
+	}
+}
+
 Test(net_stage_shm, a_rank_that_left_fails_the_others, .timeout = 30)
 {
 	struct result res[2];
