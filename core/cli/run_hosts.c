@@ -116,6 +116,12 @@ int run_hosts_parse_file(struct run_hosts *hs, const char *path)
 	int no = 0, rc = 0;
 	while (!rc && fgets(line, sizeof(line), f)) {
 		no++;
+		if (!strchr(line, '\n') && !feof(f)) { /* longer than any host line can be */
+			fprintf(stderr, "hora run: %s:%d: a line longer than %zu bytes\n", path, no,
+				sizeof(line) - 2);
+			rc = 2;
+			break;
+		}
 		char *hash = strchr(line, '#');
 		if (hash)
 			*hash = 0;

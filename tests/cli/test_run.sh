@@ -286,6 +286,8 @@ printf '127.0.0.1 slots=2\n127.0.0.2 slots=two\n' >"$T/badhosts"
 bad "a hostfile's bad line" "hora run: $T/badhosts:2: expected 'HOST slots=N'" -np 2 --hostfile "$T/badhosts" true
 printf '127.0.0.1 slots=2 extra\n' >"$T/badhosts"
 bad "a hostfile line with a third word" "hora run: $T/badhosts:1: expected 'HOST slots=N'" -np 2 --hostfile "$T/badhosts" true
+{ printf '127.0.0.1 slots=1 #'; head -c 2000 /dev/zero | tr '\0' x; printf '\n127.0.0.2 slots=1\n'; } >"$T/badhosts"
+bad "a hostfile line of 2000 bytes (not split into lines)" "hora run: $T/badhosts:1: a line longer than 1022 bytes" -np 2 --hostfile "$T/badhosts" true
 bad "a missing hostfile" "hora run: --hostfile $T/nohosts: No such file" -np 2 --hostfile "$T/nohosts" true
 bad "-np against the file" "hora run: -np 3, but $T/local.yaml has 4 worker(s)" -np 3 "$T/local.yaml" true
 bad "-H and a file" "hora run: give one of -H, --hostfile and CLUSTER.yaml" -np 4 -H 127.0.0.1:4 "$T/local.yaml" true
