@@ -228,11 +228,15 @@ def synchronize(handle):
         lib.hora_wait(req)
     # (a request whose submission an interrupt cut short keeps -ECANCELED)
     rc = p[3]
-    del _pending[handle]
     if rc:
+        del _pending[handle]
         check(rc, state.comm)
+    # the result before the handle goes: an interrupt in between leaves it
+    # pending, and synchronize(handle) again returns it
     finish = p[2]
-    return finish() if finish is not None else None
+    res = finish() if finish is not None else None
+    _pending.pop(handle, None)
+    return res
 
 
 def run(fn, args, keep, finish=None, what=None):
