@@ -375,12 +375,8 @@ static int run_rank(const struct opts *o, int rank, const char *const *addrs, co
 {
 	if (o->bind) { /* rank r on the allowed CPU r mod k, as mpirun --bind-to core does */
 		const int cpu = hora_cpus_nth(rank);
-		cpu_set_t set;
-		CPU_ZERO(&set);
-		if (cpu >= 0) {
-			CPU_SET(cpu, &set);
-			sched_setaffinity(0, sizeof(set), &set);
-		}
+		if (cpu >= 0)
+			hora_cpus_bind_process(cpu); /* one path, CPUs past 1023 too */
 	}
 	struct hora_comm_config cfg;
 	hora_comm_config_defaults(&cfg);

@@ -12,7 +12,7 @@
  *                    from the agreed view, which equals HORA_PROC while all are alive)
  *
  * Local and netns: set in the child before exec, which also pins it to CPU
- * (local index mod CPUs) under cluster.bind: core, as hora worker pins
+ * (its index mod the CPUs it may use) under cluster.bind: core, as hora worker pins
  * itself (refused for a remote command: launch_check_file). Under ssh or a template,
  * the remote host has neither the launcher's environment nor, for `hora
  * run`, its file: the command line is a small shell script that reads the
@@ -55,13 +55,10 @@ void launch_cmd_env(const struct launch *la, int g, const struct hora_cluster_no
 		/* i over every node on this machine (the local and netns launchers'
 		 * nodes all are: 127.0.0.1 and 127.0.0.2 must not share CPU 0) */
 		const int cpu = hora_cpus_nth(la->local || la->netns ? g : li);
-		cpu_set_t set;
-		CPU_ZERO(&set);
-		if (cpu >= 0)
-			CPU_SET(cpu, &set);
-		if (cpu < 0 || sched_setaffinity(0, sizeof(set), &set))
+		const int rc = cpu < 0 ? -ENOENT : hora_cpus_bind_process(cpu);
+		if (rc)
 			fprintf(stderr, "%s: worker %d: cluster.bind: core: CPU %d: %s\n", la->who, g, cpu,
-				strerror(cpu < 0 ? ENOENT : errno));
+				strerror(-rc));
 	}
 }
 
