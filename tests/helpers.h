@@ -7,9 +7,40 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
 #include <dirent.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 #include <zlib.h>
+
+/* A port base for a cluster file's port_base + 0..n: every port free for
+ * TCP and UDP on 127.0.0.1 now, in 20000..32767, below the kernel's
+ * ephemeral range (32768..60999 here), where an outgoing connection's local
+ * port could hold one (a pid-derived base up to 60000 did: a rank whose
+ * listen failed left rank 0 waiting 30 s for it). Starts from the pid, so
+ * tests side by side start apart; moves on past a busy port. */
+static inline int th_port_base(int n)
+{
+	int base = 20000 + (int)(getpid() % 2900) * 4;
+	for (int tries = 0; tries < 400; tries++, base += n + 1) {
+		if (base + n > 32767)
+			base = 20000 + (base + n) % 7;
+		int ok = 1;
+		for (int k = 0; k <= n && ok; k++)
+			for (int type = 0; type < 2 && ok; type++) {
+				int fd = socket(AF_INET, type ? SOCK_DGRAM : SOCK_STREAM, 0);
+				struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)(base + k)),
+							.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+				ok = fd >= 0 && !bind(fd, (struct sockaddr *)&a, sizeof(a));
+				if (fd >= 0)
+					close(fd);
+			}
+		if (ok)
+			return base;
+	}
+	return base;
+}
 
 /* Listen addresses for the n ranks of one communicator, "127.A.B.C:PORT":
  * A.B.C comes from this process's pid (all of 127/8 is loopback), so tests

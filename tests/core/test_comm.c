@@ -800,7 +800,7 @@ Test(init, fusion_variables_reach_the_distributed_optimizer_through_hora_init)
 Test(init, hora_init_with_takes_the_secret_from_its_opts_only)
 {
 	char *dir = th_tmpdir(), *file = th_path(dir, "one.yaml");
-	const int port = 20000 + (int)(getpid() % 6000) * 2;
+	const int port = th_port_base(4);
 	FILE *f = fopen(file, "w");
 	cr_assert(f);
 	fprintf(f, "cluster:\n  port_base: %d\n  nodes:\n    - {host: 127.0.0.1, workers: 1}\n", port);
@@ -833,14 +833,15 @@ Test(init, hora_init_with_takes_the_secret_from_its_opts_only)
 Test(init, a_rank_declared_dead_stops_the_job_with_hora_err_lost, .timeout = 90)
 {
 	char *dir = th_tmpdir();
-	const int port = 20000 + (int)(getpid() % 10000) * 4;
+	const int port = th_port_base(8);
 	struct tc_frozen_rank rk[3];
 	char *file = tc_frozen_run(dir, port, 0, rk);
 	char want[160];
 	snprintf(want, sizeof(want), "rank 2 (worker 2, 127.0.0.1:%d) was declared dead by the failure detector (view ",
 		 port + 3);
 	for (int i = 0; i < 2; i++) {
-		cr_assert_eq(rk[i].rc, 0, "rank %d: %s", i, rk[i].err);
+		cr_assert_eq(rk[i].rc, 0, "rank %d: %s (rank 1: %d %s; rank 2: %d %s)", i, rk[i].err, rk[1].rc,
+			     rk[1].err, rk[2].rc, rk[2].err);
 		cr_assert_eq(rk[i].rc2, HORA_ERR_LOST, "rank %d: rc %d after %.1f s: %s", i, rk[i].rc2,
 			     rk[i].waited_s, rk[i].err);
 		cr_assert(strstr(rk[i].err, want) && strstr(rk[i].err, " without it): the job stops (elastic "

@@ -15,7 +15,7 @@ Test(elastic, a_joiner_gets_the_committed_state_and_ends_identical, .timeout = 2
 	struct hora_train_config cfg;
 	te_config(dir, &cfg);
 	struct te_rank rk[3];
-	char *file = te_join_run(dir, 20000 + (int)(getpid() % 5000) * 4, &cfg, rk);
+	char *file = te_join_run(dir, th_port_base(8), &cfg, rk);
 	for (int i = 0; i < 3; i++)
 		cr_assert_eq(rk[i].rc, 0, "worker %d: %s", i, rk[i].err);
 	/* the joiner took the job's step count with the commit it was given */

@@ -193,7 +193,7 @@ static void *stall_rank_main(void *p)
 Test(core_train, stall_abort_is_the_error_the_training_loop_returns, .timeout = 60)
 {
 	setenv("HORA_SECRET", "stall-unit-test-secret-0123456789", 1);
-	const int port = 20000 + (int)(getpid() % 6000) * 2;
+	const int port = th_port_base(4);
 	char *file = th_path(dir, "cluster.yaml");
 	FILE *f = fopen(file, "w");
 	cr_assert(f);

@@ -16,7 +16,7 @@
 
 int main(int argc, char **argv)
 {
-	const int port = argc > 1 ? atoi(argv[1]) : 20000 + (int)(getpid() % 10000) * 4;
+	const int port = argc > 1 ? atoi(argv[1]) : th_port_base(8);
 	char *dir = th_tmpdir();
 	struct hora_train_config cfg;
 	te_config(dir, &cfg);

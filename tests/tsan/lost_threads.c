@@ -15,7 +15,7 @@
 
 int main(int argc, char **argv)
 {
-	const int port = argc > 1 ? atoi(argv[1]) : 20000 + (int)(getpid() % 10000) * 4;
+	const int port = argc > 1 ? atoi(argv[1]) : th_port_base(8);
 	char *dir = th_tmpdir();
 	struct tc_frozen_rank rk[3];
 	char *file = tc_frozen_run(dir, port, 1, rk);
