@@ -61,7 +61,7 @@ chroot "$ROOT" ldconfig -p | grep libhora
 lib=$(chroot "$ROOT" ldconfig -p | sed -n 's/^[[:space:]]*libhora\.so\.[0-9]* .*=> //p' | head -1)
 [[ -n $lib ]] || { echo "debian-root.sh: no libhora.so.MAJOR in the chroot's ld.so cache" >&2; exit 1; }
 chroot "$ROOT" sh -c "ldd $lib" | sed 's/^/  /'
-if chroot "$ROOT" sh -c "ldd $lib" | grep -q 'not found'; then
+if grep -q 'not found' <<<"$(chroot "$ROOT" sh -c "ldd $lib")"; then
 	echo "debian-root.sh: $lib misses libraries in the chroot" >&2
 	exit 1
 fi

@@ -33,7 +33,7 @@ for f in "$LIBHORA" "$HORA" "$TESTBIN"; do
   [[ -z $needed ]] || echo "$needed" | sed 's/^/  | /'
 done
 if [[ $GPU_SO != - ]]; then
-  readelf -d "$GPU_SO" | grep NEEDED | grep -q 'libcudart\.so'
+  [[ $(readelf -d "$GPU_SO" | grep NEEDED) == *libcudart.so* ]]
   check "libhora_gpu.so is the one that needs libcudart" $?
 fi
 

@@ -78,15 +78,16 @@ echo "  $(wc -l <"$T/declared") declared HORA_API, $(wc -l <"$T/exported") expor
 diff "$T/declared" "$T/exported" >"$T/symdiff"
 check "nm -D --defined-only: exactly the HORA_API functions" $?
 sed 's/^/  | /' "$T/symdiff" | head -20
-! grep -v "@@HORA_$MAJOR\$" "$T/nm" | grep -qv " A HORA_$MAJOR\$"
+[[ -z $(grep -v "@@HORA_$MAJOR\$" "$T/nm" | grep -v " A HORA_$MAJOR\$") ]]
 check "every exported symbol under the version node HORA_$MAJOR" $?
 # and the script does hide what visibility would let through: a scratch
 # library with one default-visibility non-hora function, linked with it
 printf '__attribute__((visibility("default"))) int leaked(void) { return 1; }\n' >"$T/leak.c"
 printf '__attribute__((visibility("default"))) int hora_kept(void) { return 2; }\n' >>"$T/leak.c"
 cc -shared -fPIC -o "$T/libleak.so" "$T/leak.c" -Wl,--version-script="$SRC/deploy/package/libhora.map"
-nm -D --defined-only "$T/libleak.so" | awk '{print $3}' | grep -q '^hora_kept@@HORA_0$' &&
-	! nm -D --defined-only "$T/libleak.so" | grep -q leaked
+leak_syms=$(nm -D --defined-only "$T/libleak.so")
+grep -q '^hora_kept@@HORA_0$' <<<"$(awk '{print $3}' <<<"$leak_syms")" &&
+	! grep -q leaked <<<"$leak_syms"
 check "libhora.map keeps hora_* and hides any other name" $?
 
 # ---- 3. the headers alone ------------------------------------------------
@@ -127,7 +128,9 @@ n=$(needs "$T/pc-shared")
 echo "  NEEDED: $n"
 [[ " $n " == *" libhora.so.$MAJOR "* && " $n " != *" liburing"* ]]
 check "pkg-config dynamic: needs libhora.so.$MAJOR (not its dependencies)" $?
-LD_LIBRARY_PATH=$LIBDIR ldd "$T/pc-shared" | grep -q "libhora.so.$MAJOR => $LIBDIR/libhora.so.$MAJOR"
+# (the whole output first: with pipefail, grep -q quitting at its match can
+# kill ldd with SIGPIPE, and the pipeline fails although it matched)
+grep -q "libhora.so.$MAJOR => $LIBDIR/libhora.so.$MAJOR" <<<"$(LD_LIBRARY_PATH=$LIBDIR ldd "$T/pc-shared")"
 check "pkg-config dynamic: loads the installed libhora" $?
 LD_LIBRARY_PATH=$LIBDIR run_consumer "pkg-config dynamic" "$T/pc-shared"
 # pkg-config, static: a static executable
@@ -143,7 +146,7 @@ else
 	check "pkg-config static: builds (cc -static ... \$(pkg-config --static --cflags --libs hora))" $rc
 	grep -v "statically linked applications requires at runtime" "$T/pc-static.log" |
 		grep -v 'in function' | sed 's/^/  | /' | head
-	readelf -d "$T/pc-static" 2>&1 | grep -q 'no dynamic section'
+	grep -q 'no dynamic section' <<<"$(readelf -d "$T/pc-static" 2>&1)"
 	check "pkg-config static: no dynamic section" $?
 	run_consumer "pkg-config static" "$T/pc-static"
 fi
