@@ -158,6 +158,24 @@ _FATAL = (-10001, -10002, -10003, -10004, -10005, -10008, -12)
 # config, data, model, diverged, stall, no job, ENOMEM: a re-form cannot mend them
 
 
+def _finish():
+    """The end of an elastic job, as the C trainer's (core/elastic.c): past a
+    first barrier every rank has trained its last step (its failure rolls
+    back and re-forms like any step's); a second keeps each rank until
+    every one is past the first, so no rank leaves while a slower one is
+    still in it (the leave, a view change, would stop that one's barrier:
+    it would re-form alone and train the rolled-back steps by itself, or
+    pause below min_workers). The second one's failure is no failure:
+    every rank is done."""
+    if not _comm.state.elastic or _h.size() == 1:
+        return
+    _h.barrier()
+    try:
+        _h.barrier()
+    except HoraError:
+        pass
+
+
 def run(func):
     """@hora.torch.elastic.run: func(state, ...) re-run after every re-form.
     A failure on an elastic job rolls the state back to its last commit and
@@ -175,7 +193,9 @@ def run(func):
             try:
                 state.sync()
                 _comm.state.joiner = False  # it holds the state now
-                return func(state, *args, **kwargs)
+                result = func(state, *args, **kwargs)
+                _finish()
+                return result
             except HoraError as e:
                 if not _comm.state.elastic or e.code in _FATAL:
                     raise
