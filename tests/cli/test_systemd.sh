@@ -52,7 +52,7 @@ sed 's/^NoNewPrivileges=yes/NoNewPrivilege=yes/' "$T/u/hora-seed.service" >"$T/u
 # 3. the ExecStart lines, for real
 execstart() { sed -n 's/^ExecStart=//p' "$UNITS/$1"; }
 free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-SP=$(free_port) BASE=$(( 41000 + RANDOM % 8000 ))
+SP=$(free_port) BASE=$((12000 + RANDOM % 15000)) # below the ephemeral range (32768-60999)
 mkdir -m 0700 "$T/cred" && head -c 32 /dev/urandom | base64 >"$T/cred/secret" && chmod 0400 "$T/cred/secret"
 cat >"$T/cluster.yaml" <<EOF
 cluster:

@@ -106,7 +106,7 @@ fi
 
 # 6. and 7.: 3 workers on one host, worker 2 killed mid-loop
 loop_file() { # elastic(0/1)
-  local p=$((20000 + RANDOM % 20000))
+  local p=$((12000 + RANDOM % 15000)) # below the ephemeral range
   printf 'cluster:\n  name: devcoll-loop\n  port_base: %d\n  seeds: ["127.0.0.1:%d"]\n  nodes:\n    - {host: 127.0.0.1, workers: 3}\nmembership:\n  probe_interval_ms: 100\n  suspect_timeout_ms: 500\ntransport:\n  io_timeout_ms: 600000\n' \
     "$p" $((p + 1)) >"$T/l.yaml"
   [[ $1 == 1 ]] && printf 'train:\n  elastic: {min_workers: 2}\n' >>"$T/l.yaml"
