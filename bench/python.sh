@@ -63,7 +63,7 @@ ddp() { # N
   jget "$TMP/ddp.json"
 }
 c_trainer() { # N
-  local port=$((32000 + RANDOM % 2000 * 10))
+  local port=$((12000 + RANDOM % 1500 * 10)) # below the ephemeral range
   local bind=none
   (( $1 <= $(nproc) )) && bind=core # as hora run binds the Python copies
   cat >"$TMP/c$1.yaml" <<EOF
