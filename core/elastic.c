@@ -427,27 +427,30 @@ int hora_elastic_recover(struct run *r, int rc)
 	return rc;
 }
 
-/* The end: two barriers. Past the first, every rank has trained its last
- * step, so this rank's state is final whatever happens next; its failure
- * is recovered like any step's. The second keeps every rank here until
- * every one is past the first: a rank that left as soon as it was past
- * one barrier could break it for a rank that was still in it (its leave,
- * a view change, stops that rank's barrier), which would then re-form
- * alone and pause below min_workers, or train the rolled-back steps again
- * by itself. So the second one's failure is not one: every rank is done. */
+/* The end is two barriers. Past the first (this), every rank has trained
+ * its last step, so this rank's state is final whatever happens next; its
+ * failure is recovered like any step's. The second (hora_elastic_release)
+ * keeps every rank until every one is past the first: a rank that left as
+ * soon as it was past one barrier could break it for a rank still in it
+ * (its leave, a view change, stops that rank's barrier), which would then
+ * re-form alone and pause below min_workers, or train the rolled-back
+ * steps again by itself. Collectives of the end (the timeline's) go
+ * between the two. */
 int hora_elastic_finish(struct run *r)
 {
-	if (!r->several)
-		return 0;
-	int rc = hora_barrier(r->c);
-	if (rc) {
+	int rc = r->several ? hora_barrier(r->c) : 0;
+	if (rc)
 		snprintf(r->err, r->errlen, "the final barrier: %s", hora_comm_last_error(r->c));
-		return rc;
-	}
-	if (hora_barrier(r->c))
-		HORA_LOGI("a worker left after every worker had trained its last step: %s (training had completed)",
+	return rc;
+}
+
+/* The second barrier: its failure is none (every rank is past the first,
+ * so done). */
+void hora_elastic_release(struct run *r)
+{
+	if (r->several && hora_barrier(r->c))
+		HORA_LOGW("a worker left after every worker had trained its last step: %s (training had completed)",
 			  hora_comm_last_error(r->c));
-	return 0;
 }
 
 void hora_elastic_free(struct run *r)

@@ -629,7 +629,12 @@ HORA_API int hora_dist_optim_step(struct hora_dist_optim *d, float *params, doub
  * alike, and after a re-form every rank agrees on one commit and takes it
  * from one rank that has it (the Python binding's hora.torch.elastic does
  * all of this; core/python/README.md). Ranks and size change across a
- * re-form; hora_rank / hora_size / hora_local_* give the new ones. */
+ * re-form; hora_rank / hora_size / hora_local_* give the new ones.
+ * The end is two barriers before hora_finalize: past the first every rank
+ * has done its last step (its failure is one like any other: re-form and go
+ * on from the commit); the second keeps every rank until all are past the
+ * first, and its failure is none (all are done). With one, a rank that
+ * leaves at once (a view change) can stop the first for a slower rank. */
 /* 1 when c is elastic. */
 HORA_API int hora_elastic_on(const struct hora_comm *c);
 /* 1 when this worker joined a running job (it has no state of its own

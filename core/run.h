@@ -97,6 +97,11 @@ int hora_elastic_recover(struct run *r, int rc);
  * re-form every rank goes on from the earliest commit, at once done when
  * every one holds the end of training. 0 or the barrier's code. */
 int hora_elastic_finish(struct run *r);
+/* After finish and the end's collectives: the second barrier, which keeps
+ * every rank until all are past the first (a rank that left at once could
+ * stop the first for a slower rank: a view change). Its failure is none:
+ * logged. */
+void hora_elastic_release(struct run *r);
 void hora_elastic_free(struct run *r);
 /* the test hook: the samples this rank trains in this step */
 void hora_elastic_log_samples(struct run *r, const int64_t *idx, int n);

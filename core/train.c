@@ -785,16 +785,19 @@ int hora_train_run_comm(struct hora_comm *c, const struct hora_train_config *cfg
 			if (rc && r->elastic)
 				rc = hora_elastic_recover(r, rc);
 		}
-		/* elastic: the end is a barrier (no worker leaves before every one
-		 * finished its last collective), recovered like any step */
+		/* elastic: the end is a barrier (every rank trained its last
+		 * step), recovered like any step; then the end's collectives, then
+		 * a second one (elastic.c: no rank leaves while one is in the first) */
 		done = !r->elastic || rc || !(rc = hora_elastic_finish(r));
 		if (!done)
 			rc = hora_elastic_recover(r, rc);
 	}
 	if (!rc && r->tl && (rc = hora_timeline_write(r->tl, c, cfg->timeline, err, errlen)) && r->elastic) {
-		HORA_LOGW("%s (training had completed)", err); /* a worker left meanwhile */
+		HORA_LOGW("%s (training had completed)", err); /* a worker died meanwhile */
 		rc = 0;
 	}
+	if (!rc && r->elastic)
+		hora_elastic_release(r);
 	if (!rc && res && !(rc = fill_result(r, res)))
 		res->train_s = hora_clock_s() - t_train;
 	if (r->mf)

@@ -6,12 +6,20 @@ from conftest import report
 ELASTIC = "elastic: {min_workers: 1}"  # the cluster file's train.elastic: hora.init() is elastic
 
 
+def same_params(res, workers):
+    """the workers' final parameters (their PARAMS line: a sha256) are one"""
+    hs = {g: [l.split()[1] for l in res[g][1].splitlines() if l.startswith("PARAMS ")] for g in workers}
+    assert all(len(h) == 1 for h in hs.values()) and len({h[0] for h in hs.values()}) == 1, \
+        (hs, report(res))
+
+
 def test_the_survivors_of_a_killed_worker_re_form_and_finish(job):
     res = job(3, "elastic.py", train=ELASTIC).wait(180)
     assert res[2][0] == -9, report(res)
     for g in (0, 1):
         rc, out, err = res[g]
         assert rc == 0 and "FINAL size=2 resets=1 step=30 joined=0" in out, report(res)
+    same_params(res, (0, 1))
 
 
 def test_a_restarted_worker_joins_at_a_commit_and_takes_the_state(job):
@@ -28,6 +36,7 @@ def test_a_restarted_worker_joins_at_a_commit_and_takes_the_state(job):
         rc, out, err = res[g]
         assert rc == 0 and "FINAL size=3" in out and "step=100" in out, report(res)
     assert "joined=1" in res[3][1] and "resets=2" in res[0][1], report(res)
+    same_params(res, (0, 1, 3))
 
 
 def test_without_train_elastic_a_killed_worker_stops_the_job(job):

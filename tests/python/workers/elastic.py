@@ -3,7 +3,8 @@
 HORA_TEST_LIFE=2: then it is the restarted worker, a joiner). The survivors
 roll back to step 10, re-form as 2 ranks, and finish (or, with a joiner,
 re-form as 3 again at a commit); all end with the same parameters. Prints
-'FINAL size resets step joined' on each."""
+'FINAL size resets step joined' and 'PARAMS <sha256 of the parameters>' on
+each."""
 import hashlib
 import os
 import signal
@@ -47,9 +48,10 @@ def train(state):
 
 
 train(state)
-h = hashlib.sha256(b"".join(p.detach().numpy().tobytes() for p in model.parameters())).digest()
-hs = hvd.allgather(torch.frombuffer(bytearray(h), dtype=torch.int32).clone().view(1, -1))
-assert (hs == hs[0]).all(), "replicas differ after the re-form"
+# the test compares the replicas' hashes (no collective here: once run()
+# has returned, a rank may leave, and a collective after it is unprotected)
+h = hashlib.sha256(b"".join(p.detach().numpy().tobytes() for p in model.parameters())).hexdigest()
 print("FINAL size=%d resets=%d step=%d joined=%d" % (hvd.size(), state.resets, state.step, joined),
       flush=True)
+print("PARAMS %s" % h, flush=True)
 hvd.shutdown()

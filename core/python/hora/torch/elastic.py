@@ -21,6 +21,9 @@ back to its last commit, the communicator re-forms over the survivors
 apart: all take the chosen rank's), and train is called again. At a
 commit, when a joiner waits (or a rank left), every rank agrees on it (one
 allreduce) and re-forms at that same commit. Other errors propagate.
+When train returns, run ends with two barriers (as hora.h says why); a
+collective of yours after run() has returned is not protected: a rank
+may have left.
 """
 import copy
 import functools
