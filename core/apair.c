@@ -105,6 +105,11 @@ void hora_apair_progress_set(struct hora_apair *a, const uint64_t *v)
 	hora_net_apair_progress_set(a->net, v);
 }
 
+void hora_apair_tell(struct hora_apair *a)
+{
+	hora_net_apair_tell(a->net);
+}
+
 const char *hora_apair_error(struct hora_apair *a)
 {
 	const int stop = hora_comm_stop_code(a->c);

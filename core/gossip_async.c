@@ -283,8 +283,16 @@ int hora_gasync_steps(struct run *r, struct hora_gasync *g, struct hora_model_st
 	if (!g->ap && (rc = open_engine(r, g)))
 		return rc;
 	hora_apair_reopen(g->ap);
-	const uint64_t goal = g->start + (uint64_t)r->train.n;
+	const uint64_t goal = g->start + (uint64_t)r->train.n, mine0 = g->mine;
 	const int b = r->cfg->batch_size < r->train.n ? r->cfg->batch_size : (int)r->train.n;
+	/* our counter to every peer at each sixteenth of our share of the
+	 * epoch (a head to each; so each worker's view is behind by at most that
+	 * much of each other's, plus a message's time): the counters travel
+	 * with the exchanges, which can be rarer than a short epoch lasts (4000
+	 * samples, 4 workers: every one went on to train the epoch twice over
+	 * before it knew the others had done it) */
+	uint64_t tell_every = (uint64_t)r->train.n / (uint64_t)g->size / 16;
+	tell_every = tell_every ? tell_every : 1;
 	for (uint64_t k = known(g); k < goal; k = known(g)) {
 		if ((rc = hora_comm_stop_code(r->c)))
 			return snprintf(r->err, r->errlen, "%s", hora_comm_stop_message(r->c)), rc;
@@ -304,6 +312,8 @@ int hora_gasync_steps(struct run *r, struct hora_gasync *g, struct hora_model_st
 		g->pos += b;
 		g->mine += (uint64_t)b;
 		hora_apair_progress(g->ap, g->mine);
+		if ((g->mine - mine0) / tell_every != (g->mine - mine0 - (uint64_t)b) / tell_every)
+			hora_apair_tell(g->ap);
 		r->step++;
 		g->steps++;
 		if ((rc = exchange(r, g)))

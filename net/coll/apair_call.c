@@ -232,6 +232,11 @@ int hora_net_apair_quiesce(struct hora_net_apair *a, void *x, int (*alive)(void 
 	return rc;
 }
 
+void hora_net_apair_tell(struct hora_net_apair *a)
+{
+	tell_counters(a, -1);
+}
+
 void hora_net_apair_reopen(struct hora_net_apair *a)
 {
 	pthread_mutex_lock(&a->mu);

@@ -124,16 +124,20 @@ assert sorted(rep) == [0, 1, 2, 3], f"report lines of ranks {sorted(rep)}"
 for r, m in rep.items():
     role, applied, served = m.group(2), int(m.group(5)), int(m.group(8))
     assert role == ("passive" if r % 2 else "active"), (r, role)
-    # a liveness floor, not a rate: every worker took part (the last
-    # epoch's report; 20 served in 0.5 s on a loaded machine was seen)
-    assert (served if r % 2 else applied) >= 5 and (applied if r % 2 else served) == 0, m.group(0)
+    # a liveness floor, not a rate: every worker took part (the job is
+    # about 0.2 s of training on this small set and an exchange takes 10-40
+    # ms on 2 loaded CPUs, and the adaptive draw asks the quicker passive
+    # worker more often: 4 served against 8 was seen)
+    assert (served if r % 2 else applied) >= 1 and (applied if r % 2 else served) == 0, m.group(0)
 rows = [json.loads(l) for l in open(sys.argv[2])]
 assert len(rows) == 6 and all("consensus" in r for r in rows), rows
 total = sum(int(m.group(4)) for m in rep.values())
 # every epoch ends once the workers together trained its 4000 samples:
-# each may overshoot by the steps it takes before it learns that (about
-# one exchange's time of every worker's steps: a few hundred samples, a
-# lot beside 4000, little beside 60,000)
+# each may overshoot by the steps it takes before it learns that (each
+# tells the others its count at every sixteenth of its share, so about
+# that much of every other's, plus a message's time: 1.2-1.3 x was seen
+# on this small set; 2.1 x before the workers told their counts between
+# exchanges)
 assert 6 * 4000 <= total <= 6 * 4000 * 1.5, f"{total} samples in 6 epochs of 4000"
 last = rows[-1]
 assert last["val_acc"] >= 0.85 and abs(last["val_acc"] - float(sys.argv[3])) <= 0.03, last
