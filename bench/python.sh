@@ -7,9 +7,9 @@
 # step, so the C figure is `hora launch` of a local cluster file with the
 # same model, data, batch and lr: median samples/s over epochs 2..E), the
 # MNIST MLP 784-128-10, batch 32 per worker, one thread per process. hora's
-# copies are bound to a core when N <= CPUs (hora run's default, as
-# mpirun's; the C trainer's file says the same), DDP's are not (torch's
-# own launch does not bind); N = 4 shares the 2 cores unbound. Each repetition runs the three for
+# copies are bound round robin to the CPUs (hora run's default, N = 4: two
+# to a CPU; the C trainer's file says the same), DDP's are not (torch's
+# own launch does not bind). Each repetition runs the three for
 # every N, the order reversed every other repetition; medians per N.
 # Prints per N: samples/s of each, hora.torch / DDP (need >= 3) and
 # hora.torch / C trainer, and the step time each spends (us per step per
@@ -64,8 +64,7 @@ ddp() { # N
 }
 c_trainer() { # N
   local port=$((12000 + RANDOM % 1500 * 10)) # below the ephemeral range
-  local bind=none
-  (( $1 <= $(nproc) )) && bind=core # as hora run binds the Python copies
+  local bind=core # as hora run binds the Python copies
   cat >"$TMP/c$1.yaml" <<EOF
 cluster:
   name: python-bench-c$1

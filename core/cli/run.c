@@ -184,19 +184,20 @@ static int free_ports(int n)
 }
 
 /* The cluster file of the job: the hosts, their slots, the launcher; on
- * this host alone with no more copies than CPUs, each copy bound to a core
- * (cluster.bind: core), as mpirun binds by default (--set cluster.bind=none
- * undoes it). */
-static int gen_text(const struct run_hosts *hs, int port, char *out, size_t cap)
+ * this host alone, copy i bound to the (i mod k)-th of the k CPUs it may
+ * use (cluster.bind: core; --set cluster.bind=none undoes it), as mpirun
+ * binds by default, and also with more copies than CPUs, where mpirun
+ * would not: hora's waits sleep rather than spin there, and 4 PyTorch
+ * copies on 2 CPUs trained 1.7 x faster bound two to a CPU than unbound,
+ * the C trainer alike either way (bench/RESULTS.md, session 15). Not
+ * when a --set names a launcher of the user's (hora cannot pin what it starts). */
+static int gen_text(const struct run_hosts *hs, int port, bool own_launcher, char *out, size_t cap)
 {
 	const bool local = run_hosts_all_loopback(hs);
-	long ncpu = hora_cpus_allowed(), slots = 0; /* ours: a cpuset or taskset narrows them */
-	for (int i = 0; i < hs->n; i++)
-		slots += hs->h[i].slots;
 	int k = snprintf(out, cap,
 			 "# written by hora run for one job (removed when it ends)\n"
 			 "cluster:\n  name: hora-run\n  launcher: %s\n  port_base: %d\n%s  nodes:\n",
-			 local ? "local" : "ssh", port, local && slots <= ncpu ? "  bind: core\n" : "");
+			 local ? "local" : "ssh", port, local && !own_launcher ? "  bind: core\n" : "");
 	for (int i = 0; i < hs->n && k > 0 && (size_t)k < cap; i++) {
 		/* a name as written (ssh and each host look it up, ~/.ssh/config
 		 * included), else the address */
@@ -259,8 +260,11 @@ static int job_file(const struct run_args *ra, struct launch *la, struct launch_
 		fprintf(stderr, "hora run: no %d free ports in 20001..60000 on this host (--port BASE)\n", ra->np);
 		return 1;
 	}
+	bool own_launcher = false; /* a --set cluster.launcher=... of the user's */
+	for (int i = 0; i < la->sets.n; i++)
+		own_launcher = own_launcher || !strncmp(la->sets.arg[i], "cluster.launcher=", 17);
 	char text[16384];
-	int len = gen_text(&hs, port, text, sizeof(text));
+	int len = gen_text(&hs, port, own_launcher, text, sizeof(text));
 	if (len < 0 || launch_tmp_write(tmp, la->who, text, (size_t)len, NULL, path, cap))
 		return 1;
 	la->file = path;

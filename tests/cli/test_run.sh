@@ -234,9 +234,12 @@ check "by default -np 1 is bound to CPU 0 (rc=$rc)" $?
 "$HORA" run -np 1 --set cluster.bind=none -- sh -c 'grep Cpus_allowed_list /proc/self/status' >"$T/out" 2>&1; rc=$?
 [[ $rc == 0 ]] && grep -qP "^\[0 127.0.0.1\] Cpus_allowed_list:\t$all$" "$T/out"
 check "--set cluster.bind=none: unbound ($all) (rc=$rc)" $?
+# more copies than CPUs: bound too, round robin (copy ncpu shares CPU 0)
 "$HORA" run -np $((ncpu + 1)) -- sh -c 'grep Cpus_allowed_list /proc/self/status' >"$T/out" 2>&1; rc=$?
-[[ $rc == 0 ]] && [[ $(grep -cP "\] Cpus_allowed_list:\t$all$" "$T/out") == $((ncpu + 1)) ]]
-check "more copies than CPUs: unbound by default (rc=$rc)" $?
+[[ $rc == 0 ]] && grep -qP "^\[$ncpu 127.0.0.1\] Cpus_allowed_list:\t0$" "$T/out" \
+  && grep -qP "^\[0 127.0.0.1\] Cpus_allowed_list:\t0$" "$T/out" \
+  && [[ $(grep -cP "\] Cpus_allowed_list:\t$all$" "$T/out") == 0 || $all == 0 ]]
+check "more copies than CPUs: bound by default, copy $ncpu on CPU 0 (rc=$rc)" $?
 # two loopback "hosts" are one machine: their copies on CPUs of their own
 # (each node counted from CPU 0 put both on CPU 0)
 if (( ncpu >= 2 )); then
@@ -247,8 +250,8 @@ if (( ncpu >= 2 )); then
 fi
 # the CPUs counted and bound to are those hora run may use (a cpuset, a
 # taskset), not the host's: under taskset -c LAST, -np 1 is bound to LAST
-# (not to CPU 0), -np 2 is more copies than CPUs (unbound: both on LAST),
-# and --set cluster.bind=core puts both on LAST
+# (not to CPU 0), and -np 2, more copies than CPUs, both on LAST, by default
+# as with --set cluster.bind=core
 if (( ncpu >= 2 )) && command -v taskset >/dev/null; then
   last=${all##*,} && last=${last##*-} # the highest CPU we may use ($all: e.g. 0-3 or 0,2-5)
   taskset -c "$last" "$HORA" run -np 1 -- sh -c 'grep Cpus_allowed_list /proc/self/status' >"$T/out" 2>&1; rc=$?
