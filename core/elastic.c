@@ -435,7 +435,9 @@ int hora_elastic_recover(struct run *r, int rc)
  * (its leave, a view change, stops that rank's barrier), which would then
  * re-form alone and pause below min_workers, or train the rolled-back
  * steps again by itself. Collectives of the end (the timeline's) go
- * between the two. */
+ * between the two. Left: a rank that dies inside the first can let it
+ * complete on some ranks and fail on others, which re-form without those
+ * (gone: done) and go on from their commit (a window of one barrier). */
 int hora_elastic_finish(struct run *r)
 {
 	int rc = r->several ? hora_barrier(r->c) : 0;

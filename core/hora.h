@@ -541,8 +541,8 @@ HORA_API void hora_apair_progress(struct hora_apair *a, uint64_t mine);
 HORA_API void hora_apair_progress_view(struct hora_apair *a, uint64_t *v);
 HORA_API void hora_apair_progress_set(struct hora_apair *a, const uint64_t *v);
 /* this rank's counters to every peer now (best effort), but the partner of
- * an exchange in flight, which gets them with it: for news that should not
- * wait for the next exchange */
+ * an exchange in flight: for news that should not wait for the next
+ * exchange. Only on the thread that calls start, poll and quiesce. */
 HORA_API void hora_apair_tell(struct hora_apair *a);
 /* the first failure seen (a peer gone, a malformed message; "" if none);
  * valid until the next call on a */

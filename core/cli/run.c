@@ -19,7 +19,6 @@
 
 #include "env.h"
 #include "hosts.h"
-#include "net/util/cpus.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -260,9 +259,12 @@ static int job_file(const struct run_args *ra, struct launch *la, struct launch_
 		fprintf(stderr, "hora run: no %d free ports in 20001..60000 on this host (--port BASE)\n", ra->np);
 		return 1;
 	}
-	bool own_launcher = false; /* a --set cluster.launcher=... of the user's */
-	for (int i = 0; i < la->sets.n; i++)
-		own_launcher = own_launcher || !strncmp(la->sets.arg[i], "cluster.launcher=", 17);
+	bool own_launcher = false; /* a --set cluster.launcher=... of the user's (not local, netns) */
+	for (int i = 0; i < la->sets.n; i++) {
+		const char *a = la->sets.arg[i];
+		if (!strncmp(a, "cluster.launcher=", 17))
+			own_launcher = strcmp(a + 17, "local") && strcmp(a + 17, "netns");
+	}
 	char text[16384];
 	int len = gen_text(&hs, port, own_launcher, text, sizeof(text));
 	if (len < 0 || launch_tmp_write(tmp, la->who, text, (size_t)len, NULL, path, cap))

@@ -17,8 +17,11 @@
  * Two messages that belong together (AVG + body) never interleave with
  * another message to p, because a rank is in one exchange at a time:
  * while we answer p, p waits for us (it sends nothing that we would
- * answer), and we ask nobody; VIEW goes only once we are closed (no
- * exchange can start) and to no peer we are in an exchange with.
+ * answer), and we ask nobody; VIEW goes to no peer we are in an exchange
+ * with, from the caller's thread (the one that starts and polls): so not
+ * between our REQ and anything, nor between AVG and its body, which that
+ * thread sends; and a GO the progress thread sends meanwhile is a head
+ * alone (the initiator's standing head receive takes the VIEW after it).
  */
 #include "net/coll/apair_internal.h"
 

@@ -90,7 +90,9 @@ void hora_net_apair_progress_view(struct hora_net_apair *a, uint64_t *v);
 /* Replace the view (the exact counters, e.g. after an allreduce). */
 void hora_net_apair_progress_set(struct hora_net_apair *a, const uint64_t *v);
 /* Our counters to every peer now (a head each, best effort), but the
- * partner of an exchange in flight, which gets them with the exchange. */
+ * partner of an exchange in flight. Only on the thread that calls start,
+ * poll and quiesce (a VIEW from another could fall between a message and
+ * its body). */
 void hora_net_apair_tell(struct hora_net_apair *a);
 
 void hora_net_apair_stats(struct hora_net_apair *a, struct hora_net_apair_stats *s);

@@ -169,10 +169,12 @@ int hora_net_apair_poll(struct hora_net_apair *a, void *x, struct hora_net_apair
 }
 
 /* Our counters to every peer (only: -1 all) but the partner of an
- * exchange in flight, once closed: to the others nothing of ours is in
- * flight but single heads, so this one cannot fall between two messages
- * that belong together; the partner gets them once we are idle. Best
- * effort. Returns the peer left out (-1: none). */
+ * exchange in flight. On the caller's thread (apair.c: the one that sends
+ * our REQ and our AVG + body), so to the others nothing of ours is in
+ * flight but single heads, and this one cannot fall between two messages
+ * that belong together; the partner gets them with the exchange, or (from
+ * quiesce) once we are idle. Best effort. Returns the peer left out (-1:
+ * none). */
 static int tell_counters(struct hora_net_apair *a, int only)
 {
 	int skipped = -1;

@@ -80,7 +80,7 @@ if [[ $(id -u) == 0 ]] && command -v ip >/dev/null && command -v tc >/dev/null; 
     [[ $rc == 0 ]] && grep -q "^# netns: 2 hosts 10.213.8.1..2, egress tbf 1gbit, ranks per host $per (contiguous)$" "$T/out" \
       && grep -q '^# hora bench allreduce: 4 ranks (netns)' "$T/out" \
       && python3 -c "import json,sys; r=json.load(open(sys.argv[1])); assert r and all(x['wrong']==0 for x in r)" "$T/ns.json" \
-      && ! ip netns list | grep -q "^$tag-"
+      && [[ -z $(ip netns list | grep "^$tag-") ]]
     check "--setup netns $args: ranks per host $per, each host's ranks on its address, namespaces removed (rc=$rc)" $?
   done
 else

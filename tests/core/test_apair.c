@@ -135,6 +135,10 @@ static void many_body(struct arank *g)
 		const int src = asks ? hora_apair_start(g->a, peer, x) : 0;
 		if (src && src != -EBUSY)
 			rc = src;
+		if (k % 3 == 0) { /* our counters to everyone, mid-exchange or not (the async trainer's tell) */
+			hora_apair_progress(g->a, (uint64_t)k);
+			hora_apair_tell(g->a);
+		}
 		const int delay = (int)(rnd(&s) % 200); /* 0..199 µs: every interleaving of the pairs */
 		if (delay > 20)
 			usleep((useconds_t)delay);
@@ -206,6 +210,49 @@ struct own {
 	int rc[2];
 	char err[2][512];
 };
+
+/* ---- tell: the counters with no exchange ---------------------------------------- */
+
+struct told {
+	uint64_t view[3][3];
+	int rc[3];
+};
+
+static void told_body(struct arank *g)
+{
+	struct told *T = g->arg;
+	const int r = g->r;
+	double x[4] = {0};
+	hora_apair_progress(g->a, 500 + (uint64_t)r);
+	double one = 1;
+	hora_allreduce(g->c, &one, &one, 1, HORA_F64, HORA_SUM); /* every engine is up */
+	hora_apair_tell(g->a);
+	/* polls only (no exchange): up to 5 s for the others' heads */
+	struct hora_apair_event ev;
+	int rc = 0;
+	for (int i = 0; i < 5000 && !rc; i++) {
+		hora_apair_progress_view(g->a, T->view[r]);
+		if (T->view[r][0] == 500 && T->view[r][1] == 501 && T->view[r][2] == 502)
+			break;
+		rc = hora_apair_poll(g->a, x, &ev);
+		usleep(1000);
+	}
+	hora_allreduce(g->c, &one, &one, 1, HORA_F64, HORA_SUM);
+	T->rc[r] = rc ? rc : hora_apair_quiesce(g->a, x, 20000, NULL);
+}
+
+Test(apair, a_tell_brings_every_peer_the_counters_without_an_exchange, .timeout = 60)
+{
+	struct told T = {0};
+	const size_t count[3] = {4, 4, 4};
+	a_run(3, count, told_body, &T);
+	for (int r = 0; r < 3; r++) {
+		cr_assert_eq(T.rc[r], 0, "rank %d: %d", r, T.rc[r]);
+		cr_assert(T.view[r][0] == 500 && T.view[r][1] == 501 && T.view[r][2] == 502,
+			  "rank %d knows the counters as %llu, %llu, %llu", r, (unsigned long long)T.view[r][0],
+			  (unsigned long long)T.view[r][1], (unsigned long long)T.view[r][2]);
+	}
+}
 
 static void own_body(struct arank *g)
 {
