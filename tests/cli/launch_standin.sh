@@ -30,8 +30,14 @@ n=$(($(cat "$D/runs.$G" 2>/dev/null || echo 0) + 1))
 echo "$n" >"$D/runs.$G"
 echo "$$" >"$D/pid.$G"
 mark() { : >"$D/$1"; }
+# the polls' pause: a read that times out on a FIFO nobody writes, not an
+# external sleep, so that a signal never finds bash waiting for a child
+# (then bash decides from how the child ended whether to act on SIGINT,
+# and a SIGINT that met a sleep just ending normally left the stand-in
+# running, SIGKILLed by the launcher later: seen in a loaded run)
+mkfifo "$D/pause.$G.$$" && exec {PAUSE}<>"$D/pause.$G.$$" && rm -f "$D/pause.$G.$$"
 _wait() { # _wait TEST...: poll until TEST holds, 60 s at most
-  for _ in $(seq 1200); do "$@" && return 0; sleep 0.05; done
+  for ((i = 0; i < 1200; i++)); do "$@" && return 0; read -r -t 0.05 -u "$PAUSE" _; done
   echo "standin $G: gave up waiting for: $*"; exit 99
 }
 waitfor() { _wait test -e "$D/$1"; }
