@@ -135,7 +135,7 @@ static void many_body(struct arank *g)
 		const int src = asks ? hora_apair_start(g->a, peer, x) : 0;
 		if (src && src != -EBUSY)
 			rc = src;
-		if (k % 3 == 0) { /* our counters to everyone, mid-exchange or not (the async trainer's tell) */
+		if (k % 50 == 0) { /* our counters to everyone, mid-exchange or not (the async trainer's tell) */
 			hora_apair_progress(g->a, (uint64_t)k);
 			hora_apair_tell(g->a);
 		}
