@@ -4,6 +4,7 @@
  *   hora bench allreduce [--ranks N] [--sizes 8:64M] [--dtype f32] [--op sum]
  *        [--algo auto|ring|latency] [--segment B] [--slice B] [--setup lo|netns --rate 1gbit]
  *        [--hosts H|3,1] [--shm auto|off] [--hier auto|on|off] [--with-memcpy]
+ *        [--in-place] [--mem malloc|shared]
  *        [--json F] [--plot F.png [--anchors A.json]] [--crossover]
  *        [--device cuda [--gpu-library F]]
  *   hora bench allreduce --rank R --addrs ip:port,ip:port,...   (one rank of a
@@ -18,6 +19,9 @@
  * the memcpy bandwidth of the same bytes with every rank copying at once
  * (timed like the calls: per pass the max over ranks, the median) and
  * busbw / memcpy: the physical limit beside a shared-memory figure.
+ * --in-place: allreduce with send == recv. --mem shared: the buffers from
+ * hora_comm_mem_alloc, so that an in-place allreduce of ranks on one host
+ * takes the single-copy path (net/coll/stage_window.c).
  * For each size: one verification call (integer-valued data, exact in every
  * dtype, checked on every rank), 3 warm-up calls, then about 200 ms of timed
  * calls (5..1000), one timestamp pair per call, no barrier between calls.
@@ -60,6 +64,7 @@ struct opts {
 	enum hora_net_coll_kind coll;
 	int n, algo, crossover, bind, sockets, iters, rcvlowat;
 	int shm, hier, with_memcpy; /* enum hora_shm, enum hora_hier; --with-memcpy */
+	int in_place, mem_shared;   /* --in-place (allreduce); --mem shared (hora_comm_mem_alloc) */
 	int nhosts, host[64];       /* netns: namespace hosts, host (0-based) of each rank */
 	int device;                 /* --device cuda: the buffers in device memory */
 	const char *gpu_lib;        /* --gpu-library: that file as hora's GPU module */
@@ -108,7 +113,7 @@ static size_t count_for(const struct opts *o, size_t bytes)
 static int call(struct hora_comm *c, const struct opts *o, void *send, void *recv, size_t count)
 {
 	switch (o->coll) {
-	case HORA_NET_COLL_ALLREDUCE: return hora_allreduce(c, send, recv, count, o->t, o->op);
+	case HORA_NET_COLL_ALLREDUCE: return hora_allreduce(c, o->in_place ? recv : send, recv, count, o->t, o->op);
 	case HORA_NET_COLL_BROADCAST: return hora_broadcast(c, recv, count, o->t, 0);
 	case HORA_NET_COLL_ALLGATHER: return hora_allgather(c, send, recv, count, o->t);
 	case HORA_NET_COLL_REDUCE_SCATTER: return hora_reduce_scatter(c, send, recv, count, o->t, o->op);
@@ -160,7 +165,7 @@ static long verify(struct hora_comm *c, const struct opts *o, int rank, uint8_t 
 	size_t in = o->coll == HORA_NET_COLL_REDUCE_SCATTER ? count * (size_t)n : count;
 	size_t out = o->coll == HORA_NET_COLL_ALLGATHER ? count * (size_t)n : count;
 	for (size_t i = 0; i < in; i++)
-		put(send, i, o->t, o->coll == HORA_NET_COLL_ALLGATHER ? in_val(i, rank) + rank : in_val(i, rank));
+		put(o->in_place ? recv : send, i, o->t, o->coll == HORA_NET_COLL_ALLGATHER ? in_val(i, rank) + rank : in_val(i, rank));
 	if (o->coll == HORA_NET_COLL_BROADCAST)
 		for (size_t i = 0; i < out; i++)
 			put(recv, i, o->t, rank == 0 ? in_val(i, 3) : 0);
@@ -259,15 +264,27 @@ static size_t bytes_for(const struct opts *o, size_t sz)
 
 /* the header of the table: the setup, the settings and the path an
  * allreduce takes at the smallest and the largest size */
+static void free_buf(struct hora_comm *c, const struct opts *o, void *p)
+{
+	if (o->mem_shared)
+		hora_comm_mem_free(c, p);
+	else
+		free(p);
+}
+
 static void print_header(FILE *out, const struct opts *o, struct hora_comm *c, const char *tn, const char *on)
 {
 	fprintf(out, "# hora bench %s: %d ranks (%s), %s %s, %s, %s algorithm, %s, shm %s, hierarchical %s\n",
 		hora_net_coll_name(o->coll), o->n, o->setup, tn, on,
-		o->coll == HORA_NET_COLL_BROADCAST ? "root 0" : "out of place",
+		o->coll == HORA_NET_COLL_BROADCAST ? "root 0" : o->in_place ? "in place" : "out of place",
 		o->algo == 1 ? "ring" : o->algo == 2 ? "latency" : o->algo == 3 ? "direct ring" : "auto",
 		o->bind ? "rank r on allowed CPU r mod k" : "not bound", shm_names[o->shm], hier_names[o->hier]);
 	if (o->rcvlowat)
 		fprintf(out, "# SO_RCVLOWAT off\n");
+	if (o->mem_shared)
+		fprintf(out, "# buffers: hora_comm_mem_alloc (%s)\n",
+			o->in_place ? "in place on one host above the latency path: the single-copy stage"
+				    : "out of place: the copying stage");
 	size_t last = o->lo;
 	for (size_t sz = o->lo; sz <= o->hi; sz = next_size(sz))
 		last = sz;
@@ -401,14 +418,15 @@ static int run_rank(const struct opts *o, int rank, const char *const *addrs, co
 		return 1;
 	}
 	size_t cap = o->hi + 64;
-	uint8_t *send = malloc(cap), *recv = malloc(cap);
+	uint8_t *send = o->mem_shared ? hora_comm_mem_alloc(c, cap) : malloc(cap);
+	uint8_t *recv = o->mem_shared ? hora_comm_mem_alloc(c, cap) : malloc(cap);
 	double *t = malloc(sizeof(double) * 1000);
 	void *dv[2] = {NULL, NULL};
 	if (o->device && (bench_dev_open(o->gpu_lib, err, sizeof(err)) || bench_dev_alloc(cap, &dv[0], err, sizeof(err)) ||
 			  bench_dev_alloc(cap, &dv[1], err, sizeof(err)))) {
 		fprintf(stderr, "hora bench %s: rank %d: %s\n", hora_net_coll_name(o->coll), rank, err);
 		bench_dev_free(dv[0]);
-		free(send), free(recv), free(t);
+		free_buf(c, o, send), free_buf(c, o, recv), free(t);
 		hora_comm_destroy(c);
 		return 1;
 	}
@@ -451,8 +469,8 @@ static int run_rank(const struct opts *o, int rank, const char *const *addrs, co
 		fprintf(json, "\n]\n");
 	if (o->device && out)
 		fprintf(out, "# %s\n", hora_comm_device_path(c));
-	free(send);
-	free(recv);
+	free_buf(c, o, send);
+	free_buf(c, o, recv);
 	free(t);
 	bench_dev_free(dv[0]);
 	bench_dev_free(dv[1]);
@@ -731,6 +749,7 @@ static void usage(FILE *f)
 		   "         [--algo auto|ring|latency|direct] [--segment BYTES] [--slice BYTES] [--iters K]\n"
 		   "         [--setup lo|netns] [--rate 1gbit] [--hosts H|3,1]  (netns: H hosts, ranks contiguous)\n"
 		   "         [--shm auto|off] [--hier auto|on|off] [--with-memcpy]\n"
+		   "         [--in-place] [--mem malloc|shared]  (shared: hora_comm_mem_alloc's buffers)\n"
 		   "         [--json F] [--plot F.png] [--anchors RUN.json] [--crossover] [--port BASE]\n"
 		   "         [--bind core|none]   (default: core when ranks <= CPUs, as mpirun)\n"
 		   "         [--device cpu|cuda]  (cuda: the buffers in device memory, core/devcoll.c)\n"
@@ -765,7 +784,8 @@ static int parse_args(const char *what, int argc, char **argv, struct opts *o, s
 		{"rcvlowat", required_argument, 0, 'L'}, {"shm", required_argument, 0, 'M'},
 		{"hier", required_argument, 0, 'H'}, {"hosts", required_argument, 0, 'T'},
 		{"with-memcpy", no_argument, 0, 'C'}, {"device", required_argument, 0, 'D'},
-		{"gpu-library", required_argument, 0, 'G'},
+		{"gpu-library", required_argument, 0, 'G'}, {"in-place", no_argument, 0, 'i'},
+		{"mem", required_argument, 0, 'm'},
 		{"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
 	};
 	int c, ranks_given = 0;
@@ -822,6 +842,11 @@ static int parse_args(const char *what, int argc, char **argv, struct opts *o, s
 		case 'H': o->hier = lookup(optarg, hier_names, 3); break;
 		case 'T': hosts = optarg; break;
 		case 'C': o->with_memcpy = 1; break;
+		case 'i': o->in_place = 1; break;
+		case 'm':
+			if ((o->mem_shared = lookup(optarg, (const char *const[]){"malloc", "shared"}, 2)) < 0)
+				return fprintf(stderr, "hora bench %s: --mem malloc|shared, not %s\n", what, optarg), 2;
+			break;
 		case 'D': o->device = !strcmp(optarg, "cuda") ? 1 : !strcmp(optarg, "cpu") ? 0 : -1; break;
 		case 'G': o->gpu_lib = optarg; break;
 		case 'h': usage(stdout); return 1;
@@ -830,6 +855,12 @@ static int parse_args(const char *what, int argc, char **argv, struct opts *o, s
 	}
 	if (o->device < 0)
 		return usage(stderr), fprintf(stderr, "hora bench %s: --device is cpu or cuda\n", what), 2;
+	if (o->in_place && (o->coll != HORA_NET_COLL_ALLREDUCE || o->device || o->crossover))
+		return fprintf(stderr, "hora bench %s: --in-place is for allreduce of host buffers (no --device "
+				       "cuda, no --crossover)\n", what), 2;
+	if (o->mem_shared && (o->device || o->crossover))
+		return fprintf(stderr, "hora bench %s: --mem shared is for host buffers (no --device cuda, "
+				       "no --crossover)\n", what), 2;
 	if (o->device && (o->crossover || o->with_memcpy))
 		return fprintf(stderr, "hora bench %s: --device cuda times the calls only (no --crossover, "
 				       "--with-memcpy)\n", what), 2;

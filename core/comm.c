@@ -23,6 +23,7 @@
 #include "log.h"
 
 #include "net/membership/membership.h"
+#include "net/shm/shm.h"
 #include "net/transport/endian.h"
 #include "net/transport/handshake.h"
 #include "net/util/clock.h"
@@ -106,6 +107,9 @@ struct hora_comm {
 	/* collectives on device buffers (devcoll.c): NULL until the first;
 	 * used by the thread executing a request (one at a time) */
 	struct hora_devcoll *_Atomic dev;
+	/* hora_comm_mem_alloc's memory (thread-safe itself; NULL: ordinary
+	 * memory only); every net comm borrows it */
+	struct hora_net_shm_regions *regions;
 };
 
 struct chan_cfg {
@@ -248,6 +252,9 @@ int hora_comm_from_net(struct hora_net_comm *net, enum hora_algo algo, struct ho
 		return -ENOMEM;
 	c->net = net;
 	hora_net_comm_set_algo(c->net, (enum hora_net_algo)algo);
+	if (hora_net_shm_regions_create(&c->regions))
+		c->regions = NULL; /* hora_comm_mem_alloc gives ordinary memory */
+	hora_net_comm_set_regions(c->net, c->regions);
 	c->algo = algo;
 	c->local_size = 1;
 	pthread_mutex_init(&c->mu, NULL);
@@ -990,6 +997,7 @@ void hora_comm_destroy(struct hora_comm *c)
 	hora_net_membership_destroy(c->owned_m); /* no status callback after this */
 	devcoll_reset(atomic_load(&c->dev), true);
 	hora_net_comm_destroy(c->net);
+	hora_net_shm_regions_destroy(c->regions);
 	hora_net_loop_destroy(c->owned_loop);
 	pthread_mutex_destroy(&c->mu);
 	pthread_cond_destroy(&c->cv);
@@ -999,6 +1007,31 @@ void hora_comm_destroy(struct hora_comm *c)
 	free(c->members);
 	chan_free(c->chan);
 	free(c);
+}
+
+struct hora_net_comm *hora_comm_net(struct hora_comm *c)
+{
+	return c->net;
+}
+
+void *hora_comm_mem_alloc(struct hora_comm *c, size_t bytes)
+{
+	void *p = NULL;
+	char err[200] = "";
+	if (c && c->regions && !hora_net_shm_region_alloc(c->regions, bytes, &p, err, sizeof(err)))
+		return p;
+	if (c && c->regions)
+		HORA_LOGD("hora_comm_mem_alloc: %s; ordinary memory instead", err);
+	const size_t b = ((bytes ? bytes : 1) + 63) & ~(size_t)63;
+	if (b < bytes || !(p = aligned_alloc(64, b)))
+		return NULL;
+	return memset(p, 0, b);
+}
+
+void hora_comm_mem_free(struct hora_comm *c, void *p)
+{
+	if (p && (!c || !c->regions || hora_net_shm_region_free(c->regions, p)))
+		free(p);
 }
 
 int hora_comm_describe(struct hora_comm *c, size_t bytes, char *buf, size_t len)
@@ -1225,6 +1258,7 @@ int hora_comm_reform(struct hora_comm *c, char *err, size_t errlen)
 	}
 	pthread_mutex_lock(&c->net_mu);
 	c->net = nx.net;
+	hora_net_comm_set_regions(c->net, c->regions);
 	free(c->members);
 	c->members = nx.members;
 	c->view_id = nx.view;

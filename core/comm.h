@@ -58,6 +58,9 @@ const char *hora_comm_stop_message(const struct hora_comm *c);
  * hora_apair_create: a link of its own). Every rank calls it. 0 or -errno
  * (err). -EINVAL when c was not formed from addresses. */
 struct hora_net_comm;
+/* The net comm under c now (it changes at an elastic re-form): for tests
+ * and benches that look at what the collectives did. */
+struct hora_net_comm *hora_comm_net(struct hora_comm *c);
 int hora_comm_open_channel(struct hora_comm *c, int port_offset, struct hora_net_comm **out, char *err,
 			   size_t errlen);
 

@@ -185,6 +185,10 @@ struct hora_train_config {
 	double stall_warning_s;             /* log the missing ranks after this long (60) */
 	double stall_abort_s;               /* stop the job after this long (0 = never) */
 	int communication;                  /* 0: no gradient averaging (scaling bench only) */
+	/* 1 (default): the gradients in hora_comm_mem_alloc's memory, so that
+	 * ranks of one host average them where they lie (single copy); 0:
+	 * ordinary memory (the copying stage). train.fusion.single_copy */
+	int single_copy;
 	struct hora_elastic_config elastic;
 	struct hora_gossip_config gossip;
 	/* test hook (HORA_TEST_SAMPLE_LOG, read by `hora worker`): each worker
@@ -339,6 +343,21 @@ HORA_API int hora_comm_rank(const struct hora_comm *c);
  * snprintf would write. */
 HORA_API int hora_comm_describe(struct hora_comm *c, size_t bytes, char *buf, size_t len);
 HORA_API int hora_comm_size(const struct hora_comm *c);
+/* Memory for buffers that the ranks of one host average where they lie
+ * (as MPI_Alloc_mem and ncclMemAlloc): an in-place allreduce (send ==
+ * recv) above the latency path, on a communicator whose ranks are all on
+ * one host with shared memory, whose buffer is in such memory on every
+ * rank, reads and writes the ranks' buffers directly (the single-copy
+ * path: no copy into the shared stage and none out of it; the same bits as
+ * the copying path). Any other use is ordinary memory. bytes zeroed,
+ * page-aligned; NULL: out of memory. Not collective; thread-safe. The
+ * memory is a nameless memfd per call: a forked child does not inherit it
+ * (MADV_DONTFORK). Free it with hora_comm_mem_free on the same
+ * communicator, before hora_comm_destroy (which frees what is left). It
+ * stays valid across an elastic re-form of the communicator. */
+HORA_API void *hora_comm_mem_alloc(struct hora_comm *c, size_t bytes);
+/* Free memory of hora_comm_mem_alloc(c, ...). NULL: no-op. */
+HORA_API void hora_comm_mem_free(struct hora_comm *c, void *p);
 
 /* Collectives. Every rank calls the same collectives in the same order
  * (from any threads; the order of the calls on one rank is the order of

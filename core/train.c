@@ -288,6 +288,14 @@ static int set_up(struct run *r)
 	int rc = hora_trainer_init(&r->tr, cfg, r->train.rows * r->train.cols, r->classes, r->err, r->errlen);
 	if (rc)
 		return rc;
+	/* the gradients in memory the ranks of a host average where it lies
+	 * (hora_comm_mem_alloc: the stage's single-copy path, no copy in or out) */
+	float *g = r->c && cfg->single_copy ? hora_comm_mem_alloc(r->c, r->tr.nparams * sizeof(float)) : NULL;
+	if (g) {
+		free(r->tr.grads);
+		r->tr.grads = g;
+		r->grads_shared = true;
+	}
 	/* a resumed job adds to the metrics of the epochs before the checkpoint */
 	/* a joiner's rank 0 opens them after the sync (elastic.c), after the lines there */
 	const bool joiner = r->c && hora_comm_joined(r->c);
@@ -810,6 +818,10 @@ int hora_train_run_comm(struct hora_comm *c, const struct hora_train_config *cfg
 	hora_gasync_destroy(r->gasync);
 	hora_gossip_destroy(r->gossip);
 	hora_timeline_destroy(r->tl);
+	if (r->grads_shared) {
+		hora_comm_mem_free(c, r->tr.grads);
+		r->tr.grads = NULL;
+	}
 	hora_trainer_deinit(&r->tr);
 	hora_dataset_deinit(&r->train);
 	hora_dataset_deinit(&r->test);

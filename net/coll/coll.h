@@ -164,6 +164,14 @@ int hora_net_pair_average(struct hora_net_comm *c, void *buf, size_t count, enum
  * a mismatch by the first later call of that rank that reads it. Every
  * rank must set the same (the check is itself an exchange). */
 void hora_net_comm_set_neighbor_check(struct hora_net_comm *c, bool on);
+/* Buffers in these regions (net/shm/shm.h; borrowed: they must outlive
+ * the communicator, or be replaced first) are allreduced in place where
+ * they lie on one host when every rank's is in one (the stage's
+ * single-copy path); NULL: none. Not thread-safe against a running call. */
+struct hora_net_shm_regions;
+void hora_net_comm_set_regions(struct hora_net_comm *c, struct hora_net_shm_regions *regs);
+/* How many allreduces took the single-copy path so far (any thread). */
+uint64_t hora_net_comm_single_copy_calls(const struct hora_net_comm *c);
 
 /* Force the algorithm of later calls (every rank must do the same: the
  * fingerprint names a difference). Not thread-safe against a running call. */

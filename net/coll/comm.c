@@ -161,6 +161,16 @@ void hora_net_comm_set_neighbor_check(struct hora_net_comm *c, bool on)
 	c->nbr_nocheck = !on;
 }
 
+void hora_net_comm_set_regions(struct hora_net_comm *c, struct hora_net_shm_regions *regs)
+{
+	c->regions = regs;
+}
+
+uint64_t hora_net_comm_single_copy_calls(const struct hora_net_comm *c)
+{
+	return atomic_load_explicit(&((struct hora_net_comm *)c)->single_copy, memory_order_relaxed);
+}
+
 size_t hora_net_comm_small_bytes(const struct hora_net_comm *c)
 {
 	return c->cfg.small_bytes;

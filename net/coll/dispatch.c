@@ -167,11 +167,12 @@ static int allreduce(struct hora_net_comm *c, const void *send, void *recv, size
 	fp_via(&f, c, p);
 	if (p == P_GATHER) /* its gather checks every rank's fingerprint */
 		return small_allreduce(c, send, recv, count, t, op, &f);
+	if (p == P_STAGE) /* reads send, writes recv; its gather checks the fingerprints */
+		return stage_allreduce(c, send, recv, count, t, op, &f);
 	if (local_checks(c) && (rc = local_check(c, &f)))
 		return rc;
-	if (p == P_STAGE || p == P_HIER) /* they read send, write recv */
-		return p == P_STAGE ? stage_allreduce(c, send, recv, count, t, op, &f)
-				    : hier_allreduce(c, send, recv, count, t, op, &f);
+	if (p == P_HIER) /* reads send, writes recv */
+		return hier_allreduce(c, send, recv, count, t, op, &f);
 	if (p == P_SMALL) {
 		if (send != recv && bytes)
 			memmove(recv, send, bytes);

@@ -84,6 +84,8 @@ struct hora_net_comm {
 	bool quiet;                    /* the cross communicator: its failures send no notices
 					  (their ranks are numbered by host; the parent's say it) */
 	char flat_why[128];            /* why there is no hierarchy, for describe */
+	struct hora_net_shm_regions *regions; /* borrowed (the caller's): buffers the stage can map */
+	_Atomic uint64_t single_copy;  /* allreduces that took the stage's single-copy path */
 };
 
 /* ---- the 32-byte fingerprint / notice (wire.c) ---------------------------------- */

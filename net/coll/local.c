@@ -41,6 +41,8 @@
 
 #define MAX_SMALL_LOCAL 64 /* the small path's ranks per host (an array on the stack) */
 
+static int gather_checked(struct hora_net_comm *c, const struct fp *f, size_t bytes, const void **all);
+
 /* the stage names local ranks: say which ranks they are when they differ */
 int stage_fail(struct hora_net_comm *c, int rc, const char *what, const char *err)
 {
@@ -61,14 +63,50 @@ int stage_fail(struct hora_net_comm *c, int rc, const char *what, const char *er
 	return coll_fail_peer(c, rc, peer, "%s: %s%s", what, err, map);
 }
 
+/* Whether every local rank's descriptor names a window (gather payloads). */
+static bool all_windows(const struct hora_net_stage *s, const void *const *all, const uint8_t **desc)
+{
+	static const uint8_t none[HORA_NET_STAGE_DESC_BYTES];
+	bool every = s->ops->allreduce_windows != NULL;
+	for (int l = 0; l < s->nlocal; l++) {
+		desc[l] = (const uint8_t *)all[l] + FP_BYTES;
+		every = every && memcmp(desc[l], none, sizeof(none)) != 0;
+	}
+	return every;
+}
+
 int stage_allreduce(struct hora_net_comm *c, const void *send, void *recv, size_t count, enum hora_net_dtype t,
 		    enum hora_net_op op, const struct fp *f)
 {
+	struct hora_net_stage *s = c->stage;
 	char err[300] = "";
-	int rc = 0; /* the fingerprint: local_check's gather, else round the ring */
-	if (!local_checks(c) && (rc = coll_fp_xchg(c, (c->rank + 1) % c->n, (c->rank - 1 + c->n) % c->n, f)))
-		return rc;
-	if ((rc = c->stage->ops->allreduce(c->stage, send, recv, count, t, op, err, sizeof(err))))
+	int rc = 0;
+	if (!local_checks(c)) { /* the fingerprint round the ring */
+		if ((rc = coll_fp_xchg(c, (c->rank + 1) % c->n, (c->rank - 1 + c->n) % c->n, f)))
+			return rc;
+	} else {
+		/* the call's gather: every fingerprint, and each rank's window
+		 * (zero: its buffer is in no region) */
+		const size_t bytes = count * hora_net_dtype_size(t);
+		const size_t pay = s->small_max >= FP_BYTES + HORA_NET_STAGE_DESC_BYTES ? HORA_NET_STAGE_DESC_BYTES : 0;
+		const void *all[MAX_SMALL_LOCAL];
+		const uint8_t *desc[MAX_SMALL_LOCAL];
+		fp_encode(c->small, f);
+		memset(c->small + FP_BYTES, 0, pay);
+		if (pay && send == recv && c->regions && s->ops->window &&
+		    (rc = s->ops->window(s, c->regions, recv, bytes, c->small + FP_BYTES, err, sizeof(err))))
+			return stage_fail(c, rc, "the shared-memory stage", err);
+		if ((rc = gather_checked(c, f, pay, all)))
+			return rc;
+		/* the descriptors stay in the peers' slots until our next step */
+		if (pay && all_windows(s, all, desc)) {
+			if ((rc = s->ops->allreduce_windows(s, desc, recv, count, t, op, err, sizeof(err))))
+				return stage_fail(c, rc, "the shared-memory stage (single copy)", err);
+			atomic_fetch_add_explicit(&c->single_copy, 1, memory_order_relaxed);
+			return 0;
+		}
+	}
+	if ((rc = s->ops->allreduce(s, send, recv, count, t, op, err, sizeof(err))))
 		return stage_fail(c, rc, "the shared-memory stage", err);
 	return 0; /* AVG: divided by the stage (nlocal == c->n on one host) */
 }

@@ -31,8 +31,13 @@
 #include "net/coll/reduce.h"
 
 #include <stddef.h>
+#include <stdint.h>
+
+/* a window's descriptor (stage ops window, allreduce_windows) */
+#define HORA_NET_STAGE_DESC_BYTES 16
 
 struct hora_net_stage;
+struct hora_net_shm_regions;
 
 struct hora_net_stage_ops {
 	/* in (count elements) of every local rank: on return, shard lrank
@@ -55,6 +60,22 @@ struct hora_net_stage_ops {
 	 * all[l] points at local rank l's (read-only, valid until the next op) */
 	int (*gather)(struct hora_net_stage *s, const void *msg, size_t bytes, const void **all, char *err,
 		      size_t errlen);
+	/* optional, single-copy: fill desc (HORA_NET_STAGE_DESC_BYTES) for an
+	 * in-place allreduce of buf (bytes) by allreduce_windows; all zero
+	 * when buf lies in no region of regs (net/shm/shm.h) or the stage
+	 * takes no more regions: then the ranks run allreduce. May pass the
+	 * region's fd to the local peers, once per region and stage. */
+	int (*window)(struct hora_net_stage *s, struct hora_net_shm_regions *regs, const void *buf,
+		      size_t bytes, uint8_t *desc, char *err, size_t errlen);
+	/* optional: the in-place allreduce of every local rank's buf where it
+	 * lies, no copy in or out: desc[l] is local rank l's (window), every
+	 * one non-zero. It must run right after a gather (the gather op) that
+	 * carried the descriptors and that every local rank entered after its
+	 * last write to buf: that gather is its entry barrier. AVG as
+	 * allreduce; the same bits as allreduce. */
+	int (*allreduce_windows)(struct hora_net_stage *s, const uint8_t *const *desc, void *buf,
+				 size_t count, enum hora_net_dtype t, enum hora_net_op op, char *err,
+				 size_t errlen);
 	/* any thread: every wait, now and later, fails promptly (-ECANCELED) */
 	void (*interrupt)(struct hora_net_stage *s);
 	/* leave and free (local peers blocked on us fail -ECONNRESET) */

@@ -191,6 +191,7 @@ static int oversubscribed(int nlocal)
 
 static void stage_free(struct stage_shm *st)
 {
+	stage_windows_free(st);
 	if (st->map)
 		munmap(st->map, st->map_bytes);
 	for (int l = 0; st->pidfds && l < st->pub.nlocal; l++)

@@ -23,8 +23,6 @@
 #include <stdbool.h>
 #include <string.h>
 
-/* elements reduced per call of hora_net_reduce: the accumulator stays in L1 */
-#define FOLD_BLOCK_BYTES (8u << 10)
 /* an allreduce up to this many bytes (and a slot): one step, every rank
  * reduces the whole buffer (one barrier instead of two) */
 #define SMALL_BYTES (16u << 10)
@@ -33,10 +31,10 @@
  * block by block; div > 1: each block then divided by div (AVG, the
  * allreduce's: hora_net_scale, while the block is in L1 instead of one more
  * pass over the whole buffer); then copy (optional) gets out too, from L1. */
-static void fold(uint8_t *out, uint8_t *copy, const uint8_t *const *src, int n, size_t m, size_t es,
-		 enum hora_net_dtype t, enum hora_net_op op, int div)
+void stage_fold(uint8_t *out, uint8_t *copy, const uint8_t *const *src, int n, size_t m, size_t es,
+		enum hora_net_dtype t, enum hora_net_op op, int div)
 {
-	const size_t blk = FOLD_BLOCK_BYTES / es;
+	const size_t blk = STAGE_FOLD_BLOCK_BYTES / es;
 	for (size_t i = 0; i < m; i += blk) {
 		const size_t b = m - i < blk ? m - i : blk, o = i * es;
 		hora_net_reduce(out + o, src[0] + o, src[1] + o, b, t, op);
@@ -139,7 +137,7 @@ int stage_shm_begin(struct stage_shm *st, char *err, size_t errlen)
 	return stage_shm_breaks(st, -ECANCELED, err, errlen);
 }
 
-static int publish_wait(struct stage_shm *st, char *err, size_t errlen)
+int stage_publish_wait(struct stage_shm *st, char *err, size_t errlen)
 {
 	stage_publish(st);
 	st->waiting = 1;
@@ -179,14 +177,14 @@ static int reduce_scatter(struct hora_net_stage *s, const void *in, void *buf, s
 				shard_piece(count, n, l, k, P, &off, &len);
 				memcpy(mine + (size_t)l * P * es, i8 + off * es, len * es);
 			}
-		if ((rc = publish_wait(st, err, errlen)))
+		if ((rc = stage_publish_wait(st, err, errlen)))
 			return rc;
 		shard_piece(count, n, r, k, P, &off, &len);
 		for (int l = 0; l < n; l++)
 			src[l] = l == r ? i8 + off * es : stage_slot(st, l, b) + (size_t)r * P * es;
 		/* accumulate in our out position (unused here), then into buf;
 		 * AVG stays a sum: the caller divides once the shard is complete */
-		fold(mine + (size_t)r * P * es, b8 + off * es, src, n, len, es, t, op, 0);
+		stage_fold(mine + (size_t)r * P * es, b8 + off * es, src, n, len, es, t, op, 0);
 	}
 	return 0;
 }
@@ -210,7 +208,7 @@ static int allgather(struct hora_net_stage *s, void *buf, size_t count, enum hor
 		/* an in position (r + 1) % n: the out position may still be read */
 		shard_piece(count, n, r, k, P, &off, &len);
 		memcpy(stage_slot(st, r, b) + (size_t)((r + 1) % n) * P * es, b8 + off * es, len * es);
-		if ((rc = publish_wait(st, err, errlen)))
+		if ((rc = stage_publish_wait(st, err, errlen)))
 			return rc;
 		for (int l = 0; l < n; l++)
 			if (l != r) {
@@ -231,12 +229,12 @@ static int allreduce_small(struct stage_shm *st, const uint8_t *in, uint8_t *buf
 	const unsigned b = (unsigned)(st->step + 1) & 1;
 	const uint8_t *src[STAGE_MAX_LOCAL];
 	memcpy(stage_slot(st, st->pub.lrank, b), in, count * es);
-	int rc = publish_wait(st, err, errlen);
+	int rc = stage_publish_wait(st, err, errlen);
 	if (rc)
 		return rc;
 	for (int l = 0; l < n; l++)
 		src[l] = stage_slot(st, l, b);
-	fold(buf, NULL, src, n, count, es, t, op, op == HORA_NET_AVG ? n : 0);
+	stage_fold(buf, NULL, src, n, count, es, t, op, op == HORA_NET_AVG ? n : 0);
 	return 0;
 }
 
@@ -293,17 +291,17 @@ static int allreduce(struct hora_net_stage *s, const void *in, void *buf, size_t
 				chunk_piece(count, n, k, P, l, &off, &len);
 				memcpy(mine + (size_t)l * P * es, i8 + off * es, len * es);
 			}
-		if ((rc = publish_wait(st, err, errlen)))
+		if ((rc = stage_publish_wait(st, err, errlen)))
 			return rc;
 		if (k > 0)
 			copy_out(st, b8, count, k - 1, P, es, b ^ 1);
 		chunk_piece(count, n, k, P, r, &off, &len);
 		for (int l = 0; l < n; l++)
 			src[l] = l == r ? i8 + off * es : stage_slot(st, l, b) + (size_t)r * P * es;
-		fold(mine + (size_t)r * P * es, b8 + off * es, src, n, len, es, t, op, op == HORA_NET_AVG ? n : 0);
+		stage_fold(mine + (size_t)r * P * es, b8 + off * es, src, n, len, es, t, op, op == HORA_NET_AVG ? n : 0);
 	}
 	st->step++; /* skipped: the next call starts on the other slot */
-	if ((rc = publish_wait(st, err, errlen)))
+	if ((rc = stage_publish_wait(st, err, errlen)))
 		return rc;
 	copy_out(st, b8, count, k - 1, P, es, b);
 	return 0;
@@ -322,6 +320,8 @@ const struct hora_net_stage_ops stage_shm_ops = {
 	.allgather = allgather,
 	.allreduce = allreduce,
 	.gather = stage_shm_gather,
+	.window = stage_shm_window,
+	.allreduce_windows = stage_shm_allreduce_windows,
 	.interrupt = interrupt,
 	.destroy = stage_shm_destroy,
 };

@@ -28,6 +28,7 @@
 #define STAGE_SLOT_MAX (1ull << 30)
 #define STAGE_POLL_MS 100 /* a waiter looks at its peers this often */
 #define STAGE_CPU_WORDS 16 /* CPUs 0..1023 of each rank's affinity mask */
+#define STAGE_WIN_MAX 16 /* regions a rank offers a stage; a peer maps as many of each (stage_window.c) */
 
 /* The first line: written by local rank 0 before the fd leaves it, then
  * read-only (the attachers check it). */
@@ -75,6 +76,13 @@ _Static_assert(sizeof(struct stage_rank) == 4 * STAGE_LINE, "four lines per rank
 _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2 && ATOMIC_INT_LOCK_FREE == 2,
 	       "atomics in a shared mapping must be lock-free (address-free)");
 
+/* a peer's region mapped here */
+struct stage_peer_region {
+	uint32_t id;
+	size_t bytes;
+	uint8_t *base;
+};
+
 struct stage_shm {
 	struct hora_net_stage pub; /* first: the stage's ops see this */
 	struct stage_ctl *ctl;
@@ -91,6 +99,12 @@ struct stage_shm {
 	_Atomic int interrupted;
 	int broken;        /* an op failed: every later one fails with it */
 	int waiting;       /* published st->step, not yet past it */
+	/* single-copy (stage_window.c), the ops' thread: the regions we passed
+	 * to every peer, and the peers' we mapped (nlocal x STAGE_WIN_MAX) */
+	uint32_t offered[STAGE_WIN_MAX];
+	int noffered;
+	struct stage_peer_region *preg;
+	int *npreg;
 	char broken_err[256];
 };
 
@@ -150,6 +164,22 @@ size_t stage_shm_small_max(const struct stage_shm *st);
 #else
 #define STAGE_RELAX() atomic_signal_fence(memory_order_seq_cst)
 #endif
+
+/* stage_shm.c: publish our next step and wait for everyone's (a failure breaks the stage) */
+int stage_publish_wait(struct stage_shm *st, char *err, size_t errlen);
+/* stage_shm.c: out = src[0] op ... op src[n-1] over m elements, in blocks
+ * that stay in L1; div > 1: divided by div; copy (optional) gets out too */
+void stage_fold(uint8_t *out, uint8_t *copy, const uint8_t *const *src, int n, size_t m, size_t es,
+		enum hora_net_dtype t, enum hora_net_op op, int div);
+#define STAGE_FOLD_BLOCK_BYTES (8u << 10)
+
+/* stage_window.c: the single-copy ops (stage.h window, allreduce_windows),
+ * and freeing what they mapped (destroy) */
+int stage_shm_window(struct hora_net_stage *s, struct hora_net_shm_regions *regs, const void *buf, size_t bytes,
+		     uint8_t *desc, char *err, size_t errlen);
+int stage_shm_allreduce_windows(struct hora_net_stage *s, const uint8_t *const *desc, void *buf, size_t count,
+				enum hora_net_dtype t, enum hora_net_op op, char *err, size_t errlen);
+void stage_windows_free(struct stage_shm *st);
 
 /* stage_shm.c: the ops */
 extern const struct hora_net_stage_ops stage_shm_ops;

@@ -12,10 +12,9 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-int hora_net_shm_fd_send(int sock, int fd, char *err, size_t errlen)
+int hora_net_shm_fd_send_data(int sock, int fd, const void *data, size_t len, char *err, size_t errlen)
 {
-	char byte = 'H';
-	struct iovec v = {.iov_base = &byte, .iov_len = 1};
+	struct iovec v = {.iov_base = (void *)data, .iov_len = len};
 	union {
 		struct cmsghdr h;
 		char buf[CMSG_SPACE(sizeof(int))];
@@ -32,7 +31,7 @@ int hora_net_shm_fd_send(int sock, int fd, char *err, size_t errlen)
 	do
 		k = sendmsg(sock, &m, MSG_NOSIGNAL);
 	while (k < 0 && errno == EINTR);
-	if (k != 1) {
+	if (k != (ssize_t)len) {
 		int e = k < 0 ? errno : EIO;
 		shm_errf(err, errlen, "shm: passing the channel's fd over socket %d: %s", sock, strerror(e));
 		return -e;
@@ -40,10 +39,34 @@ int hora_net_shm_fd_send(int sock, int fd, char *err, size_t errlen)
 	return 0;
 }
 
-int hora_net_shm_fd_recv(int sock, int timeout_ms, int *fd, char *err, size_t errlen)
+int hora_net_shm_fd_send(int sock, int fd, char *err, size_t errlen)
 {
-	char byte;
-	struct iovec v = {.iov_base = &byte, .iov_len = 1};
+	const char byte = 'H';
+	return hora_net_shm_fd_send_data(sock, fd, &byte, 1, err, errlen);
+}
+
+/* the rest of a message whose first bytes came with its fd (a stream
+ * socket may split it; the sender wrote it in one go, so it is there) */
+static int recv_rest(int sock, uint8_t *p, size_t left, char *err, size_t errlen)
+{
+	while (left) {
+		ssize_t k = recv(sock, p, left, MSG_DONTWAIT);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0) {
+			shm_errf(err, errlen, "shm: a message with an fd on socket %d was cut short", sock);
+			return -EPROTO;
+		}
+		p += k;
+		left -= (size_t)k;
+	}
+	return 0;
+}
+
+int hora_net_shm_fd_recv_data(int sock, int timeout_ms, int *fd, void *data, size_t len, char *err,
+			      size_t errlen)
+{
+	struct iovec v = {.iov_base = data, .iov_len = len};
 	union {
 		struct cmsghdr h;
 		char buf[CMSG_SPACE(sizeof(int))];
@@ -87,5 +110,16 @@ int hora_net_shm_fd_recv(int sock, int timeout_ms, int *fd, char *err, size_t er
 		return -EPROTO;
 	}
 	memcpy(fd, CMSG_DATA(cm), sizeof(int));
-	return 0;
+	int rc = recv_rest(sock, (uint8_t *)data + k, len - (size_t)k, err, errlen);
+	if (rc) {
+		close(*fd);
+		*fd = -1;
+	}
+	return rc;
+}
+
+int hora_net_shm_fd_recv(int sock, int timeout_ms, int *fd, char *err, size_t errlen)
+{
+	char byte;
+	return hora_net_shm_fd_recv_data(sock, timeout_ms, fd, &byte, 1, err, errlen);
 }

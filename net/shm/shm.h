@@ -91,6 +91,42 @@ int hora_net_shm_fd_send(int sock, int fd, char *err, size_t errlen);
  * forever), close-on-exec; the caller closes *fd. -EPROTO: a message
  * without an fd; -ECONNRESET: the socket closed; -ETIMEDOUT. */
 int hora_net_shm_fd_recv(int sock, int timeout_ms, int *fd, char *err, size_t errlen);
+/* The same with len bytes of data (at least 1) beside the fd, received
+ * whole into data (len the same on both sides). */
+int hora_net_shm_fd_send_data(int sock, int fd, const void *data, size_t len, char *err, size_t errlen);
+int hora_net_shm_fd_recv_data(int sock, int timeout_ms, int *fd, void *data, size_t len, char *err,
+			      size_t errlen);
+
+/* ---- regions (region.c): memory of this process that local peers can map ----
+ *
+ * A set of regions, each a sealed, nameless memfd mapped here (whole
+ * pages, MADV_DONTFORK). The set is thread-safe (one mutex); regions
+ * still allocated at destroy are freed. A region's id is > 0 and unique in
+ * its set. A peer maps a region from a dup of its fd
+ * (hora_net_shm_region_map_peer), passed over an authenticated socket. */
+struct hora_net_shm_regions;
+struct hora_net_shm_region_ref {
+	uint32_t id;  /* > 0 */
+	size_t bytes; /* the region's mapped size */
+	size_t off;   /* where the buffer asked about starts in it */
+};
+int hora_net_shm_regions_create(struct hora_net_shm_regions **out);
+void hora_net_shm_regions_destroy(struct hora_net_shm_regions *s);
+/* A region of at least bytes, zeroed; *out its start (page-aligned). */
+int hora_net_shm_region_alloc(struct hora_net_shm_regions *s, size_t bytes, void **out, char *err,
+			      size_t errlen);
+/* Unmap and close the region starting at p; -ENOENT when none does. Peers'
+ * mappings keep its pages until they unmap them. */
+int hora_net_shm_region_free(struct hora_net_shm_regions *s, void *p);
+/* 1 with *ref when [p, p + len) lies in one region, else 0. */
+int hora_net_shm_region_find(struct hora_net_shm_regions *s, const void *p, size_t len,
+			     struct hora_net_shm_region_ref *ref);
+/* A close-on-exec dup of region id's fd (the caller closes it), or -errno
+ * (-ENOENT: no such region, it was freed). */
+int hora_net_shm_region_dup_fd(struct hora_net_shm_regions *s, uint32_t id);
+/* Map a peer's region from its fd (borrowed), read-write: NULL (err says
+ * why) unless its size is sealed and is exactly bytes. Unmap with munmap. */
+uint8_t *hora_net_shm_region_map_peer(int fd, size_t bytes, char *err, size_t errlen);
 
 /* Send len bytes (any length) as one message; waits for room until
  * deadline_ns. A send that fails midway (-ETIMEDOUT, -EPIPE, -ECANCELED)

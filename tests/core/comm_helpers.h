@@ -7,6 +7,7 @@
 #include "net/util/clock.h"
 #include "init.h"
 #include "comm.h"
+#include "net/coll/coll.h"
 #include "../helpers.h"
 
 #include <errno.h>
@@ -60,6 +61,7 @@ struct tc_train_rank {
 	const struct hora_train_config *cfg;
 	struct hora_train_result res;
 	char err[1024];
+	uint64_t single_copy; /* allreduces that took the single-copy path */
 };
 
 static inline void *tc_train_run(void *p)
@@ -71,6 +73,7 @@ static inline void *tc_train_run(void *p)
 	if ((x->rc = hora_comm_create(&cc, &c, x->err, sizeof(x->err))))
 		return NULL;
 	x->rc = hora_train_run_comm(c, x->cfg, &x->res, x->err, sizeof(x->err));
+	x->single_copy = hora_net_comm_single_copy_calls(hora_comm_net(c));
 	hora_comm_destroy(c);
 	return NULL;
 }

@@ -11,6 +11,7 @@
 #include "env.h"
 #include "init.h"
 #include "net/util/clock.h"
+#include "net/coll/coll.h"
 
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -499,6 +500,63 @@ Test(comm, local_rank_and_size_count_the_ranks_of_one_host, .timeout = 60)
 	}
 	cr_assert_eq(hora_local_rank(NULL), 0);
 	cr_assert_eq(hora_local_size(NULL), 1);
+}
+
+/* ---- hora_comm_mem_alloc: the single-copy path of one host ---------------------- */
+
+#define MC 100003 /* elements: above the latency path */
+/* three in-place allreduces of hora_comm_mem_alloc'd buffers (arg set:
+ * rank 1's is malloc'd, so every rank runs the copying stage), each result
+ * checked; ok when every call took the path it should */
+static void mem_fn(struct rank_ctx *x)
+{
+	const int n = x->n, me = x->rank, plain = x->arg && me == 1;
+	float *b = plain ? malloc(MC * sizeof(float)) : hora_comm_mem_alloc(x->c, MC * sizeof(float));
+	if (!b) {
+		snprintf(x->err, sizeof(x->err), "no memory");
+		return;
+	}
+	const uint64_t before = hora_net_comm_single_copy_calls(hora_comm_net(x->c));
+	x->ok = 1;
+	for (int k = 0; k < 3 && x->ok; k++) {
+		for (size_t i = 0; i < MC; i++)
+			b[i] = (float)(contrib(me, i + (size_t)k) * (k + 1));
+		if ((x->rc = hora_allreduce(x->c, b, b, MC, HORA_F32, HORA_SUM))) {
+			snprintf(x->err, sizeof(x->err), "%s", hora_comm_last_error(x->c));
+			x->ok = 0;
+		}
+		for (size_t i = 0; i < MC && x->ok; i++) {
+			float want = 0;
+			for (int r = 0; r < n; r++)
+				want += (float)(contrib(r, i + (size_t)k) * (k + 1));
+			if (b[i] != want) {
+				snprintf(x->err, sizeof(x->err), "call %d: [%zu] = %g, want %g", k, i, (double)b[i],
+					 (double)want);
+				x->ok = 0;
+			}
+		}
+	}
+	const uint64_t took = hora_net_comm_single_copy_calls(hora_comm_net(x->c)) - before;
+	if (x->ok && took != (x->arg ? 0u : 3u)) {
+		snprintf(x->err, sizeof(x->err), "%llu calls took the single-copy path", (unsigned long long)took);
+		x->ok = 0;
+	}
+	if (plain)
+		free(b);
+	else
+		hora_comm_mem_free(x->c, b);
+}
+
+Test(comm, mem_alloc_buffers_are_averaged_where_they_lie_on_one_host, .timeout = 60)
+{
+	struct rank_ctx rk[MAXR];
+	static const int mixed = 1;
+	for (int n = 2; n <= 3; n++)
+		for (int m = 0; m < 2; m++) {
+			run_ranks(n, mem_fn, m ? &mixed : NULL, rk);
+			for (int r = 0; r < n; r++)
+				cr_assert(rk[r].ok, "N=%d %s rank %d: %s", n, m ? "mixed" : "all shared", r, rk[r].err);
+		}
 }
 
 /* ---- the async forms of broadcast, allgather, reduce-scatter, barrier ------------ */

@@ -1,0 +1,311 @@
+/* test_stage_window.c - the stage's single-copy allreduce
+ * (net/coll/stage_window.c) in 2 to 8 real processes: each rank's buffer
+ * lies in a region of its own (net/shm/region.c, at an offset that differs
+ * by rank), passed to the peers over the socketpairs at first use; every
+ * dtype x op x count checked against the closed-form value and the same
+ * bits on every rank; random data giving the same bits as the copying
+ * allreduce; several regions per rank, used in turn; a buffer in no region
+ * and a rank past the region limit give no descriptor; a forged descriptor
+ * (an offset outside the region) fails every rank naming the forger; a rank
+ * killed mid-call fails the others naming it, nothing left in /dev/shm. The
+ * call is what local.c does: window, a gather of the descriptors (the
+ * entry barrier), allreduce_windows. No timing is asserted. */
+#include "stage_helpers.h"
+#include "net/shm/shm.h"
+#include "net/util/clock.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+
+#define DESC HORA_NET_STAGE_DESC_BYTES
+
+/* one call as local.c makes it; -ENOENT when some rank named no window */
+static int win_call(struct hora_net_stage *s, struct hora_net_shm_regions *regs, void *buf, size_t count,
+		    enum hora_net_dtype t, enum hora_net_op op, char *err, size_t errlen)
+{
+	static const uint8_t none[DESC];
+	uint8_t d[DESC];
+	const void *all[MAXN];
+	const uint8_t *dp[MAXN];
+	int rc = s->ops->window(s, regs, buf, count * hora_net_dtype_size(t), d, err, errlen);
+	if (!rc)
+		rc = s->ops->gather(s, d, DESC, all, err, errlen);
+	if (rc)
+		return rc;
+	bool every = true;
+	for (int l = 0; l < s->nlocal; l++) {
+		dp[l] = all[l];
+		every = every && memcmp(dp[l], none, DESC);
+	}
+	if (!every) {
+		snprintf(err, errlen, "a rank named no window");
+		return -ENOENT;
+	}
+	return s->ops->allreduce_windows(s, dp, buf, count, t, op, err, errlen);
+}
+
+static void *region(struct hora_net_shm_regions *regs, size_t bytes)
+{
+	void *p = NULL;
+	char e[200];
+	return hora_net_shm_region_alloc(regs, bytes, &p, e, sizeof(e)) ? NULL : p;
+}
+
+/* every dtype x op x count, the buffer 8 x r + 8 bytes into the region */
+static void matrix_rank(struct hora_net_stage *s, int r, int n, void *arg, struct result *res)
+{
+	(void)arg;
+	struct hora_net_shm_regions *regs;
+	uint8_t *base;
+	if (hora_net_shm_regions_create(&regs) || !(base = region(regs, BIG_BYTES + 128))) {
+		res->rc = -ENOMEM;
+		return;
+	}
+	void *buf = base + 8 * (size_t)r + 8;
+	size_t c[8];
+	res->hash = 0xcbf29ce484222325ull;
+	for (int t = 0; t < HORA_NET_DTYPES; t++)
+		for (int op = 0; op < HORA_NET_OPS; op++) {
+			size_t nc = counts(n, (enum hora_net_dtype)t, c);
+			for (size_t k = 0; k < nc; k++) {
+				if (k == nc - 1 && op != HORA_NET_SUM && t != HORA_NET_F32)
+					continue;
+				fill(buf, c[k], t, r, op);
+				if ((res->rc = win_call(s, regs, buf, c[k], t, op, res->err, sizeof(res->err))))
+					goto out;
+				for (size_t i = 0; i < c[k]; i++)
+					if (hora_net_value_get(buf, i, t) != expected(n, i, op, t)) {
+						if (!res->bad)
+							snprintf(res->err, sizeof(res->err), "%s %s count %zu: [%zu] = %g, want %g",
+								 hora_net_dtype_name(t), hora_net_op_name(op), c[k], i,
+								 hora_net_value_get(buf, i, t), expected(n, i, op, t));
+						res->bad++;
+					}
+				res->hash = hash_bytes(res->hash, buf, c[k] * hora_net_dtype_size(t));
+			}
+		}
+out:
+	hora_net_shm_regions_destroy(regs);
+}
+
+static void matrix(int n)
+{
+	struct result res[MAXN];
+	struct opts o = {.slot_bytes = SLOT, .spin_us = 20, .timeout_ms = 20000};
+	run_ranks(n, &o, matrix_rank, NULL, res);
+	check_all(n, res);
+}
+
+Test(net_stage_window, allreduce_matrix_2_3_4, .timeout = 120)
+{
+	for (int n = 2; n <= 4; n++)
+		matrix(n);
+}
+
+Test(net_stage_window, allreduce_matrix_8, .timeout = 180)
+{
+	matrix(8);
+}
+
+/* random data: the single-copy result has the copying allreduce's bits */
+static void same_bits_rank(struct hora_net_stage *s, int r, int n, void *arg, struct result *res)
+{
+	(void)n;
+	(void)arg;
+	static const enum hora_net_dtype ts[] = {HORA_NET_F32, HORA_NET_F64, HORA_NET_F16, HORA_NET_BF16};
+	static const enum hora_net_op ops[] = {HORA_NET_SUM, HORA_NET_AVG, HORA_NET_PROD};
+	const size_t count = 200003;
+	struct hora_net_shm_regions *regs;
+	uint8_t *buf, *ref = malloc(count * 8);
+	if (hora_net_shm_regions_create(&regs) || !(buf = region(regs, count * 8)) || !ref) {
+		res->rc = -ENOMEM;
+		free(ref);
+		return;
+	}
+	for (size_t a = 0; a < 4 && !res->rc; a++)
+		for (size_t o = 0; o < 3 && !res->rc; o++) {
+			const size_t bytes = count * hora_net_dtype_size(ts[a]);
+			random_fill(ref, count, ts[a], r);
+			res->rc = s->ops->allreduce(s, ref, ref, count, ts[a], ops[o], res->err, sizeof(res->err));
+			random_fill(buf, count, ts[a], r);
+			if (!res->rc)
+				res->rc = win_call(s, regs, buf, count, ts[a], ops[o], res->err, sizeof(res->err));
+			if (!res->rc && memcmp(buf, ref, bytes)) {
+				snprintf(res->err, sizeof(res->err), "%s %s: single copy and copying differ",
+					 hora_net_dtype_name(ts[a]), hora_net_op_name(ops[o]));
+				res->bad++;
+			}
+			res->hash = hash_bytes(res->hash, buf, bytes);
+		}
+	hora_net_shm_regions_destroy(regs);
+	free(ref);
+}
+
+Test(net_stage_window, the_same_bits_as_the_copying_allreduce, .timeout = 120)
+{
+	struct result res[MAXN];
+	struct opts o = {.slot_bytes = SLOT, .spin_us = 20, .timeout_ms = 20000};
+	for (int n = 2; n <= 5; n += 3) {
+		run_ranks(n, &o, same_bits_rank, NULL, res);
+		check_all(n, res);
+	}
+}
+
+/* regions used in turn, A B A C B: each passed once, mapped once; then a
+ * buffer in no region and (past STAGE_WIN_MAX regions) a region too many
+ * give no descriptor */
+static void regions_rank(struct hora_net_stage *s, int r, int n, void *arg, struct result *res)
+{
+	(void)arg;
+	struct hora_net_shm_regions *regs;
+	float *g[STAGE_WIN_MAX + 1];
+	const size_t count = 5000;
+	if (hora_net_shm_regions_create(&regs)) {
+		res->rc = -ENOMEM;
+		return;
+	}
+	for (int i = 0; i <= STAGE_WIN_MAX; i++)
+		if (!(g[i] = region(regs, count * sizeof(float)))) {
+			res->rc = -ENOMEM;
+			goto out;
+		}
+	static const int order[] = {0, 1, 0, 2, 1};
+	for (size_t k = 0; k < 5 && !res->rc; k++) {
+		float *b = g[order[k]];
+		fill(b, count, HORA_NET_F32, r, HORA_NET_SUM);
+		res->rc = win_call(s, regs, b, count, HORA_NET_F32, HORA_NET_SUM, res->err, sizeof(res->err));
+		for (size_t i = 0; i < count && !res->rc; i++)
+			if (b[i] != (float)expected(n, i, HORA_NET_SUM, HORA_NET_F32) && !res->bad++)
+				snprintf(res->err, sizeof(res->err), "call %zu: [%zu] = %g", k, i, (double)b[i]);
+	}
+	uint8_t d[DESC], zero[DESC] = {0};
+	float plain[16];
+	if (!res->rc && ((res->rc = s->ops->window(s, regs, plain, sizeof(plain), d, res->err, sizeof(res->err))) ||
+			 memcmp(d, zero, DESC)) && !res->bad++)
+		snprintf(res->err, sizeof(res->err), "a buffer in no region got a descriptor");
+	/* regions 3.. STAGE_WIN_MAX - 1 are passed (each call passes at most one) */
+	for (int i = 3; i < STAGE_WIN_MAX && !res->rc; i++)
+		if ((res->rc = s->ops->window(s, regs, g[i], 64, d, res->err, sizeof(res->err))) || !memcmp(d, zero, DESC))
+			res->bad += !res->rc, snprintf(res->err, sizeof(res->err), "region %d got no descriptor", i);
+	if (!res->rc && ((res->rc = s->ops->window(s, regs, g[STAGE_WIN_MAX], 64, d, res->err, sizeof(res->err))) ||
+			 memcmp(d, zero, DESC)) && !res->bad++)
+		snprintf(res->err, sizeof(res->err), "region %d, past the limit, got a descriptor", STAGE_WIN_MAX);
+	/* a plain allreduce after all that still works */
+	float one[4] = {1, 1, 1, 1};
+	if (!res->rc)
+		res->rc = s->ops->allreduce(s, one, one, 4, HORA_NET_F32, HORA_NET_SUM, res->err, sizeof(res->err));
+	if (!res->rc && one[3] != (float)n && !res->bad++)
+		snprintf(res->err, sizeof(res->err), "the plain allreduce gave %g", (double)one[3]);
+out:
+	hora_net_shm_regions_destroy(regs);
+}
+
+Test(net_stage_window, regions_in_turn_and_the_limits, .timeout = 60)
+{
+	struct result res[MAXN];
+	struct opts o = {.slot_bytes = SLOT, .spin_us = 20, .timeout_ms = 20000};
+	run_ranks(3, &o, regions_rank, NULL, res);
+	for (int r = 0; r < 3; r++) {
+		cr_assert_eq(res[r].rc, 0, "rank %d: rc %d: %s", r, res[r].rc, res[r].err);
+		cr_assert_eq(res[r].bad, 0, "rank %d: %s", r, res[r].err);
+	}
+}
+
+/* rank 2 forges its descriptor: an offset past its region's end */
+static void forged_rank(struct hora_net_stage *s, int r, int n, void *arg, struct result *res)
+{
+	(void)n;
+	(void)arg;
+	struct hora_net_shm_regions *regs;
+	float *b;
+	if (hora_net_shm_regions_create(&regs) || !(b = region(regs, 4096))) {
+		res->rc = -ENOMEM;
+		return;
+	}
+	uint8_t d[DESC];
+	const void *all[MAXN];
+	const uint8_t *dp[MAXN];
+	res->rc = s->ops->window(s, regs, b, 1000 * sizeof(float), d, res->err, sizeof(res->err));
+	if (r == 2)
+		memset(d + 8, 0x7f, 8); /* the offset */
+	if (!res->rc)
+		res->rc = s->ops->gather(s, d, DESC, all, res->err, sizeof(res->err));
+	for (int l = 0; l < s->nlocal && !res->rc; l++)
+		dp[l] = all[l];
+	if (!res->rc)
+		res->rc = s->ops->allreduce_windows(s, dp, b, 1000, HORA_NET_F32, HORA_NET_SUM, res->err,
+						    sizeof(res->err));
+	hora_net_shm_regions_destroy(regs);
+}
+
+Test(net_stage_window, a_forged_descriptor_fails_every_rank_naming_the_forger, .timeout = 60)
+{
+	struct result res[MAXN];
+	struct opts o = {.slot_bytes = SLOT, .spin_us = 20, .timeout_ms = 20000};
+	run_ranks(3, &o, forged_rank, NULL, res);
+	for (int r = 0; r < 3; r++) {
+		cr_assert_neq(res[r].rc, 0, "rank %d succeeded", r);
+		cr_log_info("rank %d: %d: %s", r, res[r].rc, res[r].err);
+		if (r != 2) { /* the forger maps nothing of its own: it fails when the others break */
+			cr_assert_eq(res[r].rc, -EPROTO, "rank %d: rc %d: %s", r, res[r].rc, res[r].err);
+			cr_assert(strstr(res[r].err, "local rank 2") && strstr(res[r].err, "outside its region"),
+				  "rank %d: %s", r, res[r].err);
+		}
+	}
+}
+
+static void *suicide(void *arg)
+{
+	usleep((useconds_t)(intptr_t)arg * 1000);
+	kill(getpid(), SIGKILL);
+	return NULL;
+}
+
+/* rank 1 dies by SIGKILL in the middle of its calls; the others call until they fail */
+static void killed_rank(struct hora_net_stage *s, int r, int n, void *arg, struct result *res)
+{
+	(void)n;
+	(void)arg;
+	const size_t count = (8u << 20) / 4;
+	struct hora_net_shm_regions *regs;
+	float *buf;
+	if (hora_net_shm_regions_create(&regs) || !(buf = region(regs, count * 4))) {
+		res->rc = -ENOMEM;
+		return;
+	}
+	pthread_t th;
+	if (r == 1)
+		pthread_create(&th, NULL, suicide, (void *)(intptr_t)30);
+	for (int i = 0; i < 100000; i++) {
+		int64_t t0 = hora_clock_ns();
+		res->rc = win_call(s, regs, buf, count, HORA_NET_F32, HORA_NET_SUM, res->err, sizeof(res->err));
+		if (res->rc) {
+			res->fail_ms = (double)(hora_clock_ns() - t0) / 1e6;
+			break;
+		}
+	}
+	hora_net_shm_regions_destroy(regs);
+}
+
+Test(net_stage_window, a_killed_rank_fails_the_others_naming_it, .timeout = 60)
+{
+	char *before = th_dev_shm();
+	struct result res[MAXN];
+	struct opts o = {.slot_bytes = SLOT, .spin_us = 20, .timeout_ms = 20000};
+	const int n = 4;
+	run_ranks(n, &o, killed_rank, NULL, res);
+	cr_assert_eq(res[1].rc, -1000, "rank 1 was to die, it said %d: %s", res[1].rc, res[1].err);
+	for (int r = 0; r < n; r++) {
+		if (r == 1)
+			continue;
+		cr_assert_eq(res[r].rc, -ECONNRESET, "rank %d: rc %d: %s", r, res[r].rc, res[r].err);
+		cr_assert(strstr(res[r].err, "local rank 1 (pid "), "rank %d: %s", r, res[r].err);
+		cr_assert_eq(res[r].culprit, 1, "rank %d blames local rank %d", r, res[r].culprit);
+		cr_log_info("rank %d failed after %.0f ms: %s", r, res[r].fail_ms, res[r].err);
+	}
+	char *after = th_dev_shm(), name[256];
+	cr_expect(!th_dev_shm_new(before, after, name, sizeof(name)), "/dev/shm/%s appeared", name);
+	free(before);
+	free(after);
+}
