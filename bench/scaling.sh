@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scaling.sh [--batch 32] [--epochs 6] [--reps 3] [--data data/mnist] [--skip-lo]
 #            [--skip-netns] [--set K=V]... [--shm auto|off] [--hier auto|on|off]
-#            [--compare-shm] [--lo-off] [--netns-layout HxW] [--compare-hier] - training
+#            [--compare-shm] [--lo-off] [--compare-single-copy] [--each-cpu]
+#            [--netns-layout HxW] [--compare-hier] - training
 # throughput of the distributed job (hora launch, the MNIST MLP on --data):
 #   lo:    1 worker vs 2 workers on one host, each bound to its own core
 #          (cluster.bind: core), the same per-worker batch:
@@ -12,7 +13,12 @@
 #          (each trains alone on its shard): samples/s(2, off) / (2 x
 #          samples/s(1)) is what two workers side by side reach with no
 #          averaging at all, the ceiling of any averaging on this host, and
-#          samples/s(2) / samples/s(2, off) what the averaging costs
+#          samples/s(2) / samples/s(2, off) what the averaging costs;
+#          --compare-single-copy: the 2 workers with train.fusion.single_copy
+#          false as well (the gradients in ordinary memory: the copying
+#          stage instead of the single-copy one);
+#          --each-cpu: 1 worker on the second CPU as well (under taskset):
+#          2 synchronous workers step at the slower CPU's pace
 #   netns: H namespace hosts with W workers each (--netns-layout HxW,
 #          default 4x1; 2x2 for issue 15) shaped to 1 Gbit/s
 #          (deploy/netns-cluster.sh), gradient averaging on vs off
@@ -33,6 +39,7 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BATCH=32 EPOCHS=6 REPS=3 NETNS=1 LO=1 DATA=data/mnist SETS=() CMP_SHM=0 CMP_HIER=0 LAYOUT=4x1 LO_OFF=0
+CMP_SC=0 EACH_CPU=0 PREFIX=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --batch) BATCH="$2"; shift 2 ;;
@@ -47,6 +54,8 @@ while [[ $# -gt 0 ]]; do
     --compare-shm) CMP_SHM=1; shift ;;
     --lo-off) LO_OFF=1; shift ;;
     --compare-hier) CMP_HIER=1; shift ;;
+    --compare-single-copy) CMP_SC=1; shift ;;
+    --each-cpu) EACH_CPU=1; shift ;;
     --netns-layout) LAYOUT="$2"; shift 2 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
@@ -106,7 +115,7 @@ EOF
 # samples/s of one launch: median over epochs 2..E
 run() { # file extra-args...
   local f="$1"; shift
-  "$HORA" launch "$f" --set "train.metrics=$TMP/m.jsonl" "${SETS[@]}" "$@" >"$TMP/out" 2>&1 ||
+  "${PREFIX[@]}" "$HORA" launch "$f" --set "train.metrics=$TMP/m.jsonl" "${SETS[@]}" "$@" >"$TMP/out" 2>&1 ||
     { cat "$TMP/out" >&2; return 1; }
   python3 -c "
 import json, statistics as st
@@ -126,13 +135,16 @@ print(f'efficiency {sys.argv[1]}, per repetition: ' + ' '.join(f'{x:.3f}' for x 
 
 if [[ $LO == 1 ]]; then
   local_file 1; local_file 2
-  one=() two=() twooff=() nocomm=()
+  one=() two=() twooff=() nocomm=() twocopy=() onecpu1=()
+  CPU_LAST=$(python3 -c "import os; print(max(os.sched_getaffinity(0)))")
   two_sets=() two_label="" # --compare-shm: the 2 workers' runs name the setting they compare
   (( CMP_SHM )) && two_sets=(--set transport.shm=auto) two_label=", transport.shm=auto"
   for r in $(seq "$REPS"); do
     one+=("$(run "$TMP/lo1.yaml")"); two+=("$(run "$TMP/lo2.yaml" "${two_sets[@]}")")
     (( CMP_SHM )) && twooff+=("$(run "$TMP/lo2.yaml" --set transport.shm=off)")
     (( LO_OFF )) && nocomm+=("$(run "$TMP/lo2.yaml" --set train.communication=false)")
+    (( CMP_SC )) && twocopy+=("$(run "$TMP/lo2.yaml" "${two_sets[@]}" --set train.fusion.single_copy=false)")
+    if (( EACH_CPU )); then PREFIX=(taskset -c "$CPU_LAST"); onecpu1+=("$(run "$TMP/lo1.yaml")"); PREFIX=(); fi
   done
   m1=$(med "${one[@]}") m2=$(med "${two[@]}")
   echo "# lo, $DATA, batch $BATCH per worker, $EPOCHS epochs, $REPS interleaved reps, median samples/s ${SETS[*]}"
@@ -153,6 +165,18 @@ if [[ $LO == 1 ]]; then
     python3 -c "print(f'efficiency 2 workers with no averaging (the ceiling on this host): {$m2n / (2 * $m1):.3f}')"
     paired "2 workers with no averaging" "${one[*]}" "${nocomm[*]}"
     python3 -c "print(f'2 workers averaging / not averaging$two_label: {$m2 / $m2n:.3f}')"
+  fi
+  if (( CMP_SC )); then
+    m2c=$(med "${twocopy[@]}")
+    echo "2 workers (CPU 0, 1)$two_label, train.fusion.single_copy=false: $m2c   runs: ${twocopy[*]}"
+    python3 -c "print(f'efficiency 2 workers, single_copy=false: {$m2c / (2 * $m1):.3f}')"
+    paired "2 workers, single_copy=false" "${one[*]}" "${twocopy[*]}"
+    python3 -c "print(f'single copy / copying: {$m2 / $m2c:.3f}')"
+  fi
+  if (( EACH_CPU )); then
+    m1c=$(med "${onecpu1[@]}")
+    echo "1 worker (CPU $CPU_LAST): $m1c   runs: ${onecpu1[*]}"
+    python3 -c "print(f'CPU $CPU_LAST / CPU 0, 1 worker: {$m1c / $m1:.3f} (2 synchronous workers step at the slower one\'s pace: efficiency at most {min($m1c, $m1) / $m1:.3f} with no averaging cost)')"
   fi
 fi
 

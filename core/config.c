@@ -52,10 +52,9 @@ void hora_train_config_defaults(struct hora_train_config *c)
 	};
 	c->blas_threads = 1;
 	c->progress = -1;
-	c->fusion = (struct hora_fusion_config){.threshold_bytes = 1 << 20, .cycle_time_ms = 0};
+	c->fusion = (struct hora_fusion_config){.threshold_bytes = 1 << 20, .cycle_time_ms = 0, .single_copy = 1};
 	c->stall_warning_s = 60;
 	c->communication = 1;
-	c->single_copy = 1;
 	c->elastic = (struct hora_elastic_config){.min_workers = 1, .commit_steps = 20, .wait_s = 600,
 						  .restart_limit = 3};
 	c->gossip = (struct hora_gossip_config){.topology = HORA_GOSSIP_EXPONENTIAL, .period = 1,
@@ -353,7 +352,7 @@ static const struct hora_cfg_key train_keys[] = {
 	REAL("train.stall_warning_s", stall_warning_s, 0, HUGE_VAL, POS | DIST, "a positive number"),
 	REAL("train.stall_abort_s", stall_abort_s, 0, HUGE_VAL, DIST, "a non-negative number (0 = off)"),
 	BOOL("train.communication", communication, DIST),
-	BOOL("train.fusion.single_copy", single_copy, DIST),
+	BOOL("train.fusion.single_copy", fusion.single_copy, DIST),
 };
 #define NKEYS (sizeof(train_keys) / sizeof(train_keys[0]))
 

@@ -88,12 +88,14 @@ int hora_dist_optim_create(struct hora_comm *c, struct hora_optim *inner, size_t
 	if (ov->has_cycle_time)
 		d->fc.cycle_time_ms = ov->cycle_time_ms;
 	d->fc.compression = fusion ? fusion->compression : HORA_COMPRESSION_NONE;
+	d->fc.single_copy = fusion ? fusion->single_copy : 0;
 	if ((unsigned)d->fc.compression > HORA_COMPRESSION_BF16) {
 		free(d);
 		return -EINVAL;
 	}
 	const bool comp = d->fc.compression != HORA_COMPRESSION_NONE;
-	if (comp && !(d->comp = malloc((nparams ? nparams : 1) * sizeof(uint16_t)))) {
+	const size_t cb = (nparams ? nparams : 1) * sizeof(uint16_t);
+	if (comp && !(d->comp = d->fc.single_copy ? hora_comm_mem_alloc(c, cb) : malloc(cb))) {
 		free(d);
 		return -ENOMEM;
 	}
@@ -115,7 +117,10 @@ void hora_dist_optim_destroy(struct hora_dist_optim *d)
 	free(d->ev_time);
 	free(d->ev_off);
 	free(d->ev_cnt);
-	free(d->comp);
+	if (d->fc.single_copy)
+		hora_comm_mem_free(d->c, d->comp);
+	else
+		free(d->comp);
 	free(d);
 }
 

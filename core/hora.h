@@ -117,6 +117,12 @@ struct hora_fusion_config {
 	size_t threshold_bytes;
 	double cycle_time_ms;
 	enum hora_compression compression;
+	/* 1: the buffers averaged are hora_comm_mem_alloc's memory, so that
+	 * ranks of one host average them where they lie (single copy): the
+	 * trainer's gradients, the 16-bit copies of compression; 0 (a zeroed
+	 * struct): ordinary memory, the copying stage. The trainer's default
+	 * (train.fusion.single_copy) is 1. */
+	int single_copy;
 };
 
 
@@ -185,10 +191,6 @@ struct hora_train_config {
 	double stall_warning_s;             /* log the missing ranks after this long (60) */
 	double stall_abort_s;               /* stop the job after this long (0 = never) */
 	int communication;                  /* 0: no gradient averaging (scaling bench only) */
-	/* 1 (default): the gradients in hora_comm_mem_alloc's memory, so that
-	 * ranks of one host average them where they lie (single copy); 0:
-	 * ordinary memory (the copying stage). train.fusion.single_copy */
-	int single_copy;
 	struct hora_elastic_config elastic;
 	struct hora_gossip_config gossip;
 	/* test hook (HORA_TEST_SAMPLE_LOG, read by `hora worker`): each worker

@@ -290,7 +290,7 @@ static int set_up(struct run *r)
 		return rc;
 	/* the gradients in memory the ranks of a host average where it lies
 	 * (hora_comm_mem_alloc: the stage's single-copy path, no copy in or out) */
-	float *g = r->c && cfg->single_copy ? hora_comm_mem_alloc(r->c, r->tr.nparams * sizeof(float)) : NULL;
+	float *g = r->c && cfg->fusion.single_copy ? hora_comm_mem_alloc(r->c, r->tr.nparams * sizeof(float)) : NULL;
 	if (g) {
 		free(r->tr.grads);
 		r->tr.grads = g;

@@ -99,40 +99,45 @@ Test(dtrain, compressed_gradients_keep_replicas_identical_and_learn, .init = set
 }
 
 /* train.fusion.single_copy: the gradients in hora_comm_mem_alloc's memory
- * (the default) are averaged by the stage's single-copy path, else by the
- * copying one, with the same bits: replicas identical, and identical
- * across the two settings. A wide hidden layer: the gradient (106 KB) is
- * past the latency path. */
+ * (the default), and with compression their 16-bit copies, are averaged by
+ * the stage's single-copy path, else by the copying one, with the same
+ * bits: replicas identical, and identical across the two settings. A wide
+ * hidden layer: the gradient (106 KB) is past the latency path. */
 Test(dtrain, single_copy_gradients_train_the_same_bits, .init = setup, .fini = teardown, .timeout = 120)
 {
-	float *p[2];
-	size_t np = 0;
-	for (int sc = 1; sc >= 0; sc--) {
-		struct hora_train_config cfg;
-		base_cfg(&cfg);
-		cfg.hidden[0] = 2048;
-		cfg.epochs = 2;
-		cfg.single_copy = sc;
-		struct tc_train_rank rk[MAXR];
-		train_ranks(3, &cfg, rk);
-		for (int i = 0; i < 3; i++) {
-			cr_assert_eq(rk[i].rc, 0, "single_copy %d: rank %d: %s", sc, i, rk[i].err);
-			cr_assert(sc ? rk[i].single_copy >= 40 : rk[i].single_copy == 0, /* 20 steps an epoch */
-				  "single_copy %d: rank %d: %llu single-copy calls", sc, i,
-				  (unsigned long long)rk[i].single_copy);
+	for (int comp = 0; comp <= 2; comp += 2) { /* none, bf16 */
+		float *p[2];
+		size_t np = 0;
+		for (int sc = 1; sc >= 0; sc--) {
+			struct hora_train_config cfg;
+			base_cfg(&cfg);
+			cfg.hidden[0] = 2048;
+			cfg.epochs = 2;
+			cfg.fusion.single_copy = sc;
+			cfg.fusion.compression = comp;
+			struct tc_train_rank rk[MAXR];
+			train_ranks(3, &cfg, rk);
+			for (int i = 0; i < 3; i++) {
+				cr_assert_eq(rk[i].rc, 0, "compression %d single_copy %d: rank %d: %s", comp, sc, i,
+					     rk[i].err);
+				cr_assert(sc ? rk[i].single_copy >= 40 : rk[i].single_copy == 0, /* 20 steps an epoch */
+					  "compression %d single_copy %d: rank %d: %llu single-copy calls", comp, sc, i,
+					  (unsigned long long)rk[i].single_copy);
+			}
+			np = rk[0].res.nparams;
+			for (int i = 1; i < 3; i++)
+				cr_assert_eq(memcmp(rk[i].res.params, rk[0].res.params, np * sizeof(float)), 0,
+					     "compression %d single_copy %d: rank %d differs", comp, sc, i);
+			p[sc] = rk[0].res.params;
+			rk[0].res.params = NULL;
+			for (int i = 0; i < 3; i++)
+				hora_train_result_deinit(&rk[i].res);
 		}
-		np = rk[0].res.nparams;
-		for (int i = 1; i < 3; i++)
-			cr_assert_eq(memcmp(rk[i].res.params, rk[0].res.params, np * sizeof(float)), 0,
-				     "single_copy %d: rank %d differs", sc, i);
-		p[sc] = rk[0].res.params;
-		rk[0].res.params = NULL;
-		for (int i = 0; i < 3; i++)
-			hora_train_result_deinit(&rk[i].res);
+		cr_assert_eq(memcmp(p[0], p[1], np * sizeof(float)), 0,
+			     "compression %d: single copy and copying trained different bits", comp);
+		free(p[0]);
+		free(p[1]);
 	}
-	cr_assert_eq(memcmp(p[0], p[1], np * sizeof(float)), 0, "single copy and copying trained different bits");
-	free(p[0]);
-	free(p[1]);
 }
 
 /* The parameters after n workers with batch 10 at lr 0.1/n (x n, Horovod's
