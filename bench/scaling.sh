@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scaling.sh [--batch 32] [--epochs 6] [--reps 3] [--data data/mnist] [--skip-lo]
 #            [--skip-netns] [--set K=V]... [--shm auto|off] [--hier auto|on|off]
-#            [--compare-shm] [--lo-off] [--compare-single-copy] [--each-cpu]
+#            [--compare-shm] [--lo-off] [--compare-single-copy] [--each-cpu] [--also K=V]
 #            [--netns-layout HxW] [--compare-hier] - training
 # throughput of the distributed job (hora launch, the MNIST MLP on --data):
 #   lo:    1 worker vs 2 workers on one host, each bound to its own core
@@ -17,6 +17,8 @@
 #          --compare-single-copy: the 2 workers with train.fusion.single_copy
 #          false as well (the gradients in ordinary memory: the copying
 #          stage instead of the single-copy one);
+#          --also K=V: the 2 workers with --set K=V as well (e.g.
+#          train.balance=true), interleaved, an efficiency of their own;
 #          --each-cpu: 1 worker on the second CPU as well (under taskset):
 #          2 synchronous workers step at the slower CPU's pace
 #   netns: H namespace hosts with W workers each (--netns-layout HxW,
@@ -39,7 +41,7 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BATCH=32 EPOCHS=6 REPS=3 NETNS=1 LO=1 DATA=data/mnist SETS=() CMP_SHM=0 CMP_HIER=0 LAYOUT=4x1 LO_OFF=0
-CMP_SC=0 EACH_CPU=0 PREFIX=()
+CMP_SC=0 EACH_CPU=0 PREFIX=() ALSO=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --batch) BATCH="$2"; shift 2 ;;
@@ -56,6 +58,7 @@ while [[ $# -gt 0 ]]; do
     --compare-hier) CMP_HIER=1; shift ;;
     --compare-single-copy) CMP_SC=1; shift ;;
     --each-cpu) EACH_CPU=1; shift ;;
+    --also) ALSO="$2"; shift 2 ;;
     --netns-layout) LAYOUT="$2"; shift 2 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
@@ -135,7 +138,7 @@ print(f'efficiency {sys.argv[1]}, per repetition: ' + ' '.join(f'{x:.3f}' for x 
 
 if [[ $LO == 1 ]]; then
   local_file 1; local_file 2
-  one=() two=() twooff=() nocomm=() twocopy=() onecpu1=()
+  one=() two=() twooff=() nocomm=() twocopy=() onecpu1=() twoalso=()
   CPU_LAST=$(python3 -c "import os; print(max(os.sched_getaffinity(0)))")
   two_sets=() two_label="" # --compare-shm: the 2 workers' runs name the setting they compare
   (( CMP_SHM )) && two_sets=(--set transport.shm=auto) two_label=", transport.shm=auto"
@@ -143,6 +146,7 @@ if [[ $LO == 1 ]]; then
     one+=("$(run "$TMP/lo1.yaml")"); two+=("$(run "$TMP/lo2.yaml" "${two_sets[@]}")")
     (( CMP_SHM )) && twooff+=("$(run "$TMP/lo2.yaml" --set transport.shm=off)")
     (( LO_OFF )) && nocomm+=("$(run "$TMP/lo2.yaml" --set train.communication=false)")
+    [[ -n $ALSO ]] && twoalso+=("$(run "$TMP/lo2.yaml" "${two_sets[@]}" --set "$ALSO")")
     (( CMP_SC )) && twocopy+=("$(run "$TMP/lo2.yaml" "${two_sets[@]}" --set train.fusion.single_copy=false)")
     if (( EACH_CPU )); then PREFIX=(taskset -c "$CPU_LAST"); onecpu1+=("$(run "$TMP/lo1.yaml")"); PREFIX=(); fi
   done
@@ -172,6 +176,13 @@ if [[ $LO == 1 ]]; then
     python3 -c "print(f'efficiency 2 workers, single_copy=false: {$m2c / (2 * $m1):.3f}')"
     paired "2 workers, single_copy=false" "${one[*]}" "${twocopy[*]}"
     python3 -c "print(f'single copy / copying: {$m2 / $m2c:.3f}')"
+  fi
+  if [[ -n $ALSO ]]; then
+    m2a=$(med "${twoalso[@]}")
+    echo "2 workers (CPU 0, 1)$two_label, $ALSO: $m2a   runs: ${twoalso[*]}"
+    python3 -c "print(f'efficiency 2 workers, $ALSO: {$m2a / (2 * $m1):.3f}')"
+    paired "2 workers, $ALSO" "${one[*]}" "${twoalso[*]}"
+    python3 -c "print(f'$ALSO / without: {$m2a / $m2:.3f}')"
   fi
   if (( EACH_CPU )); then
     m1c=$(med "${onecpu1[@]}")

@@ -353,6 +353,7 @@ static const struct hora_cfg_key train_keys[] = {
 	REAL("train.stall_abort_s", stall_abort_s, 0, HUGE_VAL, DIST, "a non-negative number (0 = off)"),
 	BOOL("train.communication", communication, DIST),
 	BOOL("train.fusion.single_copy", fusion.single_copy, DIST),
+	BOOL("train.balance", balance, DIST),
 };
 #define NKEYS (sizeof(train_keys) / sizeof(train_keys[0]))
 

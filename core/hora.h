@@ -191,6 +191,11 @@ struct hora_train_config {
 	double stall_warning_s;             /* log the missing ranks after this long (60) */
 	double stall_abort_s;               /* stop the job after this long (0 = never) */
 	int communication;                  /* 0: no gradient averaging (scaling bench only) */
+	/* 1: the global batch split by the ranks' measured speeds (core/balance.c;
+	 * train.balance), so a synchronous step waits less for a slow rank;
+	 * runs are then not bit-reproducible (the split follows timing). 0
+	 * (default): even shares. */
+	int balance;
 	struct hora_elastic_config elastic;
 	struct hora_gossip_config gossip;
 	/* test hook (HORA_TEST_SAMPLE_LOG, read by `hora worker`): each worker

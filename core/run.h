@@ -34,6 +34,7 @@ struct run {
 	struct hora_trainer tr;
 	bool grads_shared; /* tr.grads is hora_comm_mem_alloc's (freed with it) */
 	struct hora_dist_optim *dopt; /* gradients averaged across ranks (NULL: not) */
+	struct hora_balance *bal;     /* train.balance: shares by speed (NULL: even) */
 	struct hora_gossip *gossip;   /* train.sync: gossip: parameters averaged with neighbours */
 	struct hora_gasync *gasync;   /* and train.gossip.mode: async (gossip_async.c) */
 	struct hora_timeline *tl;

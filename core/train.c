@@ -15,6 +15,7 @@
 #include "checkpoint.h"
 #include "comm.h"
 #include "distopt.h"
+#include "balance.h"
 #include "gossip.h"
 #include "hora.h"
 #include "log.h"
@@ -212,7 +213,7 @@ static int resume(struct hora_comm *c, const struct hora_train_config *cfg, stru
 enum { JOB_SEED, JOB_EPOCHS, JOB_BATCH, JOB_TRAIN_N, JOB_TEST_N, JOB_INPUTS, JOB_CLASSES, JOB_PARAMS,
        JOB_COMM, JOB_FUSION, JOB_CYCLE_US, JOB_COMPRESSION, JOB_TIMELINE, JOB_CKPT_EVERY, JOB_RESUME,
        JOB_ELASTIC, JOB_GOSSIP, JOB_GOSSIP_TOPOLOGY, JOB_GOSSIP_PERIOD, JOB_GOSSIP_SELF_WEIGHT,
-       JOB_GOSSIP_CONSENSUS, JOB_GOSSIP_MODE, JOB_GOSSIP_ADAPTIVE, JOB_BAR, JOB_N };
+       JOB_GOSSIP_CONSENSUS, JOB_GOSSIP_MODE, JOB_GOSSIP_ADAPTIVE, JOB_BALANCE, JOB_BAR, JOB_N };
 static const char *const job_name[JOB_BAR] = {
 	"train.seed", "train.epochs", "train.batch_size", "training samples", "test samples",
 	"inputs per sample", "classes", "model parameters", "train.communication",
@@ -221,7 +222,8 @@ static const char *const job_name[JOB_BAR] = {
 	"train.fusion.compression", "timeline on (train.timeline / HORA_TIMELINE)",
 	"train.checkpoint.every_epochs", "train.resume", "train.elastic on", "train.sync gossip",
 	"train.gossip.topology", "train.gossip.period", "train.gossip.self_weight (x 1e9)",
-	"train.gossip.consensus_every", "train.gossip.mode (0 sync, 1 async)", "train.gossip.adaptive"};
+	"train.gossip.consensus_every", "train.gossip.mode (0 sync, 1 async)", "train.gossip.adaptive",
+	"train.balance"};
 
 static int agree_on_job(struct hora_comm *c, int64_t *v, char *err, size_t errlen)
 {
@@ -329,7 +331,7 @@ int hora_run_agree_job(struct run *r, int *bar)
 		[JOB_GOSSIP_SELF_WEIGHT] = (int64_t)llround(cfg->gossip.self_weight * 1e9),
 		[JOB_GOSSIP_CONSENSUS] = cfg->gossip.consensus_every, [JOB_GOSSIP_MODE] = cfg->gossip.mode,
 		[JOB_GOSSIP_ADAPTIVE] = cfg->gossip.mode == HORA_GOSSIP_ASYNC && cfg->gossip.adaptive,
-		[JOB_BAR] = *bar};
+		[JOB_BALANCE] = cfg->balance != 0, [JOB_BAR] = *bar};
 	int rc = agree_on_job(r->c, job, r->err, r->errlen);
 	if (!rc)
 		*bar = (int)job[JOB_BAR];
@@ -404,12 +406,17 @@ double hora_run_lr(const struct run *r)
  * batch's mean gradient. */
 static int train_step(struct run *r, int64_t lo, int64_t gn, struct hora_model_stats *st)
 {
-	int n;
-	const int64_t mine = lo + share(gn, r->rank, r->size, &n);
+	int n, rc;
+	if (r->bal && r->step > 0 && r->step % HORA_BALANCE_EVERY == 0 && (rc = hora_balance_agree(r->bal, r->c))) {
+		snprintf(r->err, r->errlen, "step %lld: balancing the batch (train.balance): %s", (long long)r->step,
+			 hora_comm_last_error(r->c));
+		return rc;
+	}
+	const int64_t mine = lo + (r->bal ? hora_balance_share(r->bal, gn, r->rank, &n) : share(gn, r->rank, r->size, &n));
 	const double lr = hora_run_lr(r);
 	if (r->samples)
 		hora_elastic_log_samples(r, r->order + mine, n);
-	int rc;
+	const double t_fb = hora_clock_s();
 	if (r->gossip) {
 		/* D-PSGD: x_t's averaging runs while its gradient is computed */
 		rc = hora_gossip_begin(r->gossip, r->tr.params, r->step + 1, r->err, r->errlen);
@@ -423,6 +430,7 @@ static int train_step(struct run *r, int64_t lo, int64_t gn, struct hora_model_s
 			hora_optim_step(r->tr.optim, r->tr.params, r->tr.grads, lr);
 	} else if (!r->dopt) {
 		rc = n ? hora_trainer_step(&r->tr, &r->train, r->order + mine, n, lr, st) : 0;
+		hora_balance_record(r->bal, hora_clock_s() - t_fb, n);
 	} else {
 		/* this rank's share of the global mean; an empty share still takes
 		 * part, with one sample at weight 0 */
@@ -434,6 +442,7 @@ static int train_step(struct run *r, int64_t lo, int64_t gn, struct hora_model_s
 		if (n || hora_dist_optim_replay_zero(r->dopt))
 			rc = hora_trainer_forward_backward(&r->tr, &r->train, r->order + (n ? mine : lo), n ? n : 1,
 							   n ? st : &junk, hora_dist_optim_grads_ready, r->dopt);
+		hora_balance_record(r->bal, hora_clock_s() - t_fb, n);
 		if (!rc && (rc = hora_dist_optim_step(r->dopt, r->tr.params, lr))) {
 			snprintf(r->err, r->errlen, "step %lld: averaging gradients: %s", (long long)r->step,
 				 r->c && hora_comm_stalled(r->c) ? hora_comm_last_error(r->c)
@@ -748,6 +757,17 @@ int hora_run_dist_optim(struct run *r)
 {
 	hora_dist_optim_destroy(r->dopt);
 	r->dopt = NULL;
+	hora_balance_destroy(r->bal); /* even again over this communicator's ranks */
+	r->bal = NULL;
+	if (r->cfg->balance && r->cfg->gossip.on) {
+		snprintf(r->err, r->errlen, "train.balance splits the batch of a synchronous step: it needs "
+					    "train.sync: allreduce, not gossip");
+		return HORA_ERR_CONFIG;
+	}
+	if (r->several && r->cfg->balance && hora_balance_create(r->size, &r->bal)) {
+		snprintf(r->err, r->errlen, "out of memory");
+		return -ENOMEM;
+	}
 	hora_gossip_destroy(r->gossip);
 	r->gossip = NULL;
 	hora_gasync_destroy(r->gasync);
@@ -813,6 +833,7 @@ int hora_train_run_comm(struct hora_comm *c, const struct hora_train_config *cfg
 	hora_elastic_free(r);
 	free(r->order);
 	hora_dist_optim_destroy(r->dopt);
+	hora_balance_destroy(r->bal);
 	if (r->gasync && !rc && !cfg->quiet)
 		hora_gasync_report(r->gasync, hora_clock_s() - t_train, stdout);
 	hora_gasync_destroy(r->gasync);

@@ -43,11 +43,14 @@ int hora_trainer_init(struct hora_trainer *t, const struct hora_train_config *cf
 		}
 		t->ops = hora_gpu_mlp_model();
 	}
+	/* train.balance: a share is at most 5/3 of the even one (balance.c),
+	 * plus the rounding */
+	const int train_max = cfg->balance ? 2 * cfg->batch_size + 2 : cfg->batch_size;
 	struct hora_model_config mc = {
 		.input_dim = input_dim,
 		.num_classes = num_classes,
 		.nhidden = cfg->nhidden,
-		.max_batch = cfg->batch_size > EVAL_BATCH ? cfg->batch_size : EVAL_BATCH,
+		.max_batch = train_max > EVAL_BATCH ? train_max : EVAL_BATCH,
 	};
 	memcpy(mc.hidden, cfg->hidden, sizeof(int) * (size_t)cfg->nhidden);
 	t->max_batch = mc.max_batch;

@@ -357,6 +357,7 @@ static void make_id_dataset(const char *d, int n)
 /* the ids of the samples the recording plugin trained on, in order: n_ranks
  * workers with batch bs (one worker with batch bs when n_ranks is 0) for
  * two epochs on d; returns how many */
+static int g_balance; /* train.balance for the ranks of record_ids */
 static int record_ids(void *h, const char *d, int n_ranks, int bs, int *out, int cap)
 {
 	int *seen = dlsym(h, "tiny_seen"), *nseen = dlsym(h, "tiny_nseen");
@@ -368,6 +369,7 @@ static int record_ids(void *h, const char *d, int n_ranks, int bs, int *out, int
 	snprintf(cfg.model, sizeof(cfg.model), "%s", PLUGIN_RECORD);
 	cfg.epochs = 2;
 	cfg.batch_size = bs;
+	cfg.balance = n_ranks ? g_balance : 0;
 	if (n_ranks) {
 		struct tc_train_rank rk[MAXR];
 		train_ranks(n_ranks, &cfg, rk);
@@ -443,6 +445,32 @@ Test(dtrain, every_sample_once_per_epoch_and_each_step_as_one_worker, .timeout =
 	check_each_once(3, 1003, 8); /* last global batch: 19 samples, shares 7/6/6 */
 	check_each_once(3, 97, 8);   /* last global batch: 1 sample, two ranks with none */
 	check_each_once(2, 64, 8);   /* exact */
+}
+
+/* train.balance: the shares follow the ranks' timing, agreed every 16
+ * steps; every epoch still trains on every sample once, each global step
+ * on the global batch of one worker (84 steps: 5 agreements), and the
+ * replicas stay identical and learn */
+Test(dtrain, balanced_shares_train_each_sample_once_and_keep_replicas_identical, .init = setup, .fini = teardown,
+     .timeout = 120)
+{
+	g_balance = 1;
+	check_each_once(3, 1003, 8);
+	check_each_once(3, 97, 8);
+	g_balance = 0;
+	struct hora_train_config cfg;
+	base_cfg(&cfg);
+	cfg.balance = 1;
+	struct tc_train_rank rk[MAXR];
+	train_ranks(3, &cfg, rk);
+	for (int i = 0; i < 3; i++)
+		cr_assert_eq(rk[i].rc, 0, "rank %d: %s", i, rk[i].err);
+	for (int i = 1; i < 3; i++)
+		cr_assert_eq(memcmp(rk[i].res.params, rk[0].res.params, rk[0].res.nparams * sizeof(float)), 0,
+			     "rank %d's parameters differ from rank 0's", i);
+	cr_assert_gt(rk[0].res.last.val_acc, 0.8, "val_acc %.3f", rk[0].res.last.val_acc);
+	for (int i = 0; i < 3; i++)
+		hora_train_result_deinit(&rk[i].res);
 }
 
 static void ckpt_cfg(struct hora_train_config *cfg, const char *ck)

@@ -1,0 +1,138 @@
+/* balance.c - train.balance: the global batch split among the ranks by
+ * their measured speeds, so that a synchronous step waits less for the
+ * slowest rank (a core the host gives less time, a slower machine). Not
+ * the step itself (train.c) nor the averaging: each rank's gradient is
+ * still weighted by its share, so the update is the global batch's mean.
+ *
+ * Every rank times its forward/backward and counts its samples. Every
+ * HORA_BALANCE_EVERY steps (the same steps on every rank: the step count
+ * is global) the ranks allgather their seconds per sample and every rank
+ * computes the same weights from the same numbers (hora_balance_weights):
+ * each rank's share of the summed speeds, moved halfway from the last
+ * weights (damping: one noisy window moves a share by half its noise), each
+ * within [0.75, 1.25] x the even share before the weights are scaled to
+ * sum 1 (so at most 1.25 / 0.75 = 5/3 of it after). A rank's share of a global batch
+ * is the stretch between the rounded cumulative weights: contiguous, in
+ * rank order, covering the batch, at least one sample each when the batch
+ * has as many as ranks. The weights start even and start even again at an
+ * elastic re-form (hora_run_dist_optim) or a resume.
+ */
+#include "balance.h"
+#include "hora.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+
+struct hora_balance {
+	int size;
+	double *w;      /* the weights: sum 1, the same bits on every rank */
+	double *t;      /* the last allgather: each rank's seconds per sample */
+	double fb_s;    /* this rank's forward/backward seconds since the last agreement */
+	double samples; /* and its samples */
+	int64_t agreements;
+};
+
+int hora_balance_create(int size, struct hora_balance **out)
+{
+	*out = NULL;
+	if (size < 1)
+		return -EINVAL;
+	struct hora_balance *b = calloc(1, sizeof(*b));
+	if (!b || !(b->w = malloc((size_t)size * sizeof(double))) ||
+	    !(b->t = malloc((size_t)size * sizeof(double)))) {
+		hora_balance_destroy(b);
+		return -ENOMEM;
+	}
+	b->size = size;
+	for (int r = 0; r < size; r++)
+		b->w[r] = 1.0 / size;
+	*out = b;
+	return 0;
+}
+
+void hora_balance_destroy(struct hora_balance *b)
+{
+	if (!b)
+		return;
+	free(b->w);
+	free(b->t);
+	free(b);
+}
+
+void hora_balance_record(struct hora_balance *b, double seconds, int samples)
+{
+	if (b && samples > 0 && seconds > 0) {
+		b->fb_s += seconds;
+		b->samples += samples;
+	}
+}
+
+void hora_balance_weights(double *w, const double *t, int size)
+{
+	double sum = 0;
+	for (int r = 0; r < size; r++) {
+		if (!(t[r] > 0) || !isfinite(t[r]))
+			return; /* a rank measured nothing: keep the weights (every rank sees the same t) */
+		sum += 1.0 / t[r];
+	}
+	const double lo = 0.75 / size, hi = 1.25 / size;
+	double total = 0;
+	for (int r = 0; r < size; r++) {
+		double x = 0.5 * w[r] + 0.5 * (1.0 / t[r]) / sum;
+		w[r] = x < lo ? lo : x > hi ? hi : x;
+		total += w[r];
+	}
+	for (int r = 0; r < size; r++)
+		w[r] /= total;
+}
+
+int hora_balance_agree(struct hora_balance *b, struct hora_comm *c)
+{
+	const double mine = b->samples > 0 ? b->fb_s / b->samples : 0;
+	int rc = hora_allgather(c, &mine, b->t, 1, HORA_F64);
+	if (rc)
+		return rc;
+	b->fb_s = 0;
+	b->samples = 0;
+	hora_balance_update(b, b->t);
+	return 0;
+}
+
+void hora_balance_update(struct hora_balance *b, const double *t)
+{
+	hora_balance_weights(b->w, t, b->size);
+	b->agreements++;
+}
+
+/* the cumulative boundary before rank j: rounded, strictly increasing
+ * when total >= size (each rank at least one sample) */
+static int64_t boundary(const struct hora_balance *b, int64_t total, int j)
+{
+	double cum = 0;
+	int64_t prev = 0;
+	for (int i = 1; i <= j; i++) {
+		cum += b->w[i - 1];
+		int64_t x = i == b->size ? total : llround((double)total * cum);
+		if (total >= b->size) {
+			if (x < prev + 1)
+				x = prev + 1;
+			if (x > total - (b->size - i))
+				x = total - (b->size - i);
+		}
+		prev = x < prev ? prev : x;
+	}
+	return prev;
+}
+
+int64_t hora_balance_share(const struct hora_balance *b, int64_t total, int r, int *n)
+{
+	const int64_t lo = boundary(b, total, r), hi = boundary(b, total, r + 1);
+	*n = (int)(hi - lo);
+	return lo;
+}
+
+int64_t hora_balance_agreements(const struct hora_balance *b)
+{
+	return b ? b->agreements : 0;
+}

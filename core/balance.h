@@ -1,0 +1,36 @@
+/* balance.h - train.balance: the global batch split by the ranks' measured
+ * speeds (balance.c says how). */
+#ifndef HORA_CORE_BALANCE_H
+#define HORA_CORE_BALANCE_H
+
+#include <stdint.h>
+
+struct hora_comm;
+struct hora_balance;
+
+/* steps between two agreements on the weights */
+#define HORA_BALANCE_EVERY 16
+
+/* Even weights over size ranks. -ENOMEM, -EINVAL. */
+int hora_balance_create(int size, struct hora_balance **out);
+void hora_balance_destroy(struct hora_balance *b);
+/* This rank spent seconds on the forward/backward of samples samples. */
+void hora_balance_record(struct hora_balance *b, double seconds, int samples);
+/* Collective (every rank at the same step): the ranks' seconds per sample
+ * since the last agreement allgathered, the weights updated alike on every
+ * rank. 0 or the allgather's code. */
+int hora_balance_agree(struct hora_balance *b, struct hora_comm *c);
+/* The weights updated from the ranks' seconds per sample t[0..size) (what
+ * an agreement does with its allgather; tests call it directly). */
+void hora_balance_update(struct hora_balance *b, const double *t);
+/* Rank r's share of a global batch of total samples: its first sample
+ * (from 0) and *n samples; the shares of ranks 0..size-1 tile [0, total). */
+int64_t hora_balance_share(const struct hora_balance *b, int64_t total, int r, int *n);
+/* The weights' update from seconds per sample t[0..size) (pure, for tests):
+ * halfway to the speed shares, each within [0.75, 1.25] / size, sum 1; kept
+ * when some t is not a positive finite number. */
+void hora_balance_weights(double *w, const double *t, int size);
+/* Agreements so far. */
+int64_t hora_balance_agreements(const struct hora_balance *b);
+
+#endif

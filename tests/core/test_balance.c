@@ -1,0 +1,80 @@
+/* test_balance.c - train.balance's arithmetic (core/balance.c): the weights
+ * move halfway to the ranks' speed shares and stay within the clamp; a rank
+ * that measured nothing keeps everyone's weights; the shares of any batch
+ * tile it in rank order with at least one sample each when it has as many
+ * as ranks, and a slower rank's share is the smaller. The training with it
+ * is in test_dtrain.c. */
+#include "core/balance.h"
+
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdint.h>
+
+Test(balance, weights_move_halfway_to_the_speed_shares_within_the_clamp)
+{
+	double w[2] = {0.5, 0.5};
+	const double t[2] = {1.0, 2.0}; /* rank 1 takes twice as long a sample */
+	hora_balance_weights(w, t, 2);
+	cr_assert_float_eq(w[0], 0.5 * 0.5 + 0.5 * (2.0 / 3.0), 1e-12, "w0 %g", w[0]);
+	cr_assert_float_eq(w[0] + w[1], 1.0, 1e-12);
+	for (int i = 0; i < 20; i++)
+		hora_balance_weights(w, t, 2);
+	/* the speed share 2/3 is past the clamp 1.25 / 2 */
+	cr_assert_float_eq(w[0], 0.625, 1e-12, "w0 %g", w[0]);
+	cr_assert_float_eq(w[1], 0.375, 1e-12, "w1 %g", w[1]);
+}
+
+Test(balance, a_rank_that_measured_nothing_keeps_the_weights)
+{
+	double w[3] = {0.3, 0.3, 0.4};
+	const double bad[][3] = {{1, 0, 1}, {1, NAN, 1}, {1, INFINITY, 1}, {-1, 1, 1}};
+	for (int k = 0; k < 4; k++) {
+		hora_balance_weights(w, bad[k], 3);
+		cr_assert(w[0] == 0.3 && w[1] == 0.3 && w[2] == 0.4, "case %d changed the weights", k);
+	}
+}
+
+static void check_tiling(struct hora_balance *b, int size, int64_t total)
+{
+	int64_t next = 0;
+	for (int r = 0; r < size; r++) {
+		int n;
+		const int64_t lo = hora_balance_share(b, total, r, &n);
+		cr_assert_eq(lo, next, "size %d total %lld: rank %d starts at %lld, not %lld", size, (long long)total, r,
+			     (long long)lo, (long long)next);
+		cr_assert_geq(n, total >= size ? 1 : 0, "size %d total %lld: rank %d has %d", size, (long long)total,
+			      r, n);
+		next = lo + n;
+	}
+	cr_assert_eq(next, total, "size %d total %lld: the shares end at %lld", size, (long long)total,
+		     (long long)next);
+}
+
+Test(balance, shares_tile_every_batch_and_a_slow_rank_gets_fewer)
+{
+	for (int size = 1; size <= 8; size++) {
+		struct hora_balance *b;
+		cr_assert_eq(hora_balance_create(size, &b), 0);
+		for (int64_t total = 0; total <= 100; total++)
+			check_tiling(b, size, total); /* even */
+		for (int round = 0; round < 30; round++) {
+			/* rank r takes 1 + r / 4 seconds a sample, plus noise on odd ranks */
+			double t[8];
+			for (int r = 0; r < size; r++)
+				t[r] = 1.0 + r / 4.0 + (round % 3) * 0.1 * (r % 2);
+			hora_balance_update(b, t);
+			for (int64_t total = 0; total <= 70; total += 7)
+				check_tiling(b, size, total);
+			check_tiling(b, size, 1024 * (int64_t)size);
+		}
+		cr_assert_eq(hora_balance_agreements(b), 30);
+		/* the slowest rank (the last) has the smallest share, the fastest the largest */
+		int n0, nl;
+		hora_balance_share(b, 64 * (int64_t)size, 0, &n0);
+		hora_balance_share(b, 64 * (int64_t)size, size - 1, &nl);
+		if (size > 1)
+			cr_assert(n0 > 64 && nl < 64, "size %d: rank 0 has %d, rank %d has %d of 64 each", size, n0,
+				  size - 1, nl);
+		hora_balance_destroy(b);
+	}
+}
