@@ -451,6 +451,23 @@ Test(dtrain, every_sample_once_per_epoch_and_each_step_as_one_worker, .timeout =
  * steps; every epoch still trains on every sample once, each global step
  * on the global batch of one worker (84 steps: 5 agreements), and the
  * replicas stay identical and learn */
+/* train.balance splits a synchronous step's batch: with gossip it is refused on every rank */
+Test(dtrain, balance_with_gossip_is_refused, .init = setup, .fini = teardown, .timeout = 60)
+{
+	struct hora_train_config cfg;
+	base_cfg(&cfg);
+	cfg.balance = 1;
+	cfg.gossip.on = 1;
+	struct tc_train_rank rk[MAXR];
+	train_ranks(2, &cfg, rk);
+	for (int i = 0; i < 2; i++) {
+		cr_assert_eq(rk[i].rc, HORA_ERR_CONFIG, "rank %d: rc %d: %s", i, rk[i].rc, rk[i].err);
+		cr_assert(strstr(rk[i].err, "train.balance") && strstr(rk[i].err, "gossip"), "rank %d: %s", i,
+			  rk[i].err);
+		hora_train_result_deinit(&rk[i].res);
+	}
+}
+
 Test(dtrain, balanced_shares_train_each_sample_once_and_keep_replicas_identical, .init = setup, .fini = teardown,
      .timeout = 120)
 {
