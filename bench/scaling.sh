@@ -19,7 +19,7 @@
 #          stage instead of the single-copy one);
 #          --also K=V: the 2 workers with --set K=V as well (e.g.
 #          train.balance=true), interleaved, an efficiency of their own;
-#          --each-cpu: 1 worker on the second CPU as well (under taskset):
+#          --each-cpu: 1 worker on the second allowed CPU as well (taskset):
 #          2 synchronous workers step at the slower CPU's pace
 #   netns: H namespace hosts with W workers each (--netns-layout HxW,
 #          default 4x1; 2x2 for issue 15) shaped to 1 Gbit/s
@@ -139,7 +139,7 @@ print(f'efficiency {sys.argv[1]}, per repetition: ' + ' '.join(f'{x:.3f}' for x 
 if [[ $LO == 1 ]]; then
   local_file 1; local_file 2
   one=() two=() twooff=() nocomm=() twocopy=() onecpu1=() twoalso=()
-  CPU_LAST=$(python3 -c "import os; print(max(os.sched_getaffinity(0)))")
+  CPU_LAST=$(python3 -c "import os; a = sorted(os.sched_getaffinity(0)); print(a[1] if len(a) > 1 else a[0])")
   two_sets=() two_label="" # --compare-shm: the 2 workers' runs name the setting they compare
   (( CMP_SHM )) && two_sets=(--set transport.shm=auto) two_label=", transport.shm=auto"
   for r in $(seq "$REPS"); do

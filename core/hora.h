@@ -118,10 +118,13 @@ struct hora_fusion_config {
 	double cycle_time_ms;
 	enum hora_compression compression;
 	/* 1: the buffers averaged are hora_comm_mem_alloc's memory, so that
-	 * ranks of one host average them where they lie (single copy): the
-	 * trainer's gradients, the 16-bit copies of compression; 0 (a zeroed
-	 * struct): ordinary memory, the copying stage. The trainer's default
-	 * (train.fusion.single_copy) is 1. */
+	 * ranks of one host average them where they lie (single copy; only a
+	 * communicator whose ranks are all on one host with shared memory):
+	 * the trainer's gradients (train.fusion.single_copy, default 1);
+	 * for hora_dist_optim_create, its 16-bit copies of compression (the
+	 * caller's gradients take the path when the caller allocates them with
+	 * hora_comm_mem_alloc). 0 (a zeroed struct): ordinary memory, the
+	 * copying stage. */
 	int single_copy;
 };
 
@@ -357,11 +360,20 @@ HORA_API int hora_comm_size(const struct hora_comm *c);
  * rank, reads and writes the ranks' buffers directly (the single-copy
  * path: no copy into the shared stage and none out of it; the same bits as
  * the copying path). Any other use is ordinary memory. bytes zeroed,
- * page-aligned; NULL: out of memory. Not collective; thread-safe. The
+ * page-aligned (64-byte aligned when no memfd could be had: then it is
+ * ordinary memory); NULL: out of memory. Not collective; thread-safe. The
  * memory is a nameless memfd per call: a forked child does not inherit it
  * (MADV_DONTFORK). Free it with hora_comm_mem_free on the same
  * communicator, before hora_comm_destroy (which frees what is left). It
- * stays valid across an elastic re-form of the communicator. */
+ * stays valid across an elastic re-form of the communicator.
+ * - Each rank passes a buffer's memfd to its local peers at its first
+ *   such allreduce; at most 16 of a rank's allocations take the path per
+ *   formation of the communicator (later ones run the copying path), and
+ *   a freed one's pages stay mapped by the peers until the communicator
+ *   (or its next re-form) ends.
+ * - The peers write into it: after a failed collective a peer may still
+ *   be writing (a rank that stalled and was dropped). Free it and allocate
+ *   another before using it again (the trainer does at every re-form). */
 HORA_API void *hora_comm_mem_alloc(struct hora_comm *c, size_t bytes);
 /* Free memory of hora_comm_mem_alloc(c, ...). NULL: no-op. */
 HORA_API void hora_comm_mem_free(struct hora_comm *c, void *p);
@@ -636,7 +648,9 @@ struct hora_dist_optim;
 HORA_API int hora_dist_optim_create(struct hora_comm *c, struct hora_optim *inner, size_t nparams,
 				    const struct hora_fusion_config *fusion,
 				    struct hora_dist_optim **out);
-/* Frees the wrapper, not the inner optimizer or the communicator. */
+/* Frees the wrapper, not the inner optimizer or the communicator. With
+ * fusion.single_copy its buffers are the communicator's memory: destroy it
+ * before hora_comm_destroy. NULL: no-op. */
 HORA_API void hora_dist_optim_destroy(struct hora_dist_optim *d);
 /* Before each forward_backward: grads is the model's gradient buffer;
  * weight scales this rank's gradients before averaging (this rank's share

@@ -32,7 +32,8 @@ struct run {
 	struct hora_dataset train, test;
 	int classes;
 	struct hora_trainer tr;
-	bool grads_shared; /* tr.grads is hora_comm_mem_alloc's (freed with it) */
+	float *grads_plain; /* the trainer's own gradient buffer; tr.grads is it or a
+			       region of hora_comm_mem_alloc (train.c: grads_region) */
 	struct hora_dist_optim *dopt; /* gradients averaged across ranks (NULL: not) */
 	struct hora_balance *bal;     /* train.balance: shares by speed (NULL: even) */
 	struct hora_gossip *gossip;   /* train.sync: gossip: parameters averaged with neighbours */

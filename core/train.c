@@ -290,14 +290,7 @@ static int set_up(struct run *r)
 	int rc = hora_trainer_init(&r->tr, cfg, r->train.rows * r->train.cols, r->classes, r->err, r->errlen);
 	if (rc)
 		return rc;
-	/* the gradients in memory the ranks of a host average where it lies
-	 * (hora_comm_mem_alloc: the stage's single-copy path, no copy in or out) */
-	float *g = r->c && cfg->fusion.single_copy ? hora_comm_mem_alloc(r->c, r->tr.nparams * sizeof(float)) : NULL;
-	if (g) {
-		free(r->tr.grads);
-		r->tr.grads = g;
-		r->grads_shared = true;
-	}
+	r->grads_plain = r->tr.grads; /* hora_run_dist_optim may lend a region instead */
 	/* a resumed job adds to the metrics of the epochs before the checkpoint */
 	/* a joiner's rank 0 opens them after the sync (elastic.c), after the lines there */
 	const bool joiner = r->c && hora_comm_joined(r->c);
@@ -753,8 +746,31 @@ void hora_run_schedule(struct run *r)
 	r->total = r->steps_per_epoch * r->cfg->epochs;
 }
 
+/* The trainer's own gradient buffer again, the region freed. */
+static void grads_region_free(struct run *r)
+{
+	if (r->tr.grads && r->tr.grads != r->grads_plain)
+		hora_comm_mem_free(r->c, r->tr.grads);
+	r->tr.grads = r->grads_plain;
+}
+
+/* The gradients in memory the ranks of a host average where it lies
+ * (hora_comm_mem_alloc: the stage's single-copy path, no copy in or out),
+ * a fresh region for every communicator: a rank dropped in the middle of a
+ * call may still write into the old one through its mapping. */
+static void grads_region(struct run *r)
+{
+	grads_region_free(r);
+	float *g = r->several && r->cfg->communication && r->cfg->fusion.single_copy && !r->cfg->gossip.on
+			   ? hora_comm_mem_alloc(r->c, r->tr.nparams * sizeof(float))
+			   : NULL;
+	if (g)
+		r->tr.grads = g; /* zeroed, as the trainer's were */
+}
+
 int hora_run_dist_optim(struct run *r)
 {
+	grads_region(r);
 	hora_dist_optim_destroy(r->dopt);
 	r->dopt = NULL;
 	hora_balance_destroy(r->bal); /* even again over this communicator's ranks */
@@ -839,10 +855,7 @@ int hora_train_run_comm(struct hora_comm *c, const struct hora_train_config *cfg
 	hora_gasync_destroy(r->gasync);
 	hora_gossip_destroy(r->gossip);
 	hora_timeline_destroy(r->tl);
-	if (r->grads_shared) {
-		hora_comm_mem_free(c, r->tr.grads);
-		r->tr.grads = NULL;
-	}
+	grads_region_free(r);
 	hora_trainer_deinit(&r->tr);
 	hora_dataset_deinit(&r->train);
 	hora_dataset_deinit(&r->test);

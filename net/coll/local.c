@@ -7,11 +7,13 @@
  *   call); each rank compares every fingerprint with its own (so every
  *   rank names a mismatch itself) and reduces all the data in local-rank
  *   order: every rank computes the same bits.
- * - stage_allreduce (above): the stage's allreduce, which reads send and
- *   writes recv, AVG divided by the stage (each block by the rank that
- *   reduced it, while it is in L1: no pass of its own); its fingerprint was checked
- *   by local_check (below), or, with more ranks than the small path takes,
- *   round the ring first.
+ * - stage_allreduce (above): its own gather carries every rank's
+ *   fingerprint and window descriptor (stage.h): when every rank's buffer
+ *   is in a region, the single-copy allreduce (stage_window.c), else the
+ *   stage's allreduce, which reads send and writes recv, AVG divided by the
+ *   stage (each block by the rank that reduced it, while it is in L1: no
+ *   pass of its own); with more ranks than the gather takes, the
+ *   fingerprint goes round the ring first and the copying stage runs.
  *
  * - stage_reduce_scatter, stage_allgather: the same for those two calls
  *   (the stage's ops on the caller's thread; reduce-scatter's AVG divided

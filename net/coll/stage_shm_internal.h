@@ -102,6 +102,7 @@ struct stage_shm {
 	/* single-copy (stage_window.c), the ops' thread: the regions we passed
 	 * to every peer, and the peers' we mapped (nlocal x STAGE_WIN_MAX) */
 	uint32_t offered[STAGE_WIN_MAX];
+	uint8_t offered_ok[STAGE_WIN_MAX]; /* 0: its passing failed, never used */
 	int noffered;
 	struct stage_peer_region *preg;
 	int *npreg;

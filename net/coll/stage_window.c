@@ -67,26 +67,29 @@ void stage_windows_free(struct stage_shm *st)
 	st->npreg = NULL;
 }
 
+/* Pass region ref to every peer: 1 when it can be used now, 0 when not
+ * (freed meanwhile, or a send failed: the kernel's limit on fds in flight,
+ * ETOOMANYREFS, or a peer gone, which the gather reports). A region whose
+ * passing failed is counted and never offered again, so that no peer ever
+ * holds more than STAGE_WIN_MAX of ours; its fd may have reached some
+ * peers, which map it when they read past it. The call falls back to the
+ * copying stage: the same bits, slower. */
 static int pass_region(struct stage_shm *st, struct hora_net_shm_regions *regs,
-		       const struct hora_net_shm_region_ref *ref, char *err, size_t errlen)
+		       const struct hora_net_shm_region_ref *ref)
 {
 	const int fd = hora_net_shm_region_dup_fd(regs, ref->id);
 	if (fd < 0)
-		return 1; /* freed while we looked: no window this call */
+		return 0; /* freed while we looked: no window this call */
 	const struct win_msg m = {.id = ref->id, .magic = WIN_MAGIC, .bytes = ref->bytes};
 	char e[200] = "";
 	int rc = 0;
 	for (int l = 0; l < st->pub.nlocal && !rc; l++)
-		if (l != st->pub.lrank && (rc = hora_net_shm_fd_send_data(st->socks[l], fd, &m, sizeof(m), e,
-									  sizeof(e))))
-			stage_errf(st->broken_err, sizeof(st->broken_err),
-				   "stage shm: passing a buffer's region to local rank %d (pid %d): %s", l,
-				   (int)st->pids[l], e);
+		if (l != st->pub.lrank)
+			rc = hora_net_shm_fd_send_data(st->socks[l], fd, &m, sizeof(m), e, sizeof(e));
 	close(fd);
-	if (rc)
-		return stage_shm_breaks(st, rc, err, errlen);
+	st->offered_ok[st->noffered] = !rc;
 	st->offered[st->noffered++] = ref->id;
-	return 0;
+	return !rc;
 }
 
 int stage_shm_window(struct hora_net_stage *s, struct hora_net_shm_regions *regs, const void *buf, size_t bytes,
@@ -100,15 +103,13 @@ int stage_shm_window(struct hora_net_stage *s, struct hora_net_shm_regions *regs
 	int rc = stage_shm_begin(st, err, errlen);
 	if (rc)
 		return rc;
-	bool passed = false;
-	for (int i = 0; i < st->noffered && !passed; i++)
-		passed = st->offered[i] == ref.id;
-	if (!passed) {
-		if (st->noffered == STAGE_WIN_MAX || (rc = pass_region(st, regs, &ref, err, errlen)) > 0)
-			return 0;
-		if (rc)
-			return rc;
-	}
+	int i = 0;
+	while (i < st->noffered && st->offered[i] != ref.id)
+		i++;
+	const bool usable = i < st->noffered ? st->offered_ok[i]
+			  : st->noffered < STAGE_WIN_MAX && pass_region(st, regs, &ref);
+	if (!usable)
+		return 0; /* the copying stage */
 	const struct win_msg d = {.id = ref.id, .magic = WIN_MAGIC, .bytes = ref.off};
 	memcpy(desc, &d, sizeof(d));
 	return 0;

@@ -1,6 +1,6 @@
-/* fdpass.c - handing a channel's memfd to the peer over a Unix-domain
- * socket (SCM_RIGHTS, with one byte of data so that the message is never
- * empty). Not the socket's set-up: the caller's (a socketpair before a
+/* fdpass.c - handing a memfd to the peer over a Unix-domain socket
+ * (SCM_RIGHTS): a channel's, with one byte of data so that the message is
+ * never empty, or a region's with its id and size (net/coll/stage_window.c). Not the socket's set-up: the caller's (a socketpair before a
  * fork, or a named socket after the authenticated TCP handshake).
  */
 #include "net/shm/internal.h"
@@ -33,7 +33,7 @@ int hora_net_shm_fd_send_data(int sock, int fd, const void *data, size_t len, ch
 	while (k < 0 && errno == EINTR);
 	if (k != (ssize_t)len) {
 		int e = k < 0 ? errno : EIO;
-		shm_errf(err, errlen, "shm: passing the channel's fd over socket %d: %s", sock, strerror(e));
+		shm_errf(err, errlen, "shm: passing an fd over socket %d: %s", sock, strerror(e));
 		return -e;
 	}
 	return 0;
