@@ -4,17 +4,27 @@
  * the step itself (train.c) nor the averaging: each rank's gradient is
  * still weighted by its share, so the update is the global batch's mean.
  *
- * Every rank times its forward/backward and counts its samples. Every
- * HORA_BALANCE_EVERY steps (the same steps on every rank: the step count
- * is global) the ranks allgather their seconds per sample and every rank
- * computes the same weights from the same numbers (hora_balance_weights):
+ * Every rank times its forward/backward per sample at every step. About
+ * every HORA_BALANCE_WINDOW_S of training (the same steps on every rank:
+ * the step count is global, and the next agreement's step is computed
+ * from what every rank gathered) the ranks allgather the median of their
+ * steps' seconds per sample and every rank computes the same weights from
+ * the same numbers
+ * (hora_balance_weights):
  * each rank's share of the summed speeds, moved halfway from the last
  * weights (damping: one noisy window moves a share by half its noise), each
  * within [0.75, 1.25] x the even share before the weights are scaled to
  * sum 1 (so at most 1.25 / 0.75 = 5/3 of it after). A rank's share of a global batch
  * is the stretch between the rounded cumulative weights: contiguous, in
  * rank order, covering the batch, at least one sample each when the batch
- * has as many as ranks. The weights start even and start even again at an
+ * has as many as ranks. The window is in time, not steps, and the rate its
+ * median: a rank that shares its CPU loses it in scheduler slices of
+ * milliseconds. When steps are much shorter than a slice, most steps run
+ * at full speed and a few hold a whole slice, which the others wait for
+ * whatever the shares are: the median sees full speed and keeps the
+ * shares even (giving that rank fewer samples would only slow the steps
+ * it runs). When steps are longer than slices, every step of that rank
+ * is slowed alike, the median says so, and its share shrinks. The weights start even and start even again at an
  * elastic re-form (hora_run_dist_optim) or a resume.
  */
 #include "balance.h"
@@ -28,9 +38,10 @@ struct hora_balance {
 	int size;
 	double *w;      /* the weights: sum 1, the same bits on every rank */
 	double *t;      /* the last allgather: each rank's seconds per sample */
-	double fb_s;    /* this rank's forward/backward seconds since the last agreement */
-	double samples; /* and its samples */
+	double *steps;  /* this rank's steps' seconds per sample since the last agreement */
+	int nsteps;
 	int64_t agreements;
+	int64_t next;   /* the step of the next agreement */
 };
 
 int hora_balance_create(int size, struct hora_balance **out)
@@ -40,11 +51,13 @@ int hora_balance_create(int size, struct hora_balance **out)
 		return -EINVAL;
 	struct hora_balance *b = calloc(1, sizeof(*b));
 	if (!b || !(b->w = malloc((size_t)size * sizeof(double))) ||
-	    !(b->t = malloc((size_t)size * sizeof(double)))) {
+	    !(b->t = malloc((size_t)size * sizeof(double))) ||
+	    !(b->steps = malloc(HORA_BALANCE_MAX_STEPS * sizeof(double)))) {
 		hora_balance_destroy(b);
 		return -ENOMEM;
 	}
 	b->size = size;
+	b->next = HORA_BALANCE_MIN_STEPS;
 	for (int r = 0; r < size; r++)
 		b->w[r] = 1.0 / size;
 	*out = b;
@@ -57,15 +70,14 @@ void hora_balance_destroy(struct hora_balance *b)
 		return;
 	free(b->w);
 	free(b->t);
+	free(b->steps);
 	free(b);
 }
 
 void hora_balance_record(struct hora_balance *b, double seconds, int samples)
 {
-	if (b && samples > 0 && seconds > 0) {
-		b->fb_s += seconds;
-		b->samples += samples;
-	}
+	if (b && samples > 0 && seconds > 0 && b->nsteps < HORA_BALANCE_MAX_STEPS)
+		b->steps[b->nsteps++] = seconds / samples;
 }
 
 void hora_balance_weights(double *w, const double *t, int size)
@@ -87,15 +99,37 @@ void hora_balance_weights(double *w, const double *t, int size)
 		w[r] /= total;
 }
 
-int hora_balance_agree(struct hora_balance *b, struct hora_comm *c)
+bool hora_balance_due(const struct hora_balance *b, int64_t step)
 {
-	const double mine = b->samples > 0 ? b->fb_s / b->samples : 0;
+	return b && step >= b->next;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	const double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+int hora_balance_agree(struct hora_balance *b, struct hora_comm *c, int64_t step, int64_t batch)
+{
+	double mine = 0; /* no step measured: 0, and the weights stay */
+	if (b->nsteps) {
+		qsort(b->steps, (size_t)b->nsteps, sizeof(double), cmp_double);
+		mine = b->steps[b->nsteps / 2];
+	}
 	int rc = hora_allgather(c, &mine, b->t, 1, HORA_F64);
 	if (rc)
 		return rc;
-	b->fb_s = 0;
-	b->samples = 0;
+	b->nsteps = 0;
 	hora_balance_update(b, b->t);
+	/* the slowest rank's seconds a step at the new shares: the window in steps */
+	double slowest = 0;
+	for (int r = 0; r < b->size; r++)
+		if (b->t[r] > 0 && isfinite(b->t[r]) && b->t[r] * b->w[r] * (double)batch > slowest)
+			slowest = b->t[r] * b->w[r] * (double)batch;
+	double k = slowest > 0 ? ceil(HORA_BALANCE_WINDOW_S / slowest) : HORA_BALANCE_MIN_STEPS;
+	k = k < HORA_BALANCE_MIN_STEPS ? HORA_BALANCE_MIN_STEPS : k > HORA_BALANCE_MAX_STEPS ? HORA_BALANCE_MAX_STEPS : k;
+	b->next = step + (int64_t)k;
 	return 0;
 }
 

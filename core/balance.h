@@ -3,23 +3,32 @@
 #ifndef HORA_CORE_BALANCE_H
 #define HORA_CORE_BALANCE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct hora_comm;
 struct hora_balance;
 
-/* steps between two agreements on the weights */
-#define HORA_BALANCE_EVERY 16
+/* about this much training between two agreements on the weights, and
+ * at least / at most this many steps */
+#define HORA_BALANCE_WINDOW_S 0.05
+#define HORA_BALANCE_MIN_STEPS 16
+#define HORA_BALANCE_MAX_STEPS 4096
 
 /* Even weights over size ranks. -ENOMEM, -EINVAL. */
 int hora_balance_create(int size, struct hora_balance **out);
 void hora_balance_destroy(struct hora_balance *b);
 /* This rank spent seconds on the forward/backward of samples samples. */
 void hora_balance_record(struct hora_balance *b, double seconds, int samples);
+/* Whether step (the global step count) is an agreement's (the same on
+ * every rank). */
+bool hora_balance_due(const struct hora_balance *b, int64_t step);
 /* Collective (every rank at the same step): the ranks' seconds per sample
  * since the last agreement allgathered, the weights updated alike on every
- * rank. 0 or the allgather's code. */
-int hora_balance_agree(struct hora_balance *b, struct hora_comm *c);
+ * rank, and the next agreement's step set from them (about
+ * HORA_BALANCE_WINDOW_S of the slowest rank's steps of batch samples in
+ * all). 0 or the allgather's code. */
+int hora_balance_agree(struct hora_balance *b, struct hora_comm *c, int64_t step, int64_t batch);
 /* The weights updated from the ranks' seconds per sample t[0..size) (what
  * an agreement does with its allgather; tests call it directly). */
 void hora_balance_update(struct hora_balance *b, const double *t);

@@ -400,7 +400,7 @@ double hora_run_lr(const struct run *r)
 static int train_step(struct run *r, int64_t lo, int64_t gn, struct hora_model_stats *st)
 {
 	int n, rc;
-	if (r->bal && r->step > 0 && r->step % HORA_BALANCE_EVERY == 0 && (rc = hora_balance_agree(r->bal, r->c))) {
+	if (hora_balance_due(r->bal, r->step) && (rc = hora_balance_agree(r->bal, r->c, r->step, gn))) {
 		snprintf(r->err, r->errlen, "step %lld: balancing the batch (train.balance): %s", (long long)r->step,
 			 hora_comm_last_error(r->c));
 		return rc;

@@ -447,10 +447,10 @@ Test(dtrain, every_sample_once_per_epoch_and_each_step_as_one_worker, .timeout =
 	check_each_once(2, 64, 8);   /* exact */
 }
 
-/* train.balance: the shares follow the ranks' timing, agreed every 16
- * steps; every epoch still trains on every sample once, each global step
- * on the global batch of one worker (84 steps: 5 agreements), and the
- * replicas stay identical and learn */
+/* train.balance: the shares follow the ranks' timing, agreed from step 16
+ * on; every epoch still trains on every sample once, each global step on
+ * the global batch of one worker (84 steps), and the replicas stay
+ * identical and learn */
 /* train.balance splits a synchronous step's batch: with gossip it is refused on every rank */
 Test(dtrain, balance_with_gossip_is_refused, .init = setup, .fini = teardown, .timeout = 60)
 {
