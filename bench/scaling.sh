@@ -157,12 +157,17 @@ if [[ $LO == 1 ]]; then
   echo "2 workers (CPU 0, 1)$two_label: $m2   runs: ${two[*]}"
   python3 -c "print(f'efficiency 2 workers$two_label: {$m2 / (2 * $m1):.3f}')"
   paired "2 workers$two_label" "${one[*]}" "${two[*]}"
-  if (( CMP_SHM )); then
-    m2o=$(med "${twooff[@]}")
-    echo "2 workers (CPU 0, 1), transport.shm=off: $m2o   runs: ${twooff[*]}"
-    python3 -c "print(f'efficiency 2 workers, transport.shm=off: {$m2o / (2 * $m1):.3f}')"
-    paired "2 workers, transport.shm=off" "${one[*]}" "${twooff[*]}"
-  fi
+  # a variant of the 2 workers: its median, efficiency, paired efficiency
+  # and (with a label for it) its ratio to the 2 workers' median
+  variant() { # label ratio-label runs...
+    local label="$1" ratio="$2"; shift 2
+    local m; m=$(med "$@")
+    echo "2 workers (CPU 0, 1)$label: $m   runs: $*"
+    python3 -c "print(f'efficiency 2 workers$label: {$m / (2 * $m1):.3f}')"
+    paired "2 workers$label" "${one[*]}" "$*"
+    [[ -z $ratio ]] || python3 -c "print(f'$ratio: {$m2 / $m:.3f}')"
+  }
+  (( CMP_SHM )) && variant ", transport.shm=off" "" "${twooff[@]}"
   if (( LO_OFF )); then
     m2n=$(med "${nocomm[@]}")
     echo "2 workers (CPU 0, 1), train.communication=false: $m2n   runs: ${nocomm[*]}"
@@ -170,20 +175,8 @@ if [[ $LO == 1 ]]; then
     paired "2 workers with no averaging" "${one[*]}" "${nocomm[*]}"
     python3 -c "print(f'2 workers averaging / not averaging$two_label: {$m2 / $m2n:.3f}')"
   fi
-  if (( CMP_SC )); then
-    m2c=$(med "${twocopy[@]}")
-    echo "2 workers (CPU 0, 1)$two_label, train.fusion.single_copy=false: $m2c   runs: ${twocopy[*]}"
-    python3 -c "print(f'efficiency 2 workers, single_copy=false: {$m2c / (2 * $m1):.3f}')"
-    paired "2 workers, single_copy=false" "${one[*]}" "${twocopy[*]}"
-    python3 -c "print(f'single copy / copying: {$m2 / $m2c:.3f}')"
-  fi
-  if [[ -n $ALSO ]]; then
-    m2a=$(med "${twoalso[@]}")
-    echo "2 workers (CPU 0, 1)$two_label, $ALSO: $m2a   runs: ${twoalso[*]}"
-    python3 -c "print(f'efficiency 2 workers, $ALSO: {$m2a / (2 * $m1):.3f}')"
-    paired "2 workers, $ALSO" "${one[*]}" "${twoalso[*]}"
-    python3 -c "print(f'$ALSO / without: {$m2a / $m2:.3f}')"
-  fi
+  (( CMP_SC )) && variant "$two_label, train.fusion.single_copy=false" "single copy / copying" "${twocopy[@]}"
+  [[ -n $ALSO ]] && variant "$two_label, $ALSO" "without / $ALSO" "${twoalso[@]}"
   if (( EACH_CPU )); then
     m1c=$(med "${onecpu1[@]}")
     echo "1 worker (CPU $CPU_LAST): $m1c   runs: ${onecpu1[*]}"

@@ -12,6 +12,8 @@
 #include "../helpers.h"
 
 #include <criterion/criterion.h>
+#include <errno.h>
+#include <signal.h>
 #include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -207,6 +209,36 @@ static inline void check_all(int n, const struct result *res)
 		cr_assert_eq(res[r].bad, 0, "n %d rank %d: %ld wrong, first %s", n, r, res[r].bad, res[r].err);
 		cr_assert_eq(res[r].hash, res[0].hash, "n %d: rank %d's results differ from rank 0's bits", n, r);
 	}
+}
+
+/* ---- the kill tests (stage_shm, stage_window) ---- */
+
+/* a thread's start: SIGKILL to our own process after arg ms */
+static inline void *stage_suicide(void *arg)
+{
+	usleep((useconds_t)(intptr_t)arg * 1000);
+	kill(getpid(), SIGKILL);
+	return NULL;
+}
+
+/* rank 1 died (no result); every other rank failed -ECONNRESET naming it,
+ * and nothing appeared in /dev/shm since before (th_dev_shm; freed here) */
+static inline void check_killed(int n, const struct result *res, char *before)
+{
+	cr_assert_eq(res[1].rc, -1000, "rank 1 was to die, it said %d: %s", res[1].rc, res[1].err);
+	for (int r = 0; r < n; r++) {
+		if (r == 1)
+			continue;
+		cr_assert_eq(res[r].rc, -ECONNRESET, "rank %d: rc %d: %s", r, res[r].rc, res[r].err);
+		cr_assert(strstr(res[r].err, "local rank 1 (pid "), "rank %d: %s", r, res[r].err);
+		cr_assert_eq(res[r].culprit, 1, "rank %d blames local rank %d", r, res[r].culprit);
+		cr_log_info("rank %d failed after %.0f ms: %s", r, res[r].fail_ms, res[r].err);
+	}
+	/* the arena and the regions are memfds: nothing appeared in /dev/shm */
+	char *after = th_dev_shm(), name[256];
+	cr_expect(!th_dev_shm_new(before, after, name, sizeof(name)), "/dev/shm/%s appeared", name);
+	free(before);
+	free(after);
 }
 
 #endif

@@ -255,13 +255,6 @@ Test(net_stage_window, a_forged_descriptor_fails_every_rank_naming_the_forger, .
 	}
 }
 
-static void *suicide(void *arg)
-{
-	usleep((useconds_t)(intptr_t)arg * 1000);
-	kill(getpid(), SIGKILL);
-	return NULL;
-}
-
 /* rank 1 dies by SIGKILL in the middle of its calls; the others call until they fail */
 static void killed_rank(struct hora_net_stage *s, int r, int n, void *arg, struct result *res)
 {
@@ -276,7 +269,7 @@ static void killed_rank(struct hora_net_stage *s, int r, int n, void *arg, struc
 	}
 	pthread_t th;
 	if (r == 1)
-		pthread_create(&th, NULL, suicide, (void *)(intptr_t)30);
+		pthread_create(&th, NULL, stage_suicide, (void *)(intptr_t)30);
 	for (int i = 0; i < 100000; i++) {
 		int64_t t0 = hora_clock_ns();
 		res->rc = win_call(s, regs, buf, count, HORA_NET_F32, HORA_NET_SUM, res->err, sizeof(res->err));
@@ -295,17 +288,5 @@ Test(net_stage_window, a_killed_rank_fails_the_others_naming_it, .timeout = 60)
 	struct opts o = {.slot_bytes = SLOT, .spin_us = 20, .timeout_ms = 20000};
 	const int n = 4;
 	run_ranks(n, &o, killed_rank, NULL, res);
-	cr_assert_eq(res[1].rc, -1000, "rank 1 was to die, it said %d: %s", res[1].rc, res[1].err);
-	for (int r = 0; r < n; r++) {
-		if (r == 1)
-			continue;
-		cr_assert_eq(res[r].rc, -ECONNRESET, "rank %d: rc %d: %s", r, res[r].rc, res[r].err);
-		cr_assert(strstr(res[r].err, "local rank 1 (pid "), "rank %d: %s", r, res[r].err);
-		cr_assert_eq(res[r].culprit, 1, "rank %d blames local rank %d", r, res[r].culprit);
-		cr_log_info("rank %d failed after %.0f ms: %s", r, res[r].fail_ms, res[r].err);
-	}
-	char *after = th_dev_shm(), name[256];
-	cr_expect(!th_dev_shm_new(before, after, name, sizeof(name)), "/dev/shm/%s appeared", name);
-	free(before);
-	free(after);
+	check_killed(n, res, before);
 }
