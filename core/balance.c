@@ -14,7 +14,11 @@
  * each rank's share of the summed speeds, moved halfway from the last
  * weights (damping: one noisy window moves a share by half its noise), each
  * within [0.75, 1.25] x the even share before the weights are scaled to
- * sum 1 (so at most 1.25 / 0.75 = 5/3 of it after). A rank's share of a global batch
+ * sum 1 (so at most 1.25 / 0.75 = 5/3 of it after); they head back to even
+ * when no speed share is more than HORA_BALANCE_DEAD_BAND off: an uneven split
+ * costs a pass over the gradients (each rank's scaled by its share before
+ * the average), which at batch 32 on two cores is more than a few
+ * percent of imbalance gains (bench/RESULTS.md, session 16). A rank's share of a global batch
  * is the stretch between the rounded cumulative weights: contiguous, in
  * rank order, covering the batch, at least one sample each when the batch
  * has as many as ranks. The window is in time, not steps, and the rate its
@@ -32,6 +36,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 
 struct hora_balance {
@@ -88,15 +93,27 @@ void hora_balance_weights(double *w, const double *t, int size)
 			return; /* a rank measured nothing: keep the weights (every rank sees the same t) */
 		sum += 1.0 / t[r];
 	}
+	/* the dead band, on the speed shares themselves: even shares cost
+	 * nothing (train.c scales no gradient) */
+	bool near = true;
+	for (int r = 0; r < size; r++)
+		near = near && fabs((1.0 / t[r]) / sum * size - 1.0) < HORA_BALANCE_DEAD_BAND;
 	const double lo = 0.75 / size, hi = 1.25 / size;
 	double total = 0;
 	for (int r = 0; r < size; r++) {
-		double x = 0.5 * w[r] + 0.5 * (1.0 / t[r]) / sum;
+		const double target = near ? 1.0 / size : (1.0 / t[r]) / sum;
+		const double x = 0.5 * w[r] + 0.5 * target;
 		w[r] = x < lo ? lo : x > hi ? hi : x;
 		total += w[r];
 	}
-	for (int r = 0; r < size; r++)
+	/* back to exactly even once it is within the band (halving never gets there) */
+	bool even = true;
+	for (int r = 0; r < size; r++) {
 		w[r] /= total;
+		even = even && fabs(w[r] * size - 1.0) < HORA_BALANCE_DEAD_BAND / 4;
+	}
+	for (int r = 0; near && even && r < size; r++)
+		w[r] = 1.0 / size;
 }
 
 bool hora_balance_due(const struct hora_balance *b, int64_t step)

@@ -14,6 +14,8 @@ struct hora_balance;
 #define HORA_BALANCE_WINDOW_S 0.05
 #define HORA_BALANCE_MIN_STEPS 16
 #define HORA_BALANCE_MAX_STEPS 4096
+/* weights all within this fraction of even are made even */
+#define HORA_BALANCE_DEAD_BAND 0.05
 
 /* Even weights over size ranks. -ENOMEM, -EINVAL. */
 int hora_balance_create(int size, struct hora_balance **out);
@@ -36,8 +38,10 @@ void hora_balance_update(struct hora_balance *b, const double *t);
  * (from 0) and *n samples; the shares of ranks 0..size-1 tile [0, total). */
 int64_t hora_balance_share(const struct hora_balance *b, int64_t total, int r, int *n);
 /* The weights' update from seconds per sample t[0..size) (pure, for tests):
- * halfway to the speed shares, each within [0.75, 1.25] / size, sum 1; kept
- * when some t is not a positive finite number. */
+ * halfway to the speed shares (to even when every speed share is within
+ * HORA_BALANCE_DEAD_BAND of it, and exactly even once close), each within
+ * [0.75, 1.25] / size, sum 1; kept when some t is not a positive finite
+ * number. */
 void hora_balance_weights(double *w, const double *t, int size);
 /* Agreements so far. */
 int64_t hora_balance_agreements(const struct hora_balance *b);

@@ -24,6 +24,19 @@ Test(balance, weights_move_halfway_to_the_speed_shares_within_the_clamp)
 	cr_assert_float_eq(w[1], 0.375, 1e-12, "w1 %g", w[1]);
 }
 
+Test(balance, weights_near_even_are_made_even)
+{
+	double w[2] = {0.5, 0.5};
+	const double t[2] = {1.0, 1.08}; /* 4 % apart: halfway moves w0 by ~1 % */
+	for (int i = 0; i < 30; i++) {
+		hora_balance_weights(w, t, 2);
+		cr_assert(w[0] == 0.5 && w[1] == 0.5, "round %d: %g %g", i, w[0], w[1]);
+	}
+	const double far[2] = {1.0, 1.3}; /* 13 % apart: past the dead band */
+	hora_balance_weights(w, far, 2);
+	cr_assert_gt(w[0], 0.5);
+}
+
 Test(balance, a_rank_that_measured_nothing_keeps_the_weights)
 {
 	double w[3] = {0.3, 0.3, 0.4};
