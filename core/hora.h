@@ -209,6 +209,9 @@ struct hora_train_config {
 	 * "wallclock_ns step view" (CLOCK_REALTIME) after every step it ends to
 	 * <this>.<worker index>, one write per line ("" = off) */
 	char step_log[HORA_PATH_MAX];
+	/* test hook: train.balance counts this rank's forward/backward seconds
+	 * times this (0: 1), so a test can make a rank look slower */
+	double balance_test_scale;
 	int device; /* train.device: HORA_DEVICE_CPU (default) or HORA_DEVICE_CUDA */
 };
 
@@ -260,6 +263,8 @@ struct hora_train_result {
 	 * seconds the training loop ran (what the commits cost, as a share) */
 	int64_t commits;
 	double commit_s, train_s;
+	int64_t samples; /* the samples this rank trained on (its shares; an elastic
+			    rollback's are counted again) */
 };
 
 /* Train cfg->model on cfg->data for cfg->epochs, printing progress to stdout

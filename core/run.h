@@ -45,6 +45,7 @@ struct run {
 	struct progress pg;
 	int first_epoch;
 	int64_t step, steps_per_epoch, total, global_bs;
+	int64_t samples_trained; /* this rank's shares so far */
 	uint64_t rng; /* the shuffle's state: the same on every rank */
 	struct hora_epoch_metrics m;
 	/* where training is: epoch, samples of it trained (every rank's), the

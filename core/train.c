@@ -394,18 +394,33 @@ double hora_run_lr(const struct run *r)
 	return hora_lr_at(&r->cfg->optim, vstep, r->steps_per_epoch, r->total, global ? r->n0 : r->size);
 }
 
+/* train.balance: this step's forward/backward since t0, n samples */
+static void record_balance(struct run *r, double t0, int n)
+{
+	const double k = r->cfg->balance_test_scale > 0 ? r->cfg->balance_test_scale : 1.0;
+	hora_balance_record(r->bal, (hora_clock_s() - t0) * k, n);
+}
+
 /* The global batch at sample lo of the epoch (gn samples): this rank's
  * share of it; with the distributed optimizer the update is the global
  * batch's mean gradient. */
 static int train_step(struct run *r, int64_t lo, int64_t gn, struct hora_model_stats *st)
 {
 	int n, rc;
-	if (hora_balance_due(r->bal, r->step) && (rc = hora_balance_agree(r->bal, r->c, r->step, gn))) {
+	if (hora_balance_due(r->bal, r->step) && (rc = hora_balance_agree(r->bal, r->c, r->step, r->global_bs))) {
 		snprintf(r->err, r->errlen, "step %lld: balancing the batch (train.balance): %s", (long long)r->step,
 			 hora_comm_last_error(r->c));
 		return rc;
 	}
 	const int64_t mine = lo + (r->bal ? hora_balance_share(r->bal, gn, r->rank, &n) : share(gn, r->rank, r->size, &n));
+	if (n > r->tr.max_batch) { /* the trainer's batch buffers */
+		snprintf(r->err, r->errlen,
+			 "step %lld: this worker's share of the global batch is %d samples, more than the %d its "
+			 "buffers hold (train.elastic.batch: global after workers left, or train.balance)",
+			 (long long)r->step, n, r->tr.max_batch);
+		return HORA_ERR_CONFIG;
+	}
+	r->samples_trained += n;
 	const double lr = hora_run_lr(r);
 	if (r->samples)
 		hora_elastic_log_samples(r, r->order + mine, n);
@@ -423,7 +438,7 @@ static int train_step(struct run *r, int64_t lo, int64_t gn, struct hora_model_s
 			hora_optim_step(r->tr.optim, r->tr.params, r->tr.grads, lr);
 	} else if (!r->dopt) {
 		rc = n ? hora_trainer_step(&r->tr, &r->train, r->order + mine, n, lr, st) : 0;
-		hora_balance_record(r->bal, hora_clock_s() - t_fb, n);
+		record_balance(r, t_fb, n);
 	} else {
 		/* this rank's share of the global mean; an empty share still takes
 		 * part, with one sample at weight 0 */
@@ -435,7 +450,7 @@ static int train_step(struct run *r, int64_t lo, int64_t gn, struct hora_model_s
 		if (n || hora_dist_optim_replay_zero(r->dopt))
 			rc = hora_trainer_forward_backward(&r->tr, &r->train, r->order + (n ? mine : lo), n ? n : 1,
 							   n ? st : &junk, hora_dist_optim_grads_ready, r->dopt);
-		hora_balance_record(r->bal, hora_clock_s() - t_fb, n);
+		record_balance(r, t_fb, n);
 		if (!rc && (rc = hora_dist_optim_step(r->dopt, r->tr.params, lr))) {
 			snprintf(r->err, r->errlen, "step %lld: averaging gradients: %s", (long long)r->step,
 				 r->c && hora_comm_stalled(r->c) ? hora_comm_last_error(r->c)
@@ -688,6 +703,7 @@ static int fill_result(const struct run *r, struct hora_train_result *res)
 {
 	res->last = r->m;
 	res->steps = r->step;
+	res->samples = r->samples_trained;
 	res->commits = r->commits;
 	res->commit_s = r->commit_s;
 	res->nparams = r->tr.nparams;
@@ -770,9 +786,9 @@ static void grads_region(struct run *r)
 
 int hora_run_dist_optim(struct run *r)
 {
-	grads_region(r);
-	hora_dist_optim_destroy(r->dopt);
+	hora_dist_optim_destroy(r->dopt); /* waits for its averages: before the gradients move */
 	r->dopt = NULL;
+	grads_region(r);
 	hora_balance_destroy(r->bal); /* even again over this communicator's ranks */
 	r->bal = NULL;
 	if (r->cfg->balance && r->cfg->gossip.on) {

@@ -146,6 +146,8 @@ int hora_trainer_forward_backward(struct hora_trainer *t, const struct hora_data
 				  const int64_t *idx, int n, struct hora_model_stats *stats,
 				  hora_grads_ready_fn ready, void *arg)
 {
+	if (n < 0 || n > t->max_batch)
+		return -E2BIG; /* the batch buffers' size (train.c names it first) */
 	if (on_cuda(t))
 		return hora_gpu_mlp_model_step_ds(t->model, ds, idx, n, t->params, t->grads, stats,
 						  ready, arg);

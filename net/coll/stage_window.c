@@ -73,9 +73,10 @@ void stage_windows_free(struct stage_shm *st)
  * passing failed is counted and never offered again, so that no peer ever
  * holds more than STAGE_WIN_MAX of ours; its fd may have reached some
  * peers, which map it when they read past it. The call falls back to the
- * copying stage: the same bits, slower. */
+ * copying stage: the same bits, slower. A message cut short (-EIO) would
+ * leave that peer's socket misaligned: the stage breaks (< 0). */
 static int pass_region(struct stage_shm *st, struct hora_net_shm_regions *regs,
-		       const struct hora_net_shm_region_ref *ref)
+		       const struct hora_net_shm_region_ref *ref, char *err, size_t errlen)
 {
 	const int fd = hora_net_shm_region_dup_fd(regs, ref->id);
 	if (fd < 0)
@@ -89,6 +90,10 @@ static int pass_region(struct stage_shm *st, struct hora_net_shm_regions *regs,
 	close(fd);
 	st->offered_ok[st->noffered] = !rc;
 	st->offered[st->noffered++] = ref->id;
+	if (rc == -EIO) { /* a message cut short: that peer's next read of the socket would be misaligned */
+		stage_errf(st->broken_err, sizeof(st->broken_err), "stage shm: passing a buffer's region: %s", e);
+		return stage_shm_breaks(st, rc, err, errlen);
+	}
 	return !rc;
 }
 
@@ -106,8 +111,10 @@ int stage_shm_window(struct hora_net_stage *s, struct hora_net_shm_regions *regs
 	int i = 0;
 	while (i < st->noffered && st->offered[i] != ref.id)
 		i++;
-	const bool usable = i < st->noffered ? st->offered_ok[i]
-			  : st->noffered < STAGE_WIN_MAX && pass_region(st, regs, &ref);
+	int usable = i < st->noffered ? st->offered_ok[i]
+		     : st->noffered < STAGE_WIN_MAX ? pass_region(st, regs, &ref, err, errlen) : 0;
+	if (usable < 0)
+		return usable;
 	if (!usable)
 		return 0; /* the copying stage */
 	const struct win_msg d = {.id = ref.id, .magic = WIN_MAGIC, .bytes = ref.off};

@@ -92,7 +92,8 @@ int hora_net_shm_fd_send(int sock, int fd, char *err, size_t errlen);
  * without an fd; -ECONNRESET: the socket closed; -ETIMEDOUT. */
 int hora_net_shm_fd_recv(int sock, int timeout_ms, int *fd, char *err, size_t errlen);
 /* The same with len bytes of data (at least 1) beside the fd, received
- * whole into data (len the same on both sides). */
+ * whole into data (len the same on both sides). -EIO: only part of the
+ * data went (the peer's stream is then misaligned). */
 int hora_net_shm_fd_send_data(int sock, int fd, const void *data, size_t len, char *err, size_t errlen);
 int hora_net_shm_fd_recv_data(int sock, int timeout_ms, int *fd, void *data, size_t len, char *err,
 			      size_t errlen);

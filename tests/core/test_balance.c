@@ -71,18 +71,31 @@ Test(balance, shares_tile_every_batch_and_a_slow_rank_gets_fewer)
 		for (int64_t total = 0; total <= 100; total++)
 			check_tiling(b, size, total); /* even */
 		for (int round = 0; round < 30; round++) {
-			/* rank r takes 1 + r / 4 seconds a sample, plus noise on odd ranks */
+			/* rank r takes 1 + r / 4 seconds a sample, plus noise on odd
+			 * ranks; from round 20 on all but rank 0 crawl (rank 0's share
+			 * at its largest) */
 			double t[8];
 			for (int r = 0; r < size; r++)
-				t[r] = 1.0 + r / 4.0 + (round % 3) * 0.1 * (r % 2);
+				t[r] = round < 20 ? 1.0 + r / 4.0 + (round % 3) * 0.1 * (r % 2) : r ? 100.0 : 1.0;
 			hora_balance_update(b, t);
 			for (int64_t total = 0; total <= 70; total += 7)
 				check_tiling(b, size, total);
 			check_tiling(b, size, 1024 * (int64_t)size);
+			for (int r = 0; r < size; r++) { /* the trainer's buffers hold 2 x batch + 2 (trainer.c) */
+				int n;
+				hora_balance_share(b, 1024 * (int64_t)size, r, &n);
+				cr_assert_leq(n, 2 * 1024 + 2, "size %d: rank %d's share of 1024 x size is %d", size, r, n);
+			}
 		}
 		cr_assert_eq(hora_balance_agreements(b), 30);
 		/* the slowest rank (the last) has the smallest share, the fastest the largest */
 		int n0, nl;
+		for (int round = 0; round < 10; round++) {
+			double t[8];
+			for (int r = 0; r < size; r++)
+				t[r] = 1.0 + r / 4.0;
+			hora_balance_update(b, t);
+		}
 		hora_balance_share(b, 64 * (int64_t)size, 0, &n0);
 		hora_balance_share(b, 64 * (int64_t)size, size - 1, &nl);
 		if (size > 1)
