@@ -211,6 +211,16 @@ static inline void check_all(int n, const struct result *res)
 	}
 }
 
+/* n ranks run fn with the usual slot, spin and far timeout; every rank
+ * must succeed with the same bits */
+static inline void run_checked(int n, rank_fn fn)
+{
+	struct result res[MAXN];
+	struct opts o = {.slot_bytes = SLOT, .spin_us = 20, .timeout_ms = 20000};
+	run_ranks(n, &o, fn, NULL, res);
+	check_all(n, res);
+}
+
 /* ---- the kill tests (stage_shm, stage_window) ---- */
 
 /* a thread's start: SIGKILL to our own process after arg ms */

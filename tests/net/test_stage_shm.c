@@ -134,12 +134,8 @@ out:
 
 Test(net_stage_shm, reduces_in_local_rank_order, .timeout = 120)
 {
-	struct result res[MAXN];
-	struct opts o = {.slot_bytes = SLOT, .spin_us = 20, .timeout_ms = 20000};
-	for (int n = 3; n <= 5; n += 2) {
-		run_ranks(n, &o, order_rank, NULL, res);
-		check_all(n, res);
-	}
+	for (int n = 3; n <= 5; n += 2)
+		run_checked(n, order_rank);
 }
 
 /* ---- reduce-scatter and allgather alone ---------------------------------- */

@@ -89,23 +89,15 @@ out:
 	hora_net_shm_regions_destroy(regs);
 }
 
-static void matrix(int n)
-{
-	struct result res[MAXN];
-	struct opts o = {.slot_bytes = SLOT, .spin_us = 20, .timeout_ms = 20000};
-	run_ranks(n, &o, matrix_rank, NULL, res);
-	check_all(n, res);
-}
-
 Test(net_stage_window, allreduce_matrix_2_3_4, .timeout = 120)
 {
 	for (int n = 2; n <= 4; n++)
-		matrix(n);
+		run_checked(n, matrix_rank);
 }
 
 Test(net_stage_window, allreduce_matrix_8, .timeout = 180)
 {
-	matrix(8);
+	run_checked(8, matrix_rank);
 }
 
 /* random data: the single-copy result has the copying allreduce's bits */
@@ -144,12 +136,8 @@ static void same_bits_rank(struct hora_net_stage *s, int r, int n, void *arg, st
 
 Test(net_stage_window, the_same_bits_as_the_copying_allreduce, .timeout = 120)
 {
-	struct result res[MAXN];
-	struct opts o = {.slot_bytes = SLOT, .spin_us = 20, .timeout_ms = 20000};
-	for (int n = 2; n <= 5; n += 3) {
-		run_ranks(n, &o, same_bits_rank, NULL, res);
-		check_all(n, res);
-	}
+	for (int n = 2; n <= 5; n += 3)
+		run_checked(n, same_bits_rank);
 }
 
 /* regions used in turn, A B A C B: each passed once, mapped once; then a
