@@ -192,8 +192,7 @@ out:
 Test(net_stage_window, regions_in_turn_and_the_limits, .timeout = 60)
 {
 	struct result res[MAXN];
-	struct opts o = {.slot_bytes = SLOT, .spin_us = 20, .timeout_ms = 20000};
-	run_ranks(3, &o, regions_rank, NULL, res);
+	run_default(3, regions_rank, res);
 	for (int r = 0; r < 3; r++) {
 		cr_assert_eq(res[r].rc, 0, "rank %d: rc %d: %s", r, res[r].rc, res[r].err);
 		cr_assert_eq(res[r].bad, 0, "rank %d: %s", r, res[r].err);
@@ -230,8 +229,7 @@ static void forged_rank(struct hora_net_stage *s, int r, int n, void *arg, struc
 Test(net_stage_window, a_forged_descriptor_fails_every_rank_naming_the_forger, .timeout = 60)
 {
 	struct result res[MAXN];
-	struct opts o = {.slot_bytes = SLOT, .spin_us = 20, .timeout_ms = 20000};
-	run_ranks(3, &o, forged_rank, NULL, res);
+	run_default(3, forged_rank, res);
 	for (int r = 0; r < 3; r++) {
 		cr_assert_neq(res[r].rc, 0, "rank %d succeeded", r);
 		cr_log_info("rank %d: %d: %s", r, res[r].rc, res[r].err);
@@ -273,8 +271,7 @@ Test(net_stage_window, a_killed_rank_fails_the_others_naming_it, .timeout = 60)
 {
 	char *before = th_dev_shm();
 	struct result res[MAXN];
-	struct opts o = {.slot_bytes = SLOT, .spin_us = 20, .timeout_ms = 20000};
 	const int n = 4;
-	run_ranks(n, &o, killed_rank, NULL, res);
+	run_default(n, killed_rank, res);
 	check_killed(n, res, before);
 }
