@@ -209,9 +209,10 @@ struct hora_train_config {
 	 * "wallclock_ns step view" (CLOCK_REALTIME) after every step it ends to
 	 * <this>.<worker index>, one write per line ("" = off) */
 	char step_log[HORA_PATH_MAX];
-	/* test hook: train.balance counts this rank's forward/backward seconds
-	 * times this (0: 1), so a test can make a rank look slower */
-	double balance_test_scale;
+	/* test hook: train.balance records this many seconds per sample for
+	 * this rank instead of the measured ones (0: measure), so a test sees
+	 * the same shares however busy its machine is */
+	double balance_test_seconds;
 	int device; /* train.device: HORA_DEVICE_CPU (default) or HORA_DEVICE_CUDA */
 };
 

@@ -397,8 +397,8 @@ double hora_run_lr(const struct run *r)
 /* train.balance: this step's forward/backward since t0, n samples */
 static void record_balance(struct run *r, double t0, int n)
 {
-	const double k = r->cfg->balance_test_scale > 0 ? r->cfg->balance_test_scale : 1.0;
-	hora_balance_record(r->bal, (hora_clock_s() - t0) * k, n);
+	const double fixed = r->cfg->balance_test_seconds;
+	hora_balance_record(r->bal, fixed > 0 ? fixed * n : hora_clock_s() - t0, n);
 }
 
 /* The global batch at sample lo of the epoch (gn samples): this rank's
