@@ -413,12 +413,13 @@ static int train_step(struct run *r, int64_t lo, int64_t gn, struct hora_model_s
 		return rc;
 	}
 	const int64_t mine = lo + (r->bal ? hora_balance_share(r->bal, gn, r->rank, &n) : share(gn, r->rank, r->size, &n));
-	if (n > r->tr.max_batch) { /* the trainer's batch buffers */
-		snprintf(r->err, r->errlen,
-			 "step %lld: this worker's share of the global batch is %d samples, more than the %d its "
-			 "buffers hold (train.elastic.batch: global after workers left, or train.balance)",
-			 (long long)r->step, n, r->tr.max_batch);
-		return HORA_ERR_CONFIG;
+	if (n > r->tr.max_batch) { /* train.elastic.batch: global after workers left */
+		char why[600];
+		if ((rc = hora_trainer_grow(&r->tr, n, why, sizeof(why)))) {
+			snprintf(r->err, r->errlen, "step %lld: this worker's share of the global batch grew to %d "
+				 "samples: %s", (long long)r->step, n, why);
+			return rc;
+		}
 	}
 	r->samples_trained += n;
 	const double lr = hora_run_lr(r);

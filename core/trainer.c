@@ -53,6 +53,7 @@ int hora_trainer_init(struct hora_trainer *t, const struct hora_train_config *cf
 		.max_batch = train_max > EVAL_BATCH ? train_max : EVAL_BATCH,
 	};
 	memcpy(mc.hidden, cfg->hidden, sizeof(int) * (size_t)cfg->nhidden);
+	t->mc = mc;
 	t->max_batch = mc.max_batch;
 	t->input_dim = input_dim;
 	rc = t->ops->create(&mc, &t->model, msg, sizeof(msg));
@@ -124,6 +125,42 @@ void hora_trainer_deinit(struct hora_trainer *t)
 	free(t->y);
 	hora_model_plugin_close(t->plugin);
 	memset(t, 0, sizeof(*t));
+}
+
+int hora_trainer_grow(struct hora_trainer *t, int n, char *err, size_t errlen)
+{
+	if (n <= t->max_batch)
+		return 0;
+	struct hora_model_config mc = t->mc;
+	mc.max_batch = n;
+	void *model = NULL;
+	char msg[512] = "";
+	float *x = alloc_floats((size_t)n * (size_t)t->input_dim);
+	uint8_t *y = malloc((size_t)n);
+	int rc = x && y ? t->ops->create(&mc, &model, msg, sizeof(msg)) : -ENOMEM;
+	if (!rc && t->ops->layout(model, NULL, 0) != t->nlayers) {
+		snprintf(msg, sizeof(msg), "it has another layout when built for batch %d", n);
+		rc = HORA_ERR_MODEL;
+	}
+	if (rc) {
+		snprintf(err, errlen, "model %s: building it for batches of %d samples (was %d): %s", t->ops->name, n,
+			 t->max_batch, rc == -ENOMEM ? "out of memory" : msg);
+		if (model)
+			t->ops->destroy(model);
+		free(x);
+		free(y);
+		return rc == -ENOMEM ? rc : HORA_ERR_MODEL;
+	}
+	t->ops->destroy(t->model);
+	free(t->x);
+	free(t->y);
+	t->model = model;
+	t->x = x;
+	t->y = y;
+	t->mc = mc;
+	t->max_batch = n;
+	HORA_LOGD("trainer: model %s built again for batches of %d samples", t->ops->name, n);
+	return 0;
 }
 
 /* train.device: cuda keeps the data sets on the device (gpu/hora_gpu.h) */

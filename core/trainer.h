@@ -24,6 +24,7 @@ struct hora_trainer {
 	float *x;   /* (max_batch, input_dim) */
 	uint8_t *y; /* (max_batch) */
 	int max_batch, input_dim;
+	struct hora_model_config mc; /* what the model was built with (hora_trainer_grow) */
 	struct hora_train_config cfg;
 };
 
@@ -33,6 +34,13 @@ struct hora_trainer {
 int hora_trainer_init(struct hora_trainer *t, const struct hora_train_config *cfg, int input_dim,
 		      int num_classes, char *err, size_t errlen);
 void hora_trainer_deinit(struct hora_trainer *t);
+
+/* Make room for batches of up to n samples (a worker's share of a global
+ * batch that grew: train.elastic.batch: global after workers left). The
+ * model is built again for the larger batch (its state is scratch: the
+ * parameters are t->params) and the batch buffers grow; on failure
+ * nothing changed. Returns 0, -ENOMEM or HORA_ERR_MODEL (reason in err). */
+int hora_trainer_grow(struct hora_trainer *t, int n, char *err, size_t errlen);
 
 /* One SGD step on samples idx[0..n) of ds at learning rate lr; adds the
  * batch's loss/acc to *stats. Returns 0 or -errno. */

@@ -13,6 +13,11 @@
 #                 after the others finish)
 #   restart-rank2 kill -9 of worker 2 with train.elastic.restart: the
 #                 launcher restarts it and it rejoins
+#   global-kill9  kill -9 of worker 2 with train.elastic.batch: global and
+#                 batch 400: the 1600-sample global batch stays, each of the
+#                 3 left trains 533-534 samples a step, more than the
+#                 trainer's buffers first held (512): the model is built
+#                 again for the larger share
 #   max3          train.elastic.max_workers 3: worker 3 is refused by name
 #   pause         min_workers 4: worker 2 killed, the others pause naming it,
 #                 it is started again 3 s later and training resumes
@@ -57,7 +62,7 @@ train:
   model: mnist_mlp
   data: $T/data
   epochs: $EPOCHS
-  batch_size: 32
+  batch_size: ${BATCH:-32}
   seed: 7
   elastic:
     commit_steps: 10
@@ -130,6 +135,15 @@ launched kill9-pair KILL "0 2" 2 2
 launched term-rank1 TERM 1 3 3
 launched stop-rank3 STOP 3 3 3
 launched restart-rank2 KILL 2 4 3 "    restart: true" # the joiner prints its own line
+BATCH=400 launched global-kill9 KILL 2 3 3 "    batch: global"
+# the global batch stayed: a full step after the view change is 1600
+# samples over the 3 left, 533 or 534 each, the epoch's last 400 133 or
+# 134 (the sample log's lines: "t epoch step view sample", one file a
+# worker; view 1 is the first)
+shares="$(awk '$1 == "t" && $4 > 1 { c[FILENAME" "$3" "$4]++ } END { for (k in c) print c[k] }' \
+  "$T"/samples-global-kill9.* | sort -n | uniq -c | awk '{printf "%s x %s; ", $1, $2}')"
+check "global-kill9: each survivor's share of a step after the view change (count x samples: $shares)" \
+  "$(grep -qE '^([0-9]+ x (533|534|133|134); )+$' <<<"$shares"; echo $?)"
 
 # max_workers 3 of a 4-worker file: worker 3 is refused by name (exit 2, not
 # restarted), the other three train
