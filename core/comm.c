@@ -1030,8 +1030,14 @@ void *hora_comm_mem_alloc(struct hora_comm *c, size_t bytes)
 
 void hora_comm_mem_free(struct hora_comm *c, void *p)
 {
-	if (p && (!c || !c->regions || hora_net_shm_region_free(c->regions, p)))
-		free(p);
+	if (!p || (c && c->regions && !hora_net_shm_region_free(c->regions, p)))
+		return;
+	if (!hora_net_shm_region_free_any(p)) { /* another communicator's: freed there */
+		HORA_LOGW("hora_comm_mem_free: %p was allocated on another communicator than the one "
+			  "named; freed from its own", p);
+		return;
+	}
+	free(p); /* ordinary memory: hora_comm_mem_alloc's fallback */
 }
 
 int hora_comm_describe(struct hora_comm *c, size_t bytes, char *buf, size_t len)

@@ -33,11 +33,18 @@ struct region {
 };
 
 struct hora_net_shm_regions {
-	pthread_mutex_t mu; /* guards everything below */
+	pthread_mutex_t mu; /* guards everything below but next */
 	struct region *r;
 	int n, cap;
 	uint32_t next_id;
+	struct hora_net_shm_regions *next; /* every set of the process (g_sets_mu) */
 };
+
+/* every set of the process, so that memory freed through another
+ * communicator than its own is found (hora_net_shm_region_free_any);
+ * lock order: g_sets_mu, then a set's mu */
+static pthread_mutex_t g_sets_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct hora_net_shm_regions *g_sets;
 
 int hora_net_shm_regions_create(struct hora_net_shm_regions **out)
 {
@@ -47,6 +54,10 @@ int hora_net_shm_regions_create(struct hora_net_shm_regions **out)
 		return -ENOMEM;
 	pthread_mutex_init(&s->mu, NULL);
 	s->next_id = 1;
+	pthread_mutex_lock(&g_sets_mu);
+	s->next = g_sets;
+	g_sets = s;
+	pthread_mutex_unlock(&g_sets_mu);
 	*out = s;
 	return 0;
 }
@@ -55,6 +66,13 @@ void hora_net_shm_regions_destroy(struct hora_net_shm_regions *s)
 {
 	if (!s)
 		return;
+	pthread_mutex_lock(&g_sets_mu);
+	struct hora_net_shm_regions **pp = &g_sets;
+	while (*pp && *pp != s)
+		pp = &(*pp)->next;
+	if (*pp)
+		*pp = s->next;
+	pthread_mutex_unlock(&g_sets_mu);
 	for (int i = 0; i < s->n; i++) {
 		munmap(s->r[i].base, s->r[i].bytes);
 		close(s->r[i].fd);
@@ -137,6 +155,16 @@ int hora_net_shm_region_free(struct hora_net_shm_regions *s, void *p)
 		}
 	pthread_mutex_unlock(&s->mu);
 	return -ENOENT;
+}
+
+int hora_net_shm_region_free_any(void *p)
+{
+	int rc = -ENOENT;
+	pthread_mutex_lock(&g_sets_mu);
+	for (struct hora_net_shm_regions *s = g_sets; s && rc; s = s->next)
+		rc = hora_net_shm_region_free(s, p);
+	pthread_mutex_unlock(&g_sets_mu);
+	return rc;
 }
 
 int hora_net_shm_region_find(struct hora_net_shm_regions *s, const void *p, size_t len,

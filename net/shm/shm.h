@@ -119,6 +119,9 @@ int hora_net_shm_region_alloc(struct hora_net_shm_regions *s, size_t bytes, void
 /* Unmap and close the region starting at p; -ENOENT when none does. Peers'
  * mappings keep its pages until they unmap them. */
 int hora_net_shm_region_free(struct hora_net_shm_regions *s, void *p);
+/* The same in whichever set of this process holds it (memory freed
+ * through another communicator than its own); -ENOENT when none does. */
+int hora_net_shm_region_free_any(void *p);
 /* 1 with *ref when [p, p + len) lies in one region, else 0. */
 int hora_net_shm_region_find(struct hora_net_shm_regions *s, const void *p, size_t len,
 			     struct hora_net_shm_region_ref *ref);

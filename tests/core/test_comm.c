@@ -559,6 +559,43 @@ Test(comm, mem_alloc_buffers_are_averaged_where_they_lie_on_one_host, .timeout =
 		}
 }
 
+/* the regions mapped in this process (each rank's own; no allreduce ran,
+ * so no peer's) */
+static int regions_mapped(void)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	char line[512];
+	int k = 0;
+	while (f && fgets(line, sizeof(line), f))
+		k += strstr(line, "memfd:hora-region") != NULL;
+	if (f)
+		fclose(f);
+	return k;
+}
+
+/* each rank frees the next rank's buffer through its own communicator:
+ * found in the other's regions and unmapped there (it once went to free()) */
+static void *cross_bufs[MAXR];
+static void cross_free_fn(struct rank_ctx *x)
+{
+	x->rc = (cross_bufs[x->rank] = hora_comm_mem_alloc(x->c, 4096)) ? hora_barrier(x->c) : -ENOMEM;
+	if (!x->rc) {
+		hora_comm_mem_free(x->c, cross_bufs[(x->rank + 1) % x->n]);
+		x->rc = hora_barrier(x->c);
+	}
+	x->ok = !x->rc;
+}
+
+Test(comm, mem_free_through_another_communicator_frees_it_there, .timeout = 60)
+{
+	struct rank_ctx rk[MAXR];
+	const int before = regions_mapped();
+	run_ranks(3, cross_free_fn, NULL, rk);
+	for (int r = 0; r < 3; r++)
+		cr_assert(rk[r].ok, "rank %d: rc %d", r, rk[r].rc);
+	cr_assert_eq(regions_mapped(), before, "%d regions still mapped (%d before)", regions_mapped(), before);
+}
+
 /* ---- the async forms of broadcast, allgather, reduce-scatter, barrier ------------ */
 
 #define AC 1000 /* elements per rank */
