@@ -401,6 +401,40 @@ static void record_balance(struct run *r, double t0, int n)
 	hora_balance_record(r->bal, fixed > 0 ? fixed * n : hora_clock_s() - t0, n);
 }
 
+/* This rank's share of a global batch of gn samples: its offset in it, n
+ * samples (train.balance: by the agreed weights, else even) */
+static int64_t my_share(const struct run *r, int64_t gn, int *n)
+{
+	return r->bal ? hora_balance_share(r->bal, gn, r->rank, n) : share(gn, r->rank, r->size, n);
+}
+
+/* Ask the CPU for the rows and labels of this rank's share of the next
+ * global batch (at sample next_lo of the epoch): a batch's rows lie at
+ * random in the data set, and its gather otherwise waits on memory for
+ * each (~0.5 us a 784-byte row here, 7-10 % of a step at batch 32:
+ * perf, bench/RESULTS.md session 17). Called where the core would wait
+ * anyway: before the averaging with several workers (the wait for the
+ * slower rank fetches them), before the step with one. A hint: a share
+ * that the next agreement of train.balance moves is only fetched in part.
+ * Not for train.device: cuda (the data set is on the device). */
+static void prefetch_next(const struct run *r, int64_t next_lo)
+{
+	if (next_lo >= r->train.n || r->cfg->device == HORA_DEVICE_CUDA)
+		return;
+	const int64_t gn = r->train.n - next_lo < r->global_bs ? r->train.n - next_lo : r->global_bs;
+	int n;
+	const int64_t at = next_lo + my_share(r, gn, &n);
+	const size_t d = (size_t)r->train.rows * r->train.cols;
+	for (int64_t i = at; i < at + n; i++) {
+		const int64_t s = r->order[i];
+		const uint8_t *row = r->train.images + (size_t)s * d;
+		for (size_t o = 0; o < d; o += 64)
+			__builtin_prefetch(row + o, 0, 3);
+		__builtin_prefetch(row + d - 1, 0, 3);
+		__builtin_prefetch(r->train.labels + s, 0, 3);
+	}
+}
+
 /* The global batch at sample lo of the epoch (gn samples): this rank's
  * share of it; with the distributed optimizer the update is the global
  * batch's mean gradient. */
@@ -412,7 +446,7 @@ static int train_step(struct run *r, int64_t lo, int64_t gn, struct hora_model_s
 			 hora_comm_last_error(r->c));
 		return rc;
 	}
-	const int64_t mine = lo + (r->bal ? hora_balance_share(r->bal, gn, r->rank, &n) : share(gn, r->rank, r->size, &n));
+	const int64_t mine = lo + my_share(r, gn, &n);
 	if (n > r->tr.max_batch) { /* train.elastic.batch: global after workers left */
 		char why[600];
 		if ((rc = hora_trainer_grow(&r->tr, n, why, sizeof(why)))) {
@@ -426,6 +460,8 @@ static int train_step(struct run *r, int64_t lo, int64_t gn, struct hora_model_s
 	if (r->samples)
 		hora_elastic_log_samples(r, r->order + mine, n);
 	const double t_fb = hora_clock_s();
+	if (!r->dopt)
+		prefetch_next(r, lo + gn);
 	if (r->gossip) {
 		/* D-PSGD: x_t's averaging runs while its gradient is computed */
 		rc = hora_gossip_begin(r->gossip, r->tr.params, r->step + 1, r->err, r->errlen);
@@ -452,6 +488,7 @@ static int train_step(struct run *r, int64_t lo, int64_t gn, struct hora_model_s
 			rc = hora_trainer_forward_backward(&r->tr, &r->train, r->order + (n ? mine : lo), n ? n : 1,
 							   n ? st : &junk, hora_dist_optim_grads_ready, r->dopt);
 		record_balance(r, t_fb, n);
+		prefetch_next(r, lo + gn);
 		if (!rc && (rc = hora_dist_optim_step(r->dopt, r->tr.params, lr))) {
 			snprintf(r->err, r->errlen, "step %lld: averaging gradients: %s", (long long)r->step,
 				 r->c && hora_comm_stalled(r->c) ? hora_comm_last_error(r->c)
