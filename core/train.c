@@ -412,9 +412,9 @@ static int64_t my_share(const struct run *r, int64_t gn, int *n)
  * global batch (at sample next_lo of the epoch): a batch's rows lie at
  * random in the data set, and its gather otherwise waits on memory for
  * each (~0.5 us a 784-byte row here, 7-10 % of a step at batch 32:
- * perf, bench/RESULTS.md session 17). Called where the core would wait
- * anyway: before the averaging with several workers (the wait for the
- * slower rank fetches them), before the step with one. A hint: a share
+ * perf, bench/RESULTS.md session 17). Called between forward/backward and
+ * the update (the averaging, gossip's wait, the optimizer): those fetch
+ * them meanwhile, many at once. A hint: a share
  * that the next agreement of train.balance moves is only fetched in part.
  * Not for train.device: cuda (the data set is on the device). */
 static void prefetch_next(const struct run *r, int64_t next_lo)
@@ -460,22 +460,24 @@ static int train_step(struct run *r, int64_t lo, int64_t gn, struct hora_model_s
 	if (r->samples)
 		hora_elastic_log_samples(r, r->order + mine, n);
 	const double t_fb = hora_clock_s();
-	if (!r->dopt)
-		prefetch_next(r, lo + gn);
 	if (r->gossip) {
 		/* D-PSGD: x_t's averaging runs while its gradient is computed */
 		rc = hora_gossip_begin(r->gossip, r->tr.params, r->step + 1, r->err, r->errlen);
 		const int brc = rc;
 		if (!rc && n)
 			rc = hora_trainer_forward_backward(&r->tr, &r->train, r->order + mine, n, st, NULL, NULL);
+		prefetch_next(r, lo + gn);
 		const int erc = brc ? 0 : hora_gossip_end(r->gossip, r->tr.params, r->err, r->errlen);
 		if (brc || erc)
 			return brc ? brc : erc; /* err says why */
 		if (!rc && n)
 			hora_optim_step(r->tr.optim, r->tr.params, r->tr.grads, lr);
 	} else if (!r->dopt) {
-		rc = n ? hora_trainer_step(&r->tr, &r->train, r->order + mine, n, lr, st) : 0;
+		rc = n ? hora_trainer_forward_backward(&r->tr, &r->train, r->order + mine, n, st, NULL, NULL) : 0;
 		record_balance(r, t_fb, n);
+		prefetch_next(r, lo + gn);
+		if (!rc && n) /* hora_trainer_step, the rows on their way meanwhile */
+			hora_optim_step(r->tr.optim, r->tr.params, r->tr.grads, lr);
 	} else {
 		/* this rank's share of the global mean; an empty share still takes
 		 * part, with one sample at weight 0 */
