@@ -310,6 +310,8 @@ int hora_gasync_steps(struct run *r, struct hora_gasync *g, struct hora_model_st
 					r->tr.ops->name, hora_strerror(rc)),
 			       rc;
 		g->pos += b;
+		if (g->pos + b <= r->train.n) /* the next batch's rows, while the exchange runs */
+			hora_trainer_prefetch(&r->tr, &r->train, g->order + g->pos, b);
 		g->mine += (uint64_t)b;
 		hora_apair_progress(g->ap, g->mine);
 		if ((g->mine - mine0) / tell_every != (g->mine - mine0 - (uint64_t)b) / tell_every)

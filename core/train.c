@@ -408,31 +408,19 @@ static int64_t my_share(const struct run *r, int64_t gn, int *n)
 	return r->bal ? hora_balance_share(r->bal, gn, r->rank, n) : share(gn, r->rank, r->size, n);
 }
 
-/* Ask the CPU for the rows and labels of this rank's share of the next
- * global batch (at sample next_lo of the epoch): a batch's rows lie at
- * random in the data set, and its gather otherwise waits on memory for
- * each (~0.5 us a 784-byte row here, 7-10 % of a step at batch 32:
- * perf, bench/RESULTS.md session 17). Called between forward/backward and
- * the update (the averaging, gossip's wait, the optimizer): those fetch
- * them meanwhile, many at once. A hint: a share
- * that the next agreement of train.balance moves is only fetched in part.
- * Not for train.device: cuda (the data set is on the device). */
+/* The rows of this rank's share of the next global batch (at sample
+ * next_lo of the epoch) on their way (hora_trainer_prefetch); called
+ * between forward/backward and the update (the averaging, gossip's wait,
+ * the optimizer), which run meanwhile. A hint: a share that the next
+ * agreement of train.balance moves is only fetched in part. */
 static void prefetch_next(const struct run *r, int64_t next_lo)
 {
-	if (next_lo >= r->train.n || r->cfg->device == HORA_DEVICE_CUDA)
+	if (next_lo >= r->train.n)
 		return;
 	const int64_t gn = r->train.n - next_lo < r->global_bs ? r->train.n - next_lo : r->global_bs;
 	int n;
 	const int64_t at = next_lo + my_share(r, gn, &n);
-	const size_t d = (size_t)r->train.rows * r->train.cols;
-	for (int64_t i = at; i < at + n; i++) {
-		const int64_t s = r->order[i];
-		const uint8_t *row = r->train.images + (size_t)s * d;
-		for (size_t o = 0; o < d; o += 64)
-			__builtin_prefetch(row + o, 0, 3);
-		__builtin_prefetch(row + d - 1, 0, 3);
-		__builtin_prefetch(r->train.labels + s, 0, 3);
-	}
+	hora_trainer_prefetch(&r->tr, &r->train, r->order + at, n);
 }
 
 /* The global batch at sample lo of the epoch (gn samples): this rank's

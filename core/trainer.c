@@ -169,6 +169,20 @@ static int on_cuda(const struct hora_trainer *t)
 	return t->ops == hora_gpu_mlp_model();
 }
 
+void hora_trainer_prefetch(const struct hora_trainer *t, const struct hora_dataset *ds, const int64_t *idx, int n)
+{
+	if (on_cuda(t))
+		return;
+	const size_t d = (size_t)ds->rows * ds->cols;
+	for (int i = 0; i < n; i++) {
+		const uint8_t *row = ds->images + (size_t)idx[i] * d;
+		for (size_t o = 0; o < d; o += 64)
+			__builtin_prefetch(row + o, 0, 3);
+		__builtin_prefetch(row + d - 1, 0, 3);
+		__builtin_prefetch(ds->labels + idx[i], 0, 3);
+	}
+}
+
 int hora_trainer_step(struct hora_trainer *t, const struct hora_dataset *ds, const int64_t *idx,
 		      int n, double lr, struct hora_model_stats *stats)
 {

@@ -47,6 +47,14 @@ int hora_trainer_grow(struct hora_trainer *t, int n, char *err, size_t errlen);
 int hora_trainer_step(struct hora_trainer *t, const struct hora_dataset *ds, const int64_t *idx,
 		      int n, double lr, struct hora_model_stats *stats);
 
+/* Ask the CPU for samples idx[0..n) of ds, a batch to come: a batch's
+ * rows lie at random in the data set, and its gather otherwise waits on
+ * memory for each in turn (~0.5 us a 784-byte row here: 7-10 % of a step
+ * at batch 32, perf in bench/RESULTS.md session 17); issued while other
+ * work runs (the averaging, the optimizer) they arrive together. Nothing
+ * for train.device: cuda (the data set is on the device). */
+void hora_trainer_prefetch(const struct hora_trainer *t, const struct hora_dataset *ds, const int64_t *idx, int n);
+
 /* Forward and backward only (gradients in t->grads, ready called as they
  * become final); the caller steps the optimizer. */
 int hora_trainer_forward_backward(struct hora_trainer *t, const struct hora_dataset *ds,
