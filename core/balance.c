@@ -15,10 +15,15 @@
  * weights (damping: one noisy window moves a share by half its noise), each
  * within [0.75, 1.25] x the even share before the weights are scaled to
  * sum 1 (so at most 1.25 / 0.75 = 5/3 of it after); they head back to even
- * when no speed share is more than HORA_BALANCE_DEAD_BAND off: an uneven split
+ * when no speed share is further off than the dead band: an uneven split
  * costs a pass over the gradients (each rank's scaled by its share before
- * the average), which at batch 32 on two cores is more than a few
- * percent of imbalance gains (bench/RESULTS.md, session 16). A rank's share of a global batch
+ * the average), and an imbalance of x saves about x of a step, so the band
+ * is that pass's reckoned seconds over the slowest rank's step
+ * (hora_balance_band, at least 1 %): at batch 32 on two cores (a 0.17 ms
+ * step, 407 KB of gradients) ~12 %, where a few percent of imbalance gained
+ * less than the pass cost (bench/RESULTS.md, session 16); at batch 1024 (5
+ * ms) 1 %, where one core 4-5 % slower than the other made the other wait
+ * ~0.3 ms a step (session 17). A rank's share of a global batch
  * is the stretch between the rounded cumulative weights: contiguous, in
  * rank order, covering the batch, at least one sample each when the batch
  * has as many as ranks. The window is in time, not steps, and the rate its
@@ -47,9 +52,10 @@ struct hora_balance {
 	int nsteps;
 	int64_t agreements;
 	int64_t next;   /* the step of the next agreement */
+	double pass_s;  /* an uneven split's pass over the gradients, reckoned */
 };
 
-int hora_balance_create(int size, struct hora_balance **out)
+int hora_balance_create(int size, size_t grad_bytes, struct hora_balance **out)
 {
 	*out = NULL;
 	if (size < 1)
@@ -63,6 +69,7 @@ int hora_balance_create(int size, struct hora_balance **out)
 	}
 	b->size = size;
 	b->next = HORA_BALANCE_MIN_STEPS;
+	b->pass_s = (double)grad_bytes / HORA_BALANCE_PASS_BPS;
 	for (int r = 0; r < size; r++)
 		b->w[r] = 1.0 / size;
 	*out = b;
@@ -85,7 +92,7 @@ void hora_balance_record(struct hora_balance *b, double seconds, int samples)
 		b->steps[b->nsteps++] = seconds / samples;
 }
 
-void hora_balance_weights(double *w, const double *t, int size)
+void hora_balance_weights(double *w, const double *t, int size, double band)
 {
 	double sum = 0;
 	for (int r = 0; r < size; r++) {
@@ -97,7 +104,7 @@ void hora_balance_weights(double *w, const double *t, int size)
 	 * nothing (train.c scales no gradient) */
 	bool near = true;
 	for (int r = 0; r < size; r++)
-		near = near && fabs((1.0 / t[r]) / sum * size - 1.0) < HORA_BALANCE_DEAD_BAND;
+		near = near && fabs((1.0 / t[r]) / sum * size - 1.0) < band;
 	const double lo = 0.75 / size, hi = 1.25 / size;
 	double total = 0;
 	for (int r = 0; r < size; r++) {
@@ -110,7 +117,7 @@ void hora_balance_weights(double *w, const double *t, int size)
 	bool even = true;
 	for (int r = 0; r < size; r++) {
 		w[r] /= total;
-		even = even && fabs(w[r] * size - 1.0) < HORA_BALANCE_DEAD_BAND / 4;
+		even = even && fabs(w[r] * size - 1.0) < band / 4;
 	}
 	for (int r = 0; near && even && r < size; r++)
 		w[r] = 1.0 / size;
@@ -138,7 +145,7 @@ int hora_balance_agree(struct hora_balance *b, struct hora_comm *c, int64_t step
 	if (rc)
 		return rc;
 	b->nsteps = 0;
-	hora_balance_update(b, b->t);
+	hora_balance_update(b, b->t, batch);
 	/* the slowest rank's seconds a step at the new shares: the window in steps */
 	double slowest = 0;
 	for (int r = 0; r < b->size; r++)
@@ -150,9 +157,20 @@ int hora_balance_agree(struct hora_balance *b, struct hora_comm *c, int64_t step
 	return 0;
 }
 
-void hora_balance_update(struct hora_balance *b, const double *t)
+double hora_balance_band(const struct hora_balance *b, const double *t, int64_t batch)
 {
-	hora_balance_weights(b->w, t, b->size);
+	double slowest = 0;
+	for (int r = 0; r < b->size; r++)
+		if (t[r] > slowest && isfinite(t[r]))
+			slowest = t[r];
+	const double step = slowest * (double)batch / b->size;
+	const double band = step > 0 ? b->pass_s / step : 1.0;
+	return band > HORA_BALANCE_MIN_BAND ? band : HORA_BALANCE_MIN_BAND;
+}
+
+void hora_balance_update(struct hora_balance *b, const double *t, int64_t batch)
+{
+	hora_balance_weights(b->w, t, b->size, hora_balance_band(b, t, batch));
 	b->agreements++;
 }
 

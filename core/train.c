@@ -824,7 +824,7 @@ int hora_run_dist_optim(struct run *r)
 					    "train.sync: allreduce, not gossip");
 		return HORA_ERR_CONFIG;
 	}
-	if (r->several && r->cfg->balance && hora_balance_create(r->size, &r->bal)) {
+	if (r->several && r->cfg->balance && hora_balance_create(r->size, r->tr.nparams * sizeof(float), &r->bal)) {
 		snprintf(r->err, r->errlen, "out of memory");
 		return -ENOMEM;
 	}
