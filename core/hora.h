@@ -373,10 +373,10 @@ HORA_API int hora_comm_size(const struct hora_comm *c);
  * communicator, before hora_comm_destroy (which frees what is left). It
  * stays valid across an elastic re-form of the communicator.
  * - Each rank passes a buffer's memfd to its local peers at its first
- *   such allreduce; at most 16 of a rank's allocations take the path per
- *   formation of the communicator (later ones run the copying path), and
- *   a freed one's pages stay mapped by the peers until the communicator
- *   (or its next re-form) ends.
+ *   such allreduce; at most 16 of a rank's live allocations take the path
+ *   (more run the copying path); a freed one's pages stay mapped by the
+ *   peers until that rank passes its next one (or the communicator, or
+ *   its next re-form, ends).
  * - The peers write into it: after a failed collective a peer may still
  *   be writing (a rank that stalled and was dropped). Free it and allocate
  *   another before using it again (the trainer does at every re-form). */

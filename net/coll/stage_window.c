@@ -10,9 +10,12 @@
  *   before the call's gather. A peer that finds an id it has not mapped
  *   in the gather's descriptors reads that socket (the message is there:
  *   it was sent before the gather's publish), checks the seals and size
- *   and maps it. At most STAGE_WIN_MAX regions per rank and stage: past
- *   them a rank offers none (the copying allreduce runs), so a peer never
- *   maps more than that of each.
+ *   and maps it. At most STAGE_WIN_MAX live regions per rank and stage:
+ *   past them a rank offers none (the copying allreduce runs), so a peer
+ *   never maps more than that of each. Before passing a new one, a rank
+ *   sends a message with no fd (WIN_FORGET) for each region it passed and
+ *   freed since; a peer reads them on its way to the new one and unmaps
+ *   those, and their slots are free again on both sides.
  * - The allreduce: the call's gather (local.c) is the entry barrier, every
  *   rank's buffer final. Local rank r reduces shard r over every rank's
  *   buffer, in local-rank order 0..n-1, block by block (AVG divided by n
@@ -36,7 +39,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#define WIN_MAGIC 0x4e495748u /* "HWIN" */
+#define WIN_MAGIC 0x4e495748u  /* "HWIN" */
+#define WIN_FORGET 0x54474648u /* "HFGT": a region freed, with no fd */
 #define RECV_MS 1000          /* the fd was sent before the gather: it is there */
 
 /* what goes with a region's fd, and (id, magic, offset) a descriptor */
@@ -75,6 +79,34 @@ void stage_windows_free(struct stage_shm *st)
  * peers, which map it when they read past it. The call falls back to the
  * copying stage: the same bits, slower. A message cut short (-EIO) would
  * leave that peer's socket misaligned: the stage breaks (< 0). */
+/* Tell every peer to unmap the regions we offered that have been freed
+ * since (hora_comm_mem_free), and drop them from the offered ones: their
+ * slots take new regions. Sent before a new region's fd on the same
+ * sockets, so a peer reads them on its way to that one. 0, or < 0 when a
+ * message went only in part (the stage breaks, as in pass_region). */
+static int forget_freed(struct stage_shm *st, struct hora_net_shm_regions *regs, char *err, size_t errlen)
+{
+	for (int i = st->noffered - 1; i >= 0; i--) {
+		if (hora_net_shm_region_alive(regs, st->offered[i]))
+			continue;
+		const struct win_msg m = {.id = st->offered[i], .magic = WIN_FORGET};
+		char e[200] = "";
+		int rc = 0;
+		for (int l = 0; l < st->pub.nlocal && rc != -EIO; l++)
+			if (l != st->pub.lrank)
+				rc = hora_net_shm_fd_send_data(st->socks[l], -1, &m, sizeof(m), e, sizeof(e));
+		if (rc == -EIO) {
+			stage_errf(st->broken_err, sizeof(st->broken_err), "stage shm: forgetting a freed region: %s", e);
+			return stage_shm_breaks(st, rc, err, errlen);
+		}
+		/* another failure: that peer is gone, which the gather reports */
+		st->noffered--;
+		st->offered[i] = st->offered[st->noffered];
+		st->offered_ok[i] = st->offered_ok[st->noffered];
+	}
+	return 0;
+}
+
 static int pass_region(struct stage_shm *st, struct hora_net_shm_regions *regs,
 		       const struct hora_net_shm_region_ref *ref, char *err, size_t errlen)
 {
@@ -111,6 +143,8 @@ int stage_shm_window(struct hora_net_stage *s, struct hora_net_shm_regions *regs
 	int i = 0;
 	while (i < st->noffered && st->offered[i] != ref.id)
 		i++;
+	if (i == st->noffered && (rc = forget_freed(st, regs, err, errlen)))
+		return rc;
 	int usable = i < st->noffered ? st->offered_ok[i]
 		     : st->noffered < STAGE_WIN_MAX ? pass_region(st, regs, &ref, err, errlen) : 0;
 	if (usable < 0)
@@ -122,21 +156,43 @@ int stage_shm_window(struct hora_net_stage *s, struct hora_net_shm_regions *regs
 	return 0;
 }
 
+/* Unmap local rank l's region id (it freed it); unknown ids are ignored. */
+static void forget_peer_region(struct stage_shm *st, int l, uint32_t id)
+{
+	struct stage_peer_region *g = st->preg + (size_t)l * STAGE_WIN_MAX;
+	for (int i = 0; i < st->npreg[l]; i++)
+		if (g[i].id == id) {
+			munmap(g[i].base, g[i].bytes);
+			g[i] = g[--st->npreg[l]];
+			return;
+		}
+}
+
 /* Receive local rank l's next region and map it (the socket's messages
- * come in the order they were sent). NULL with why filled. */
+ * come in the order they were sent), unmapping on the way the ones it
+ * says it freed. NULL with why filled. */
 static const struct stage_peer_region *recv_region(struct stage_shm *st, int l, char *why, size_t whylen)
 {
 	struct stage_peer_region *g = st->preg + (size_t)l * STAGE_WIN_MAX;
-	if (st->npreg[l] == STAGE_WIN_MAX) {
-		snprintf(why, whylen, "it names more than %d regions", STAGE_WIN_MAX);
-		return NULL;
-	}
 	struct win_msg m;
 	int fd;
 	char e[200] = "";
-	int rc = hora_net_shm_fd_recv_data(st->socks[l], RECV_MS, &fd, &m, sizeof(m), e, sizeof(e));
+	int rc;
+	while (!(rc = hora_net_shm_fdmsg_recv(st->socks[l], RECV_MS, &fd, &m, sizeof(m), e, sizeof(e))) &&
+	       fd < 0 && m.magic == WIN_FORGET)
+		forget_peer_region(st, l, m.id);
+	if (!rc && fd < 0) {
+		snprintf(why, whylen, "its message on the socket is neither a region nor a freed one (magic %#x)",
+			 m.magic);
+		return NULL;
+	}
 	if (rc) {
 		snprintf(why, whylen, "its region's fd: %s", e);
+		return NULL;
+	}
+	if (st->npreg[l] == STAGE_WIN_MAX) {
+		close(fd);
+		snprintf(why, whylen, "it names more than %d regions", STAGE_WIN_MAX);
 		return NULL;
 	}
 	uint8_t *base = NULL;

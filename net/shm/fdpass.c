@@ -1,12 +1,14 @@
 /* fdpass.c - handing a memfd to the peer over a Unix-domain socket
  * (SCM_RIGHTS): a channel's, with one byte of data so that the message is
- * never empty, or a region's with its id and size (net/coll/stage_window.c). Not the socket's set-up: the caller's (a socketpair before a
+ * never empty, or a region's with its id and size (net/coll/stage_window.c),
+ * or such data alone (a region forgotten). Not the socket's set-up: the caller's (a socketpair before a
  * fork, or a named socket after the authenticated TCP handshake).
  */
 #include "net/shm/internal.h"
 
 #include <errno.h>
 #include <poll.h>
+#include <stdbool.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -20,13 +22,15 @@ int hora_net_shm_fd_send_data(int sock, int fd, const void *data, size_t len, ch
 		char buf[CMSG_SPACE(sizeof(int))];
 	} u;
 	memset(&u, 0, sizeof(u));
-	struct msghdr m = {.msg_iov = &v, .msg_iovlen = 1, .msg_control = u.buf,
-			   .msg_controllen = sizeof(u.buf)};
-	struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+	struct msghdr m = {.msg_iov = &v, .msg_iovlen = 1, .msg_control = fd < 0 ? NULL : u.buf,
+			   .msg_controllen = fd < 0 ? 0 : sizeof(u.buf)};
+	if (fd >= 0) { /* else data alone (hora_net_shm_fdmsg_recv) */
+		struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+	}
 	ssize_t k;
 	do
 		k = sendmsg(sock, &m, MSG_NOSIGNAL);
@@ -63,8 +67,8 @@ static int recv_rest(int sock, uint8_t *p, size_t left, char *err, size_t errlen
 	return 0;
 }
 
-int hora_net_shm_fd_recv_data(int sock, int timeout_ms, int *fd, void *data, size_t len, char *err,
-			      size_t errlen)
+static int recv_msg(int sock, int timeout_ms, int *fd, bool need_fd, void *data, size_t len, char *err,
+		    size_t errlen)
 {
 	struct iovec v = {.iov_base = data, .iov_len = len};
 	union {
@@ -98,6 +102,9 @@ int hora_net_shm_fd_recv_data(int sock, int timeout_ms, int *fd, void *data, siz
 		return -e;
 	}
 	struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+	*fd = -1;
+	if (!need_fd && !cm && !(m.msg_flags & MSG_CTRUNC))
+		return recv_rest(sock, (uint8_t *)data + k, len - (size_t)k, err, errlen);
 	if ((m.msg_flags & MSG_CTRUNC) || !cm || cm->cmsg_level != SOL_SOCKET ||
 	    cm->cmsg_type != SCM_RIGHTS || cm->cmsg_len != CMSG_LEN(sizeof(int))) {
 		if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)
@@ -116,6 +123,17 @@ int hora_net_shm_fd_recv_data(int sock, int timeout_ms, int *fd, void *data, siz
 		*fd = -1;
 	}
 	return rc;
+}
+
+int hora_net_shm_fd_recv_data(int sock, int timeout_ms, int *fd, void *data, size_t len, char *err,
+			      size_t errlen)
+{
+	return recv_msg(sock, timeout_ms, fd, true, data, len, err, errlen);
+}
+
+int hora_net_shm_fdmsg_recv(int sock, int timeout_ms, int *fd, void *data, size_t len, char *err, size_t errlen)
+{
+	return recv_msg(sock, timeout_ms, fd, false, data, len, err, errlen);
 }
 
 int hora_net_shm_fd_recv(int sock, int timeout_ms, int *fd, char *err, size_t errlen)

@@ -167,6 +167,16 @@ int hora_net_shm_region_free_any(void *p)
 	return rc;
 }
 
+int hora_net_shm_region_alive(struct hora_net_shm_regions *s, uint32_t id)
+{
+	int alive = 0;
+	pthread_mutex_lock(&s->mu);
+	for (int i = 0; i < s->n && !alive; i++)
+		alive = s->r[i].id == id;
+	pthread_mutex_unlock(&s->mu);
+	return alive;
+}
+
 int hora_net_shm_region_find(struct hora_net_shm_regions *s, const void *p, size_t len,
 			     struct hora_net_shm_region_ref *ref)
 {

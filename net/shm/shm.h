@@ -97,6 +97,10 @@ int hora_net_shm_fd_recv(int sock, int timeout_ms, int *fd, char *err, size_t er
 int hora_net_shm_fd_send_data(int sock, int fd, const void *data, size_t len, char *err, size_t errlen);
 int hora_net_shm_fd_recv_data(int sock, int timeout_ms, int *fd, void *data, size_t len, char *err,
 			      size_t errlen);
+/* hora_net_shm_fd_recv_data where the fd is optional: *fd = -1 when the
+ * message came with none (hora_net_shm_fd_send_data with fd < 0 sends
+ * none). */
+int hora_net_shm_fdmsg_recv(int sock, int timeout_ms, int *fd, void *data, size_t len, char *err, size_t errlen);
 
 /* ---- regions (region.c): memory of this process that local peers can map ----
  *
@@ -125,6 +129,8 @@ int hora_net_shm_region_free_any(void *p);
 /* 1 with *ref when [p, p + len) lies in one region, else 0. */
 int hora_net_shm_region_find(struct hora_net_shm_regions *s, const void *p, size_t len,
 			     struct hora_net_shm_region_ref *ref);
+/* 1 when region id is still allocated in s, else 0 (freed). */
+int hora_net_shm_region_alive(struct hora_net_shm_regions *s, uint32_t id);
 /* A close-on-exec dup of region id's fd (the caller closes it), or -errno
  * (-ENOENT: no such region, it was freed). */
 int hora_net_shm_region_dup_fd(struct hora_net_shm_regions *s, uint32_t id);

@@ -33,6 +33,7 @@ struct rank_ctx {
 	void (*fn)(struct rank_ctx *);
 	const void *arg;
 	int ok; /* set by fn */
+	int out; /* what fn reports, when it reports a number */
 };
 
 static void *create(void *p)
@@ -571,6 +572,64 @@ static int regions_mapped(void)
 	if (f)
 		fclose(f);
 	return k;
+}
+
+/* 40 buffers in turn, each allocated, averaged and freed: every call takes
+ * the single-copy path (a rank offers a stage at most STAGE_WIN_MAX = 16
+ * live regions; a freed one's slot is reused, and its peers unmap it when
+ * the next one comes), every result right */
+#define LOOPS 40
+static void mem_loop_fn(struct rank_ctx *x)
+{
+	const int n = x->n, me = x->rank;
+	const uint64_t before = hora_net_comm_single_copy_calls(hora_comm_net(x->c));
+	x->ok = 1;
+	for (int k = 0; k < LOOPS && x->ok; k++) {
+		float *b = hora_comm_mem_alloc(x->c, MC * sizeof(float));
+		if (!b) {
+			snprintf(x->err, sizeof(x->err), "no memory");
+			x->ok = 0;
+			break;
+		}
+		for (size_t i = 0; i < MC; i++)
+			b[i] = (float)contrib(me, i + (size_t)k);
+		if ((x->rc = hora_allreduce(x->c, b, b, MC, HORA_F32, HORA_SUM))) {
+			snprintf(x->err, sizeof(x->err), "call %d: %s", k, hora_comm_last_error(x->c));
+			x->ok = 0;
+		}
+		for (size_t i = 0; i < MC && x->ok; i++) {
+			float want = 0;
+			for (int r = 0; r < n; r++)
+				want += (float)contrib(r, i + (size_t)k);
+			if (b[i] != want) {
+				snprintf(x->err, sizeof(x->err), "call %d: [%zu] = %g, want %g", k, i, (double)b[i],
+					 (double)want);
+				x->ok = 0;
+			}
+		}
+		hora_comm_mem_free(x->c, b);
+	}
+	const uint64_t took = hora_net_comm_single_copy_calls(hora_comm_net(x->c)) - before;
+	if (x->ok && took != LOOPS) {
+		snprintf(x->err, sizeof(x->err), "%llu of %d calls took the single-copy path", (unsigned long long)took,
+			 LOOPS);
+		x->ok = 0;
+	}
+	if (x->ok && (x->rc = hora_barrier(x->c)) == 0) /* every rank's loop done: count the mappings */
+		x->out = regions_mapped();
+}
+
+Test(comm, mem_alloc_in_a_loop_keeps_the_single_copy_path_and_unmaps_freed_regions, .timeout = 60)
+{
+	struct rank_ctx rk[MAXR];
+	const int n = 3, before = regions_mapped();
+	run_ranks(n, mem_loop_fn, NULL, rk);
+	for (int r = 0; r < n; r++)
+		cr_assert(rk[r].ok, "rank %d: %s", r, rk[r].err);
+	/* at most each rank's last region, still mapped by its peers (they
+	 * unmap it when a next one comes), where 16 of each would stay */
+	for (int r = 0; r < n; r++)
+		cr_assert_leq(rk[r].out - before, n * (n - 1), "rank %d saw %d regions mapped", r, rk[r].out - before);
 }
 
 /* each rank frees the next rank's buffer through its own communicator:
