@@ -375,8 +375,8 @@ HORA_API int hora_comm_size(const struct hora_comm *c);
  * - Each rank passes a buffer's memfd to its local peers at its first
  *   such allreduce; at most 16 of a rank's live allocations take the path
  *   (more run the copying path); a freed one's pages stay mapped by the
- *   peers until that rank passes its next one (or the communicator, or
- *   its next re-form, ends).
+ *   peers until that rank's next allreduce that passes a new one (or the
+ *   communicator, or its next re-form, ends).
  * - The peers write into it: after a failed collective a peer may still
  *   be writing (a rank that stalled and was dropped). Free it and allocate
  *   another before using it again (the trainer does at every re-form). */

@@ -137,11 +137,19 @@ int hora_trainer_grow(struct hora_trainer *t, int n, char *err, size_t errlen)
 	char msg[512] = "";
 	float *x = alloc_floats((size_t)n * (size_t)t->input_dim);
 	uint8_t *y = malloc((size_t)n);
-	int rc = x && y ? t->ops->create(&mc, &model, msg, sizeof(msg)) : -ENOMEM;
-	if (!rc && t->ops->layout(model, NULL, 0) != t->nlayers) {
-		snprintf(msg, sizeof(msg), "it has another layout when built for batch %d", n);
+	struct hora_model_layer *layers = calloc((size_t)t->nlayers, sizeof(*layers));
+	int rc = x && y && layers ? t->ops->create(&mc, &model, msg, sizeof(msg)) : -ENOMEM;
+	if (!rc && (t->ops->layout(model, NULL, 0) != t->nlayers ||
+		    t->ops->layout(model, layers, t->nlayers) != t->nlayers)) {
+		snprintf(msg, sizeof(msg), "it has another number of layers when built for batch %d", n);
 		rc = HORA_ERR_MODEL;
 	}
+	for (int i = 0; !rc && i < t->nlayers; i++)
+		if (layers[i].offset != t->layers[i].offset || layers[i].count != t->layers[i].count) {
+			snprintf(msg, sizeof(msg), "its layer %d moves when built for batch %d", i, n);
+			rc = HORA_ERR_MODEL;
+		}
+	free(layers);
 	if (rc) {
 		snprintf(err, errlen, "model %s: building it for batches of %d samples (was %d): %s", t->ops->name, n,
 			 t->max_batch, rc == -ENOMEM ? "out of memory" : msg);

@@ -273,7 +273,7 @@ static int allreduce(struct hora_net_stage *s, const void *in, void *buf, size_t
 			memmove(buf, in, count * es);
 		return 0;
 	}
-	if ((rc = stage_shm_begin(st, err, errlen)))
+	if ((rc = stage_shm_begin(st, err, errlen)) || (rc = stage_windows_drain(st, err, errlen)))
 		return rc;
 	const size_t P = piece_elems(st, es), C = (size_t)n * P;
 	uint8_t *b8 = buf;

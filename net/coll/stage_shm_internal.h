@@ -22,7 +22,7 @@
 
 #define STAGE_LINE 64
 #define STAGE_MAGIC 0x4547415453524f48ull /* "HORSTAGE" */
-#define STAGE_VERSION 3u /* 3: the out pieces hold AVG's quotient; each rank's CPU mask */
+#define STAGE_VERSION 4u /* 3: the out pieces hold AVG's quotient; each rank's CPU mask; 4: win_sent */
 #define STAGE_MAX_LOCAL STAGE_SHM_MAX_LOCAL
 #define STAGE_SLOT_DEFAULT (256u << 10) /* bytes per rank and buffer (README: measured) */
 #define STAGE_SLOT_MAX (1ull << 30)
@@ -56,6 +56,10 @@ struct stage_rank {
 	alignas(STAGE_LINE) _Atomic uint32_t left; /* 1 after its destroy */
 	_Atomic int32_t pid;                       /* for diagnostics */
 	_Atomic int32_t lost; /* 1 + the local rank whose death broke this one, 0: none */
+	/* single copy: messages sent to every peer's socket so far (stored
+	 * before the call's gather), so that a peer reads them after it in
+	 * every allreduce, whichever path the call takes (stage_window.c) */
+	_Atomic uint64_t win_sent;
 	/* the first step it did not finish, once it broke (0: it did not): a
 	 * rank that finds everyone at that step must not succeed where this
 	 * one failed */
@@ -104,6 +108,8 @@ struct stage_shm {
 	uint32_t offered[STAGE_WIN_MAX];
 	uint8_t offered_ok[STAGE_WIN_MAX]; /* 0: its passing failed, never used */
 	int noffered;
+	uint64_t win_sent;  /* messages we sent every peer (== ctl->rank[lrank].win_sent) */
+	uint64_t *win_read; /* nlocal: messages read from each peer's socket */
 	struct stage_peer_region *preg;
 	int *npreg;
 	char broken_err[256];
@@ -181,6 +187,11 @@ int stage_shm_window(struct hora_net_stage *s, struct hora_net_shm_regions *regs
 int stage_shm_allreduce_windows(struct hora_net_stage *s, const uint8_t *const *desc, void *buf, size_t count,
 				enum hora_net_dtype t, enum hora_net_op op, char *err, size_t errlen);
 void stage_windows_free(struct stage_shm *st);
+/* Read every message the peers sent on their sockets so far (their
+ * win_sent): regions mapped, freed ones unmapped. Every allreduce does,
+ * after the call's gather, whichever path it takes, so no peer's messages
+ * pile up unread (each carries an fd). 0, or < 0: the stage broke. */
+int stage_windows_drain(struct stage_shm *st, char *err, size_t errlen);
 
 /* stage_shm.c: the ops */
 extern const struct hora_net_stage_ops stage_shm_ops;

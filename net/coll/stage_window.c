@@ -14,8 +14,14 @@
  *   past them a rank offers none (the copying allreduce runs), so a peer
  *   never maps more than that of each. Before passing a new one, a rank
  *   sends a message with no fd (WIN_FORGET) for each region it passed and
- *   freed since; a peer reads them on its way to the new one and unmaps
- *   those, and their slots are free again on both sides.
+ *   freed since, and their slots are free again. Each rank publishes how
+ *   many messages it sent (its rank line's win_sent, before the call's
+ *   gather) and every allreduce reads the peers' up to that count after
+ *   the gather, whichever path it takes (stage_windows_drain): regions
+ *   mapped, freed ones unmapped. So at most one call's messages wait on a
+ *   socket, even when a peer's buffers are ordinary memory and every call
+ *   copies; each holds a region's fd (its pages), and piled up they would
+ *   block the sender.
  * - The allreduce: the call's gather (local.c) is the entry barrier, every
  *   rank's buffer final. Local rank r reduces shard r over every rank's
  *   buffer, in local-rank order 0..n-1, block by block (AVG divided by n
@@ -67,8 +73,10 @@ void stage_windows_free(struct stage_shm *st)
 		}
 	free(st->preg);
 	free(st->npreg);
+	free(st->win_read);
 	st->preg = NULL;
 	st->npreg = NULL;
+	st->win_read = NULL;
 }
 
 /* Pass region ref to every peer: 1 when it can be used now, 0 when not
@@ -79,10 +87,38 @@ void stage_windows_free(struct stage_shm *st)
  * peers, which map it when they read past it. The call falls back to the
  * copying stage: the same bits, slower. A message cut short (-EIO) would
  * leave that peer's socket misaligned: the stage breaks (< 0). */
+/* After a message went to every peer: published for their drains (the
+ * call's gather, after it, carries it to them). */
+static void sent_one(struct stage_shm *st)
+{
+	atomic_store_explicit(&st->ctl->rank[st->pub.lrank].win_sent, ++st->win_sent, memory_order_release);
+}
+
+/* Send m (with fd, or none when fd < 0) to every peer, each even when one
+ * failed (a peer gone: the gather reports it), so that every peer that is
+ * there has it. 0, a peer's failure, or -EIO: a message went only in part
+ * (that peer's stream would be misaligned: the caller breaks the stage). */
+static int send_all(struct stage_shm *st, int fd, const struct win_msg *m, char *e, size_t elen)
+{
+	int first = 0;
+	for (int l = 0; l < st->pub.nlocal; l++) {
+		if (l == st->pub.lrank)
+			continue;
+		int rc = hora_net_shm_fd_send_data(st->socks[l], fd, m, sizeof(*m), e, elen);
+		if (rc == -EIO)
+			return rc;
+		first = first ? first : rc;
+	}
+	sent_one(st);
+	return first;
+}
+
 /* Tell every peer to unmap the regions we offered that have been freed
  * since (hora_comm_mem_free), and drop them from the offered ones: their
- * slots take new regions. Sent before a new region's fd on the same
- * sockets, so a peer reads them on its way to that one. 0, or < 0 when a
+ * slots take new regions. Sent before a new region's fd, so a peer reads
+ * them first; every peer reads what we sent after the gather of every
+ * allreduce (stage_windows_drain), whichever path the call takes, so no
+ * more than one call's messages wait on its socket. 0, or < 0 when a
  * message went only in part (the stage breaks, as in pass_region). */
 static int forget_freed(struct stage_shm *st, struct hora_net_shm_regions *regs, char *err, size_t errlen)
 {
@@ -91,15 +127,10 @@ static int forget_freed(struct stage_shm *st, struct hora_net_shm_regions *regs,
 			continue;
 		const struct win_msg m = {.id = st->offered[i], .magic = WIN_FORGET};
 		char e[200] = "";
-		int rc = 0;
-		for (int l = 0; l < st->pub.nlocal && rc != -EIO; l++)
-			if (l != st->pub.lrank)
-				rc = hora_net_shm_fd_send_data(st->socks[l], -1, &m, sizeof(m), e, sizeof(e));
-		if (rc == -EIO) {
+		if (send_all(st, -1, &m, e, sizeof(e)) == -EIO) {
 			stage_errf(st->broken_err, sizeof(st->broken_err), "stage shm: forgetting a freed region: %s", e);
-			return stage_shm_breaks(st, rc, err, errlen);
+			return stage_shm_breaks(st, -EIO, err, errlen);
 		}
-		/* another failure: that peer is gone, which the gather reports */
 		st->noffered--;
 		st->offered[i] = st->offered[st->noffered];
 		st->offered_ok[i] = st->offered_ok[st->noffered];
@@ -115,10 +146,7 @@ static int pass_region(struct stage_shm *st, struct hora_net_shm_regions *regs,
 		return 0; /* freed while we looked: no window this call */
 	const struct win_msg m = {.id = ref->id, .magic = WIN_MAGIC, .bytes = ref->bytes};
 	char e[200] = "";
-	int rc = 0;
-	for (int l = 0; l < st->pub.nlocal && !rc; l++)
-		if (l != st->pub.lrank)
-			rc = hora_net_shm_fd_send_data(st->socks[l], fd, &m, sizeof(m), e, sizeof(e));
+	const int rc = send_all(st, fd, &m, e, sizeof(e));
 	close(fd);
 	st->offered_ok[st->noffered] = !rc;
 	st->offered[st->noffered++] = ref->id;
@@ -168,69 +196,103 @@ static void forget_peer_region(struct stage_shm *st, int l, uint32_t id)
 		}
 }
 
-/* Receive local rank l's next region and map it (the socket's messages
- * come in the order they were sent), unmapping on the way the ones it
- * says it freed. NULL with why filled. */
-static const struct stage_peer_region *recv_region(struct stage_shm *st, int l, char *why, size_t whylen)
+/* The tables of the peers' regions, allocated at first use. */
+static int tables(struct stage_shm *st, char *why, size_t whylen)
+{
+	if (st->preg)
+		return 0;
+	st->preg = calloc((size_t)st->pub.nlocal * STAGE_WIN_MAX, sizeof(*st->preg));
+	st->npreg = calloc((size_t)st->pub.nlocal, sizeof(int));
+	st->win_read = calloc((size_t)st->pub.nlocal, sizeof(uint64_t));
+	if (st->preg && st->npreg && st->win_read)
+		return 0;
+	free(st->preg);
+	free(st->npreg);
+	free(st->win_read);
+	st->preg = NULL;
+	st->npreg = NULL;
+	st->win_read = NULL;
+	snprintf(why, whylen, "out of memory");
+	return -ENOMEM;
+}
+
+/* Read local rank l's next message (they come in the order they were
+ * sent): a freed region, unmapped here (*got NULL), or a region, mapped
+ * (*got). 0, or < 0 with why filled. */
+static int read_msg(struct stage_shm *st, int l, const struct stage_peer_region **got, char *why, size_t whylen)
 {
 	struct stage_peer_region *g = st->preg + (size_t)l * STAGE_WIN_MAX;
 	struct win_msg m;
 	int fd;
 	char e[200] = "";
-	int rc;
-	while (!(rc = hora_net_shm_fdmsg_recv(st->socks[l], RECV_MS, &fd, &m, sizeof(m), e, sizeof(e))) &&
-	       fd < 0 && m.magic == WIN_FORGET)
-		forget_peer_region(st, l, m.id);
-	if (!rc && fd < 0) {
-		snprintf(why, whylen, "its message on the socket is neither a region nor a freed one (magic %#x)",
-			 m.magic);
-		return NULL;
-	}
+	*got = NULL;
+	int rc = hora_net_shm_fdmsg_recv(st->socks[l], RECV_MS, &fd, &m, sizeof(m), e, sizeof(e));
 	if (rc) {
 		snprintf(why, whylen, "its region's fd: %s", e);
-		return NULL;
+		return rc;
 	}
-	if (st->npreg[l] == STAGE_WIN_MAX) {
-		close(fd);
-		snprintf(why, whylen, "it names more than %d regions", STAGE_WIN_MAX);
-		return NULL;
+	st->win_read[l]++;
+	if (fd < 0) {
+		if (m.magic != WIN_FORGET) {
+			snprintf(why, whylen, "its message on the socket is neither a region nor a freed one "
+					      "(magic %#x)", m.magic);
+			return -EPROTO;
+		}
+		forget_peer_region(st, l, m.id);
+		return 0;
 	}
 	uint8_t *base = NULL;
-	if (m.magic != WIN_MAGIC || !m.id || m.bytes > SIZE_MAX)
+	if (st->npreg[l] == STAGE_WIN_MAX)
+		snprintf(why, whylen, "it names more than %d regions", STAGE_WIN_MAX);
+	else if (m.magic != WIN_MAGIC || !m.id || m.bytes > SIZE_MAX)
 		snprintf(why, whylen, "its region's message is not one (magic %#x, id %u)", m.magic, m.id);
 	else if (!(base = hora_net_shm_region_map_peer(fd, (size_t)m.bytes, e, sizeof(e))))
 		snprintf(why, whylen, "%s", e);
 	close(fd);
 	if (!base)
-		return NULL;
+		return -EPROTO;
 	g[st->npreg[l]] = (struct stage_peer_region){.id = m.id, .bytes = (size_t)m.bytes, .base = base};
-	return &g[st->npreg[l]++];
+	*got = &g[st->npreg[l]++];
+	return 0;
 }
 
-/* Local rank l's region id, mapped here (received now if it is new). */
+/* Local rank l's region id, mapped here (its messages read up to it if it
+ * is new). NULL with why filled. */
 static const struct stage_peer_region *peer_region(struct stage_shm *st, int l, uint32_t id, char *why,
 						   size_t whylen)
 {
-	if (!st->preg) {
-		st->preg = calloc((size_t)st->pub.nlocal * STAGE_WIN_MAX, sizeof(*st->preg));
-		st->npreg = calloc((size_t)st->pub.nlocal, sizeof(int));
-		if (!st->preg || !st->npreg) {
-			free(st->preg);
-			free(st->npreg);
-			st->preg = NULL;
-			st->npreg = NULL;
-			snprintf(why, whylen, "out of memory");
-			return NULL;
-		}
-	}
+	if (tables(st, why, whylen))
+		return NULL;
 	const struct stage_peer_region *g = st->preg + (size_t)l * STAGE_WIN_MAX;
 	for (int i = 0; i < st->npreg[l]; i++)
 		if (g[i].id == id)
 			return &g[i];
-	const struct stage_peer_region *got;
-	while ((got = recv_region(st, l, why, whylen)) && got->id != id)
-		; /* an earlier region it passed and has not used yet */
-	return got;
+	const struct stage_peer_region *got = NULL;
+	while (!read_msg(st, l, &got, why, whylen))
+		if (got && got->id == id)
+			return got; /* else a freed one, or an earlier region not used yet */
+	return NULL;
+}
+
+int stage_windows_drain(struct stage_shm *st, char *err, size_t errlen)
+{
+	for (int l = 0; l < st->pub.nlocal; l++) {
+		if (l == st->pub.lrank)
+			continue;
+		const uint64_t sent = atomic_load_explicit(&st->ctl->rank[l].win_sent, memory_order_acquire);
+		char why[300] = "";
+		const struct stage_peer_region *got;
+		int rc = 0;
+		if (sent && (rc = tables(st, why, sizeof(why))) == 0)
+			while (st->win_read[l] < sent && !(rc = read_msg(st, l, &got, why, sizeof(why))))
+				;
+		if (rc) {
+			stage_errf(st->broken_err, sizeof(st->broken_err),
+				   "stage shm: single copy: local rank %d (pid %d): %s", l, (int)st->pids[l], why);
+			return stage_shm_breaks(st, rc, err, errlen);
+		}
+	}
+	return 0;
 }
 
 /* Every local rank's buffer, mapped here; on failure the stage breaks. */
@@ -273,7 +335,7 @@ int stage_shm_allreduce_windows(struct hora_net_stage *s, const uint8_t *const *
 	const size_t es = hora_net_dtype_size(t);
 	uint8_t *p[STAGE_MAX_LOCAL];
 	int rc = stage_shm_begin(st, err, errlen);
-	if (rc || (rc = map_buffers(st, desc, buf, count * es, p, err, errlen)))
+	if (rc || (rc = stage_windows_drain(st, err, errlen)) || (rc = map_buffers(st, desc, buf, count * es, p, err, errlen)))
 		return rc;
 	size_t so, sl;
 	hora_net_stage_shard(count, n, r, &so, &sl);
