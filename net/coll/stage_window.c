@@ -47,6 +47,7 @@
 
 #define WIN_MAGIC 0x4e495748u  /* "HWIN" */
 #define WIN_FORGET 0x54474648u /* "HFGT": a region freed, with no fd */
+#define WIN_VOID 0x44495648u   /* "HVID": a region whose fd could not be passed to this peer */
 #define RECV_MS 1000          /* the fd was sent before the gather: it is there */
 
 /* what goes with a region's fd, and (id, magic, offset) a descriptor */
@@ -79,14 +80,6 @@ void stage_windows_free(struct stage_shm *st)
 	st->win_read = NULL;
 }
 
-/* Pass region ref to every peer: 1 when it can be used now, 0 when not
- * (freed meanwhile, or a send failed: the kernel's limit on fds in flight,
- * ETOOMANYREFS, or a peer gone, which the gather reports). A region whose
- * passing failed is counted and never offered again, so that no peer ever
- * holds more than STAGE_WIN_MAX of ours; its fd may have reached some
- * peers, which map it when they read past it. The call falls back to the
- * copying stage: the same bits, slower. A message cut short (-EIO) would
- * leave that peer's socket misaligned: the stage breaks (< 0). */
 /* After a message went to every peer: published for their drains (the
  * call's gather, after it, carries it to them). */
 static void sent_one(struct stage_shm *st)
@@ -94,23 +87,36 @@ static void sent_one(struct stage_shm *st)
 	atomic_store_explicit(&st->ctl->rank[st->pub.lrank].win_sent, ++st->win_sent, memory_order_release);
 }
 
-/* Send m (with fd, or none when fd < 0) to every peer, each even when one
- * failed (a peer gone: the gather reports it), so that every peer that is
- * there has it. 0, a peer's failure, or -EIO: a message went only in part
- * (that peer's stream would be misaligned: the caller breaks the stage). */
+/* Send m to every peer: with fd (a region), or with none (fd < 0). Every
+ * peer must get one message for each counted in win_sent (its drain reads
+ * that many), so a region whose fd a peer cannot be passed (the kernel's
+ * limit on fds in flight, ETOOMANYREFS) goes to it as WIN_VOID, data
+ * alone. 0: every peer got m; 1: some got WIN_VOID (the region is not
+ * usable); < 0: some peer's stream may now be misaligned (a message cut
+ * short, or one with no fd that did not go): the caller breaks the
+ * stage, e says why. A peer gone (EPIPE, ECONNRESET) is skipped: the
+ * call's gather names it. */
 static int send_all(struct stage_shm *st, int fd, const struct win_msg *m, char *e, size_t elen)
 {
-	int first = 0;
+	int voided = 0;
 	for (int l = 0; l < st->pub.nlocal; l++) {
 		if (l == st->pub.lrank)
 			continue;
 		int rc = hora_net_shm_fd_send_data(st->socks[l], fd, m, sizeof(*m), e, elen);
-		if (rc == -EIO)
+		if (rc && rc != -EIO && rc != -EPIPE && rc != -ECONNRESET && fd >= 0) {
+			const struct win_msg v = {.id = m->id, .magic = WIN_VOID};
+			rc = hora_net_shm_fd_send_data(st->socks[l], -1, &v, sizeof(v), e, elen);
+			voided = 1;
+		}
+		if (rc == -EPIPE || rc == -ECONNRESET) {
+			voided = 1; /* that peer is gone: the call's gather names it */
+			continue;
+		}
+		if (rc)
 			return rc;
-		first = first ? first : rc;
 	}
 	sent_one(st);
-	return first;
+	return voided;
 }
 
 /* Tell every peer to unmap the regions we offered that have been freed
@@ -118,8 +124,8 @@ static int send_all(struct stage_shm *st, int fd, const struct win_msg *m, char 
  * slots take new regions. Sent before a new region's fd, so a peer reads
  * them first; every peer reads what we sent after the gather of every
  * allreduce (stage_windows_drain), whichever path the call takes, so no
- * more than one call's messages wait on its socket. 0, or < 0 when a
- * message went only in part (the stage breaks, as in pass_region). */
+ * more than one call's messages wait on its socket. 0, or < 0: the stage
+ * broke (send_all). */
 static int forget_freed(struct stage_shm *st, struct hora_net_shm_regions *regs, char *err, size_t errlen)
 {
 	for (int i = st->noffered - 1; i >= 0; i--) {
@@ -127,9 +133,10 @@ static int forget_freed(struct stage_shm *st, struct hora_net_shm_regions *regs,
 			continue;
 		const struct win_msg m = {.id = st->offered[i], .magic = WIN_FORGET};
 		char e[200] = "";
-		if (send_all(st, -1, &m, e, sizeof(e)) == -EIO) {
+		const int rc = send_all(st, -1, &m, e, sizeof(e));
+		if (rc < 0) {
 			stage_errf(st->broken_err, sizeof(st->broken_err), "stage shm: forgetting a freed region: %s", e);
-			return stage_shm_breaks(st, -EIO, err, errlen);
+			return stage_shm_breaks(st, rc, err, errlen);
 		}
 		st->noffered--;
 		st->offered[i] = st->offered[st->noffered];
@@ -138,6 +145,12 @@ static int forget_freed(struct stage_shm *st, struct hora_net_shm_regions *regs,
 	return 0;
 }
 
+/* Pass region ref to every peer: 1 when it can be used now, 0 when not
+ * (freed meanwhile, or some peer could not be passed its fd: see
+ * send_all). A region whose passing failed is counted and never offered
+ * again; its fd may have reached some peers, which map it in their drain
+ * and unmap it when we free it. The call falls back to the copying stage:
+ * the same bits, slower. < 0: the stage broke. */
 static int pass_region(struct stage_shm *st, struct hora_net_shm_regions *regs,
 		       const struct hora_net_shm_region_ref *ref, char *err, size_t errlen)
 {
@@ -148,12 +161,12 @@ static int pass_region(struct stage_shm *st, struct hora_net_shm_regions *regs,
 	char e[200] = "";
 	const int rc = send_all(st, fd, &m, e, sizeof(e));
 	close(fd);
-	st->offered_ok[st->noffered] = !rc;
-	st->offered[st->noffered++] = ref->id;
-	if (rc == -EIO) { /* a message cut short: that peer's next read of the socket would be misaligned */
+	if (rc < 0) {
 		stage_errf(st->broken_err, sizeof(st->broken_err), "stage shm: passing a buffer's region: %s", e);
 		return stage_shm_breaks(st, rc, err, errlen);
 	}
+	st->offered_ok[st->noffered] = !rc;
+	st->offered[st->noffered++] = ref->id;
 	return !rc;
 }
 
@@ -233,12 +246,13 @@ static int read_msg(struct stage_shm *st, int l, const struct stage_peer_region 
 	}
 	st->win_read[l]++;
 	if (fd < 0) {
-		if (m.magic != WIN_FORGET) {
+		if (m.magic == WIN_FORGET)
+			forget_peer_region(st, l, m.id);
+		else if (m.magic != WIN_VOID) {
 			snprintf(why, whylen, "its message on the socket is neither a region nor a freed one "
 					      "(magic %#x)", m.magic);
 			return -EPROTO;
 		}
-		forget_peer_region(st, l, m.id);
 		return 0;
 	}
 	uint8_t *base = NULL;
