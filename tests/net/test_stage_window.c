@@ -17,7 +17,11 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <linux/capability.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #define DESC HORA_NET_STAGE_DESC_BYTES
 
@@ -256,6 +260,131 @@ Test(net_stage_window, freed_regions_are_told_and_read_in_every_call_whatever_it
 {
 	struct result res[MAXN];
 	run_default(3, mixed_rank, res);
+	for (int r = 0; r < 3; r++) {
+		cr_assert_eq(res[r].rc, 0, "rank %d: rc %d: %s", r, res[r].rc, res[r].err);
+		cr_assert_eq(res[r].bad, 0, "rank %d: %s", r, res[r].err);
+	}
+}
+
+/* One fd (0) in flight on socket sk, without blocking: 0 or -errno. */
+static int stuff_one(int sk)
+{
+	char byte = 'x';
+	struct iovec v = {.iov_base = &byte, .iov_len = 1};
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} u;
+	memset(&u, 0, sizeof(u));
+	struct msghdr m = {.msg_iov = &v, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
+	struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	const int fd = 0;
+	memcpy(CMSG_DATA(c), &fd, sizeof(fd));
+	return sendmsg(sk, &m, MSG_DONTWAIT) == 1 ? 0 : -errno;
+}
+
+/* Drop CAP_SYS_RESOURCE and CAP_SYS_ADMIN (either lifts the limit),
+ * lower RLIMIT_NOFILE to 64 and put fds in flight on socketpairs of our
+ * own (never read) until the kernel refuses another with ETOOMANYREFS
+ * (the user's fds in flight past the limit; root's may be past it
+ * already): from then on every fd we pass is refused. 0, or -errno. */
+static int no_fd_in_flight(void)
+{
+	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
+	struct __user_cap_data_struct d[2];
+	if (syscall(SYS_capget, &h, d))
+		return -errno;
+	const uint32_t drop = (1u << CAP_SYS_RESOURCE) | (1u << CAP_SYS_ADMIN); /* both < 32 */
+	d[0].effective &= ~drop;
+	d[0].permitted &= ~drop;
+	struct rlimit lim;
+	if (syscall(SYS_capset, &h, d) || getrlimit(RLIMIT_NOFILE, &lim))
+		return -errno;
+	lim.rlim_cur = 64;
+	if (setrlimit(RLIMIT_NOFILE, &lim))
+		return -errno;
+	for (int pair = 0; pair < 16; pair++) { /* the sockets stay open: their fds stay in flight */
+		int sv[2], rc = 0;
+		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
+			return -errno;
+		while (!(rc = stuff_one(sv[0])))
+			;
+		if (rc == -ETOOMANYREFS)
+			return 0;
+		if (rc != -EAGAIN)
+			return rc;
+	}
+	return -ENOSPC;
+}
+
+/* rank 0 can pass no fd (the kernel's limit on fds in flight): each
+ * region it passes is refused (ETOOMANYREFS) and goes as WIN_VOID, data alone.
+ * The region is then not offered and every call copies; the peers' drains
+ * stay aligned (a count of messages: a missing one would stall a drain and
+ * break the stage) and nothing is left unread; a new region after a freed
+ * one goes the same way */
+static void void_rank(struct hora_net_stage *s, int r, int n, void *arg, struct result *res)
+{
+	(void)arg;
+	struct hora_net_shm_regions *regs;
+	const size_t count = 5000;
+	if (hora_net_shm_regions_create(&regs)) {
+		res->rc = -ENOMEM;
+		return;
+	}
+	if (r == 0 && (res->rc = no_fd_in_flight())) {
+		snprintf(res->err, sizeof(res->err), "filling the fds in flight: %s", strerror(-res->rc));
+		hora_net_shm_regions_destroy(regs);
+		return;
+	}
+	static const uint8_t none[DESC];
+	int offered = 0;
+	for (int k = 0; k < 6 && !res->rc; k++) {
+		float *b = region(regs, count * sizeof(float)); /* a fresh one every other call */
+		uint8_t d[DESC];
+		const void *all[MAXN];
+		if (!b) {
+			res->rc = -ENOMEM;
+			break;
+		}
+		for (int twice = 0; twice < 2 && !res->rc; twice++) {
+			fill(b, count, HORA_NET_F32, r, HORA_NET_SUM);
+			res->rc = s->ops->window(s, regs, b, count * sizeof(float), d, res->err, sizeof(res->err));
+			offered += r == 0 && memcmp(d, none, DESC) != 0;
+			if (!res->rc)
+				res->rc = s->ops->gather(s, d, DESC, all, res->err, sizeof(res->err));
+			bool every = !res->rc;
+			for (int l = 0; l < n && every; l++)
+				every = memcmp(all[l], none, DESC) != 0;
+			if (!res->rc && every && !res->bad++)
+				snprintf(res->err, sizeof(res->err), "call %d: every rank named a window", k);
+			if (!res->rc)
+				res->rc = s->ops->allreduce(s, b, b, count, HORA_NET_F32, HORA_NET_SUM, res->err,
+							    sizeof(res->err));
+			for (size_t i = 0; i < count && !res->rc; i++)
+				if (b[i] != (float)expected(n, i, HORA_NET_SUM, HORA_NET_F32) && !res->bad++)
+					snprintf(res->err, sizeof(res->err), "call %d: [%zu] = %g", k, i, (double)b[i]);
+		}
+		hora_net_shm_region_free(regs, b);
+	}
+	if (!res->rc && offered && !res->bad++)
+		snprintf(res->err, sizeof(res->err), "rank 0 offered a region %d times", offered);
+	const struct stage_shm *st = stage_of(s);
+	for (int l = 0; l < n && !res->rc; l++) {
+		int unread = 0;
+		if (l != r && (ioctl(st->socks[l], FIONREAD, &unread) || unread) && !res->bad++)
+			snprintf(res->err, sizeof(res->err), "%d bytes from local rank %d unread", unread, l);
+	}
+	hora_net_shm_regions_destroy(regs);
+}
+
+Test(net_stage_window, a_region_whose_fd_cannot_be_passed_goes_void_and_every_call_copies, .timeout = 60)
+{
+	struct result res[MAXN];
+	run_default(3, void_rank, res);
 	for (int r = 0; r < 3; r++) {
 		cr_assert_eq(res[r].rc, 0, "rank %d: rc %d: %s", r, res[r].rc, res[r].err);
 		cr_assert_eq(res[r].bad, 0, "rank %d: %s", r, res[r].err);
