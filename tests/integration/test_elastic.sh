@@ -135,7 +135,9 @@ launched kill9-pair KILL "0 2" 2 2
 launched term-rank1 TERM 1 3 3
 launched stop-rank3 STOP 3 3 3
 launched restart-rank2 KILL 2 4 3 "    restart: true" # the joiner prints its own line
-BATCH=400 launched global-kill9 KILL 2 3 3 "    batch: global"
+# 60 steps at batch 400 would end before the kill lands on a fast machine:
+# 200 epochs (400 steps) for this case
+EPOCHS=200 BATCH=400 launched global-kill9 KILL 2 3 3 "    batch: global"
 # the global batch stayed: a full step after the view change is 1600
 # samples over the 3 left, 533 or 534 each, the epoch's last 400 133 or
 # 134 (the sample log's lines: "t epoch step view sample", one file a
