@@ -67,7 +67,7 @@ static void desc_get(const uint8_t *d, uint32_t *id, uint64_t *off)
 
 void stage_windows_free(struct stage_shm *st)
 {
-	for (int l = 0; st->preg && l < st->pub.nlocal; l++)
+	for (int l = 0; st->preg && st->npreg && l < st->pub.nlocal; l++)
 		for (int i = 0; i < st->npreg[l]; i++) {
 			const struct stage_peer_region *g = &st->preg[l * STAGE_WIN_MAX + i];
 			munmap(g->base, g->bytes);
@@ -219,12 +219,7 @@ static int tables(struct stage_shm *st, char *why, size_t whylen)
 	st->win_read = calloc((size_t)st->pub.nlocal, sizeof(uint64_t));
 	if (st->preg && st->npreg && st->win_read)
 		return 0;
-	free(st->preg);
-	free(st->npreg);
-	free(st->win_read);
-	st->preg = NULL;
-	st->npreg = NULL;
-	st->win_read = NULL;
+	stage_windows_free(st);
 	snprintf(why, whylen, "out of memory");
 	return -ENOMEM;
 }

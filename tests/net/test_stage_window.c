@@ -204,6 +204,43 @@ Test(net_stage_window, regions_in_turn_and_the_limits, .timeout = 60)
 	}
 }
 
+/* One call whose path is the copying one (local.c's when some rank named
+ * no window): window, the gather, the copying allreduce, the result
+ * checked. *offered: 1 when this rank's window() gave a descriptor. */
+static void copying_call(struct hora_net_stage *s, struct hora_net_shm_regions *regs, float *b, size_t count, int r,
+			 int n, int k, int *offered, struct result *res)
+{
+	static const uint8_t none[DESC];
+	uint8_t d[DESC];
+	const void *all[MAXN];
+	fill(b, count, HORA_NET_F32, r, HORA_NET_SUM);
+	res->rc = s->ops->window(s, regs, b, count * sizeof(float), d, res->err, sizeof(res->err));
+	*offered = memcmp(d, none, DESC) != 0;
+	if (!res->rc)
+		res->rc = s->ops->gather(s, d, DESC, all, res->err, sizeof(res->err));
+	bool every = !res->rc;
+	for (int l = 0; l < n && every; l++)
+		every = memcmp(all[l], none, DESC) != 0;
+	if (!res->rc && every && !res->bad++)
+		snprintf(res->err, sizeof(res->err), "call %d: every rank named a window", k);
+	if (!res->rc)
+		res->rc = s->ops->allreduce(s, b, b, count, HORA_NET_F32, HORA_NET_SUM, res->err, sizeof(res->err));
+	for (size_t i = 0; i < count && !res->rc; i++)
+		if (b[i] != (float)expected(n, i, HORA_NET_SUM, HORA_NET_F32) && !res->bad++)
+			snprintf(res->err, sizeof(res->err), "call %d: [%zu] = %g", k, i, (double)b[i]);
+}
+
+/* Nothing unread on any of this rank's sockets from its peers. */
+static void check_drained(struct hora_net_stage *s, int r, int n, struct result *res)
+{
+	const struct stage_shm *st = stage_of(s);
+	for (int l = 0; l < n && !res->rc; l++) {
+		int unread = 0;
+		if (l != r && (ioctl(st->socks[l], FIONREAD, &unread) || unread) && !res->bad++)
+			snprintf(res->err, sizeof(res->err), "%d bytes from local rank %d unread", unread, l);
+	}
+}
+
 /* ranks 0 and 2 allocate, average and free a fresh region 40 times while
  * rank 1's buffer is ordinary memory: every call takes the copying path,
  * ranks 0 and 2 offer each region (the freed ones' slots are reused), and
@@ -221,49 +258,28 @@ static void mixed_rank(struct hora_net_stage *s, int r, int n, void *arg, struct
 		free(plain);
 		return;
 	}
-	static const uint8_t none[DESC];
-	int offered = 0;
+	int offered = 0, one;
 	for (int k = 0; k < 40 && !res->rc; k++) {
 		float *b = r == 1 ? plain : region(regs, count * sizeof(float));
-		uint8_t d[DESC];
-		const void *all[MAXN];
 		if (!b) {
 			res->rc = -ENOMEM;
 			break;
 		}
-		fill(b, count, HORA_NET_F32, r, HORA_NET_SUM);
-		res->rc = s->ops->window(s, regs, b, count * sizeof(float), d, res->err, sizeof(res->err));
-		offered += memcmp(d, none, DESC) != 0;
-		if (!res->rc)
-			res->rc = s->ops->gather(s, d, DESC, all, res->err, sizeof(res->err));
-		if (!res->rc)
-			res->rc = s->ops->allreduce(s, b, b, count, HORA_NET_F32, HORA_NET_SUM, res->err, sizeof(res->err));
-		for (size_t i = 0; i < count && !res->rc; i++)
-			if (b[i] != (float)expected(n, i, HORA_NET_SUM, HORA_NET_F32) && !res->bad++)
-				snprintf(res->err, sizeof(res->err), "call %d: [%zu] = %g", k, i, (double)b[i]);
+		copying_call(s, regs, b, count, r, n, k, &one, res);
+		offered += one;
 		if (b != plain)
 			hora_net_shm_region_free(regs, b);
 	}
 	if (!res->rc && offered != (r == 1 ? 0 : 40) && !res->bad++)
 		snprintf(res->err, sizeof(res->err), "%d of 40 calls offered a region", offered);
-	const struct stage_shm *st = stage_of(s);
-	for (int l = 0; l < n && !res->rc; l++) {
-		int unread = 0;
-		if (l != r && (ioctl(st->socks[l], FIONREAD, &unread) || unread) && !res->bad++)
-			snprintf(res->err, sizeof(res->err), "%d bytes from local rank %d unread", unread, l);
-	}
+	check_drained(s, r, n, res);
 	hora_net_shm_regions_destroy(regs);
 	free(plain);
 }
 
 Test(net_stage_window, freed_regions_are_told_and_read_in_every_call_whatever_its_path, .timeout = 60)
 {
-	struct result res[MAXN];
-	run_default(3, mixed_rank, res);
-	for (int r = 0; r < 3; r++) {
-		cr_assert_eq(res[r].rc, 0, "rank %d: rc %d: %s", r, res[r].rc, res[r].err);
-		cr_assert_eq(res[r].bad, 0, "rank %d: %s", r, res[r].err);
-	}
+	run_checked(3, mixed_rank);
 }
 
 /* One fd (0) in flight on socket sk, without blocking: 0 or -errno. */
@@ -340,55 +356,28 @@ static void void_rank(struct hora_net_stage *s, int r, int n, void *arg, struct 
 		hora_net_shm_regions_destroy(regs);
 		return;
 	}
-	static const uint8_t none[DESC];
-	int offered = 0;
+	int offered = 0, one;
 	for (int k = 0; k < 6 && !res->rc; k++) {
 		float *b = region(regs, count * sizeof(float)); /* a fresh one every other call */
-		uint8_t d[DESC];
-		const void *all[MAXN];
 		if (!b) {
 			res->rc = -ENOMEM;
 			break;
 		}
 		for (int twice = 0; twice < 2 && !res->rc; twice++) {
-			fill(b, count, HORA_NET_F32, r, HORA_NET_SUM);
-			res->rc = s->ops->window(s, regs, b, count * sizeof(float), d, res->err, sizeof(res->err));
-			offered += r == 0 && memcmp(d, none, DESC) != 0;
-			if (!res->rc)
-				res->rc = s->ops->gather(s, d, DESC, all, res->err, sizeof(res->err));
-			bool every = !res->rc;
-			for (int l = 0; l < n && every; l++)
-				every = memcmp(all[l], none, DESC) != 0;
-			if (!res->rc && every && !res->bad++)
-				snprintf(res->err, sizeof(res->err), "call %d: every rank named a window", k);
-			if (!res->rc)
-				res->rc = s->ops->allreduce(s, b, b, count, HORA_NET_F32, HORA_NET_SUM, res->err,
-							    sizeof(res->err));
-			for (size_t i = 0; i < count && !res->rc; i++)
-				if (b[i] != (float)expected(n, i, HORA_NET_SUM, HORA_NET_F32) && !res->bad++)
-					snprintf(res->err, sizeof(res->err), "call %d: [%zu] = %g", k, i, (double)b[i]);
+			copying_call(s, regs, b, count, r, n, k, &one, res);
+			offered += r == 0 && one;
 		}
 		hora_net_shm_region_free(regs, b);
 	}
 	if (!res->rc && offered && !res->bad++)
 		snprintf(res->err, sizeof(res->err), "rank 0 offered a region %d times", offered);
-	const struct stage_shm *st = stage_of(s);
-	for (int l = 0; l < n && !res->rc; l++) {
-		int unread = 0;
-		if (l != r && (ioctl(st->socks[l], FIONREAD, &unread) || unread) && !res->bad++)
-			snprintf(res->err, sizeof(res->err), "%d bytes from local rank %d unread", unread, l);
-	}
+	check_drained(s, r, n, res);
 	hora_net_shm_regions_destroy(regs);
 }
 
 Test(net_stage_window, a_region_whose_fd_cannot_be_passed_goes_void_and_every_call_copies, .timeout = 60)
 {
-	struct result res[MAXN];
-	run_default(3, void_rank, res);
-	for (int r = 0; r < 3; r++) {
-		cr_assert_eq(res[r].rc, 0, "rank %d: rc %d: %s", r, res[r].rc, res[r].err);
-		cr_assert_eq(res[r].bad, 0, "rank %d: %s", r, res[r].err);
-	}
+	run_checked(3, void_rank);
 }
 
 /* rank 2 forges its descriptor: an offset past its region's end */
