@@ -436,8 +436,9 @@ static int train_step(struct run *r, int64_t lo, int64_t gn, struct hora_model_s
 	}
 	const int64_t mine = lo + my_share(r, gn, &n);
 	if (n > r->tr.max_batch) { /* train.elastic.batch: global after workers left */
-		/* with train.balance, room for the largest share it may give (5/3
-		 * of the even one, rounded), so that its moves build nothing again */
+		/* with train.balance, room for the largest share it may give (at
+		 * most 5/3 of the even one, rounded: 2 x + 2 holds it), so that
+		 * its moves build nothing again */
 		const int64_t even = (gn + r->size - 1) / r->size, want = r->bal ? 2 * even + 2 : n;
 		char why[600];
 		if ((rc = hora_trainer_grow(&r->tr, want > n ? (int)want : n, why, sizeof(why)))) {

@@ -58,7 +58,7 @@ struct stage_rank {
 	_Atomic int32_t lost; /* 1 + the local rank whose death broke this one, 0: none */
 	/* single copy: messages sent to every peer's socket so far (stored
 	 * before the call's gather), so that a peer reads them after it in
-	 * every allreduce, whichever path the call takes (stage_window.c) */
+	 * every allreduce through the stage, single-copy or copying (stage_window.c) */
 	_Atomic uint64_t win_sent;
 	/* the first step it did not finish, once it broke (0: it did not): a
 	 * rank that finds everyone at that step must not succeed where this
@@ -188,8 +188,9 @@ int stage_shm_allreduce_windows(struct hora_net_stage *s, const uint8_t *const *
 				enum hora_net_dtype t, enum hora_net_op op, char *err, size_t errlen);
 void stage_windows_free(struct stage_shm *st);
 /* Read every message the peers sent on their sockets so far (their
- * win_sent): regions mapped, freed ones unmapped. Every allreduce does,
- * after the call's gather, whichever path it takes, so no peer's messages
+ * win_sent): regions mapped (or kept as unmappable), freed ones unmapped.
+ * Every allreduce through the stage does, single-copy or copying, after
+ * the call's gather (only such calls send them), so no peer's messages
  * pile up unread (each carries an fd). 0, or < 0: the stage broke. */
 int stage_windows_drain(struct stage_shm *st, char *err, size_t errlen);
 

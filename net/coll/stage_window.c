@@ -16,9 +16,9 @@
  *   sends a message with no fd (WIN_FORGET) for each region it passed and
  *   freed since, and their slots are free again. Each rank publishes how
  *   many messages it sent (its rank line's win_sent, before the call's
- *   gather) and every allreduce reads the peers' up to that count after
- *   the gather, whichever path it takes (stage_windows_drain): regions
- *   mapped, freed ones unmapped. So at most one call's messages wait on a
+ *   gather) and every allreduce through the stage reads the peers' up to
+ *   that count after the gather, single-copy or copying
+ *   (stage_windows_drain): regions mapped, freed ones unmapped. So at most one call's messages wait on a
  *   socket, even when a peer's buffers are ordinary memory and every call
  *   copies; each holds a region's fd (its pages), and piled up they would
  *   block the sender.
@@ -70,7 +70,8 @@ void stage_windows_free(struct stage_shm *st)
 	for (int l = 0; st->preg && st->npreg && l < st->pub.nlocal; l++)
 		for (int i = 0; i < st->npreg[l]; i++) {
 			const struct stage_peer_region *g = &st->preg[l * STAGE_WIN_MAX + i];
-			munmap(g->base, g->bytes);
+			if (g->base)
+				munmap(g->base, g->bytes);
 		}
 	free(st->preg);
 	free(st->npreg);
@@ -123,7 +124,7 @@ static int send_all(struct stage_shm *st, int fd, const struct win_msg *m, char 
  * since (hora_comm_mem_free), and drop them from the offered ones: their
  * slots take new regions. Sent before a new region's fd, so a peer reads
  * them first; every peer reads what we sent after the gather of every
- * allreduce (stage_windows_drain), whichever path the call takes, so no
+ * allreduce through the stage (stage_windows_drain), single-copy or copying, so no
  * more than one call's messages wait on its socket. 0, or < 0: the stage
  * broke (send_all). */
 static int forget_freed(struct stage_shm *st, struct hora_net_shm_regions *regs, char *err, size_t errlen)
@@ -203,7 +204,8 @@ static void forget_peer_region(struct stage_shm *st, int l, uint32_t id)
 	struct stage_peer_region *g = st->preg + (size_t)l * STAGE_WIN_MAX;
 	for (int i = 0; i < st->npreg[l]; i++)
 		if (g[i].id == id) {
-			munmap(g[i].base, g[i].bytes);
+			if (g[i].base)
+				munmap(g[i].base, g[i].bytes);
 			g[i] = g[--st->npreg[l]];
 			return;
 		}
@@ -240,7 +242,7 @@ static int read_msg(struct stage_shm *st, int l, const struct stage_peer_region 
 		return rc;
 	}
 	st->win_read[l]++;
-	if (fd < 0) {
+	if (fd < 0 && m.magic != WIN_MAGIC) {
 		if (m.magic == WIN_FORGET)
 			forget_peer_region(st, l, m.id);
 		else if (m.magic != WIN_VOID) {
@@ -250,16 +252,21 @@ static int read_msg(struct stage_shm *st, int l, const struct stage_peer_region 
 		}
 		return 0;
 	}
-	uint8_t *base = NULL;
-	if (st->npreg[l] == STAGE_WIN_MAX)
-		snprintf(why, whylen, "it names more than %d regions", STAGE_WIN_MAX);
-	else if (m.magic != WIN_MAGIC || !m.id || m.bytes > SIZE_MAX)
-		snprintf(why, whylen, "its region's message is not one (magic %#x, id %u)", m.magic, m.id);
-	else if (!(base = hora_net_shm_region_map_peer(fd, (size_t)m.bytes, e, sizeof(e))))
-		snprintf(why, whylen, "%s", e);
-	close(fd);
-	if (!base)
+	if (st->npreg[l] == STAGE_WIN_MAX || m.magic != WIN_MAGIC || !m.id || m.bytes > SIZE_MAX) {
+		if (st->npreg[l] == STAGE_WIN_MAX)
+			snprintf(why, whylen, "it names more than %d regions", STAGE_WIN_MAX);
+		else
+			snprintf(why, whylen, "its region's message is not one (magic %#x, id %u)", m.magic, m.id);
+		if (fd >= 0)
+			close(fd);
 		return -EPROTO;
+	}
+	/* a region that cannot be mapped here (its fd dropped on the way, a
+	 * mapping refused) is kept as such: the copying calls go on, and a
+	 * single-copy call that names it fails (map_buffers) */
+	uint8_t *base = fd < 0 ? NULL : hora_net_shm_region_map_peer(fd, (size_t)m.bytes, e, sizeof(e));
+	if (fd >= 0)
+		close(fd);
 	g[st->npreg[l]] = (struct stage_peer_region){.id = m.id, .bytes = (size_t)m.bytes, .base = base};
 	*got = &g[st->npreg[l]++];
 	return 0;
@@ -273,14 +280,18 @@ static const struct stage_peer_region *peer_region(struct stage_shm *st, int l, 
 	if (tables(st, why, whylen))
 		return NULL;
 	const struct stage_peer_region *g = st->preg + (size_t)l * STAGE_WIN_MAX;
-	for (int i = 0; i < st->npreg[l]; i++)
-		if (g[i].id == id)
-			return &g[i];
 	const struct stage_peer_region *got = NULL;
-	while (!read_msg(st, l, &got, why, whylen))
-		if (got && got->id == id)
-			return got; /* else a freed one, or an earlier region not used yet */
-	return NULL;
+	for (int i = 0; i < st->npreg[l] && !got; i++)
+		if (g[i].id == id)
+			got = &g[i];
+	while (!got && !read_msg(st, l, &got, why, whylen))
+		if (got && got->id != id)
+			got = NULL; /* a freed one, or an earlier region not used yet */
+	if (got && !got->base) {
+		snprintf(why, whylen, "its region %u could not be mapped here when it came", id);
+		return NULL;
+	}
+	return got;
 }
 
 int stage_windows_drain(struct stage_shm *st, char *err, size_t errlen)

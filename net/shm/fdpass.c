@@ -103,7 +103,7 @@ static int recv_msg(int sock, int timeout_ms, int *fd, bool need_fd, void *data,
 	}
 	struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
 	*fd = -1;
-	if (!need_fd && !cm && !(m.msg_flags & MSG_CTRUNC))
+	if (!need_fd && !cm) /* data alone: none sent, or one the kernel dropped (MSG_CTRUNC) */
 		return recv_rest(sock, (uint8_t *)data + k, len - (size_t)k, err, errlen);
 	if ((m.msg_flags & MSG_CTRUNC) || !cm || cm->cmsg_level != SOL_SOCKET ||
 	    cm->cmsg_type != SCM_RIGHTS || cm->cmsg_len != CMSG_LEN(sizeof(int))) {

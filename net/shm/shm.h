@@ -99,7 +99,8 @@ int hora_net_shm_fd_recv_data(int sock, int timeout_ms, int *fd, void *data, siz
 			      size_t errlen);
 /* hora_net_shm_fd_recv_data where the fd is optional: *fd = -1 when the
  * message came with none (hora_net_shm_fd_send_data with fd < 0 sends
- * none). */
+ * none), or when the kernel dropped the one it carried (our fd limit, a
+ * security module: MSG_CTRUNC); the data says which was meant. */
 int hora_net_shm_fdmsg_recv(int sock, int timeout_ms, int *fd, void *data, size_t len, char *err, size_t errlen);
 
 /* ---- regions (region.c): memory of this process that local peers can map ----

@@ -213,10 +213,15 @@ static inline void check_all(int n, const struct result *res)
 
 /* n ranks run fn with the usual slot, spin and a far timeout (a death
  * not noticed shows as -ETIMEDOUT, not as slowness) */
-static inline void run_default(int n, rank_fn fn, struct result *res)
+static inline void run_default_arg(int n, rank_fn fn, void *arg, struct result *res)
 {
 	const struct opts o = {.slot_bytes = SLOT, .spin_us = 20, .timeout_ms = 20000};
-	run_ranks(n, &o, fn, NULL, res);
+	run_ranks(n, &o, fn, arg, res);
+}
+
+static inline void run_default(int n, rank_fn fn, struct result *res)
+{
+	run_default_arg(n, fn, NULL, res);
 }
 
 /* the same, and every rank must succeed with the same bits */

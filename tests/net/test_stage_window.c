@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <fcntl.h>
 #include <linux/capability.h>
 #include <sys/ioctl.h>
 #include <sys/resource.h>
@@ -249,7 +250,6 @@ static void check_drained(struct hora_net_stage *s, int r, int n, struct result 
  * region's fd (its pages) and, piled up, would block the sender */
 static void mixed_rank(struct hora_net_stage *s, int r, int n, void *arg, struct result *res)
 {
-	(void)arg;
 	struct hora_net_shm_regions *regs;
 	const size_t count = 5000;
 	float *plain = malloc(count * sizeof(float));
@@ -257,6 +257,16 @@ static void mixed_rank(struct hora_net_stage *s, int r, int n, void *arg, struct
 		res->rc = -ENOMEM;
 		free(plain);
 		return;
+	}
+	if (arg && r == 1) { /* RLIMIT_NOFILE at our lowest free fd: no fd can come, each is dropped */
+		int lowest = 0;
+		while (fcntl(lowest, F_GETFD) != -1)
+			lowest++;
+		const struct rlimit full = {(rlim_t)lowest, (rlim_t)lowest};
+		if (setrlimit(RLIMIT_NOFILE, &full)) {
+			res->rc = -errno;
+			snprintf(res->err, sizeof(res->err), "RLIMIT_NOFILE %d: %s", lowest, strerror(errno));
+		}
 	}
 	int offered = 0, one;
 	for (int k = 0; k < 40 && !res->rc; k++) {
@@ -282,8 +292,19 @@ Test(net_stage_window, freed_regions_are_told_and_read_in_every_call_whatever_it
 	run_checked(3, mixed_rank);
 }
 
-/* One fd (0) in flight on socket sk, without blocking: 0 or -errno. */
-static int stuff_one(int sk)
+/* the same with rank 1 at RLIMIT_NOFILE full: every region's fd is dropped
+ * on its way to it (MSG_CTRUNC), which it keeps as unmappable; the calls
+ * copy, as they would anyway, and nothing breaks */
+Test(net_stage_window, a_peer_that_cannot_receive_the_fds_goes_on_copying, .timeout = 60)
+{
+	struct result res[MAXN];
+	static int starve = 1;
+	run_default_arg(3, mixed_rank, &starve, res);
+	check_all(3, res);
+}
+
+/* fd in flight on socket sk, without blocking: 0 or -errno. */
+static int stuff_one(int sk, int fd)
 {
 	char byte = 'x';
 	struct iovec v = {.iov_base = &byte, .iov_len = 1};
@@ -297,18 +318,28 @@ static int stuff_one(int sk)
 	c->cmsg_level = SOL_SOCKET;
 	c->cmsg_type = SCM_RIGHTS;
 	c->cmsg_len = CMSG_LEN(sizeof(int));
-	const int fd = 0;
 	memcpy(CMSG_DATA(c), &fd, sizeof(fd));
 	return sendmsg(sk, &m, MSG_DONTWAIT) == 1 ? 0 : -errno;
 }
 
-/* Drop CAP_SYS_RESOURCE and CAP_SYS_ADMIN (either lifts the limit),
- * lower RLIMIT_NOFILE to 64 and put fds in flight on socketpairs of our
- * own (never read) until the kernel refuses another with ETOOMANYREFS
- * (the user's fds in flight past the limit; root's may be past it
- * already): from then on every fd we pass is refused. 0, or -errno. */
+/* Put 100 fds of our own in flight on socketpairs never read (while our
+ * limits still allow it), then drop CAP_SYS_RESOURCE and CAP_SYS_ADMIN
+ * (either lifts the limit) and lower RLIMIT_NOFILE to 64: the user's fds
+ * in flight, ours alone past it whatever other processes of the user
+ * hold, make the kernel refuse every fd we pass (ETOOMANYREFS). 0, or
+ * -errno (-ENOSPC: the kernel did not refuse one). */
 static int no_fd_in_flight(void)
 {
+	int sv[2], held = 0, rc = 0;
+	while (held < 100 && rc == 0) { /* the sockets stay open: their fds stay in flight */
+		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
+			return -errno;
+		while (held < 100 && !(rc = stuff_one(sv[0], sv[1])))
+			held++;
+		rc = rc == -EAGAIN ? 0 : rc;
+	}
+	if (rc)
+		return rc;
 	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
 	struct __user_cap_data_struct d[2];
 	if (syscall(SYS_capget, &h, d))
@@ -322,18 +353,8 @@ static int no_fd_in_flight(void)
 	lim.rlim_cur = 64;
 	if (setrlimit(RLIMIT_NOFILE, &lim))
 		return -errno;
-	for (int pair = 0; pair < 16; pair++) { /* the sockets stay open: their fds stay in flight */
-		int sv[2], rc = 0;
-		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
-			return -errno;
-		while (!(rc = stuff_one(sv[0])))
-			;
-		if (rc == -ETOOMANYREFS)
-			return 0;
-		if (rc != -EAGAIN)
-			return rc;
-	}
-	return -ENOSPC;
+	rc = stuff_one(sv[0], sv[1]);
+	return rc == -ETOOMANYREFS ? 0 : rc ? rc : -ENOSPC;
 }
 
 /* rank 0 can pass no fd (the kernel's limit on fds in flight): each
