@@ -139,8 +139,7 @@ int hora_trainer_grow(struct hora_trainer *t, int n, char *err, size_t errlen)
 	uint8_t *y = malloc((size_t)n);
 	struct hora_model_layer *layers = calloc((size_t)t->nlayers, sizeof(*layers));
 	int rc = x && y && layers ? t->ops->create(&mc, &model, msg, sizeof(msg)) : -ENOMEM;
-	if (!rc && (t->ops->layout(model, NULL, 0) != t->nlayers ||
-		    t->ops->layout(model, layers, t->nlayers) != t->nlayers)) {
+	if (!rc && t->ops->layout(model, layers, t->nlayers) != t->nlayers) { /* fills only when it fits */
 		snprintf(msg, sizeof(msg), "it has another number of layers when built for batch %d", n);
 		rc = HORA_ERR_MODEL;
 	}
