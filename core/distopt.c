@@ -296,9 +296,17 @@ static int make_plan(struct hora_dist_optim *d)
 	return rc;
 }
 
+hora_grads_ready_fn hora_dist_optim_ready_fn(const struct hora_dist_optim *d)
+{
+	const bool pieces = d->fc.cycle_time_ms > 0 || d->fc.threshold_bytes < d->nparams * sizeof(float);
+	return pieces ? hora_dist_optim_grads_ready : NULL;
+}
+
 int hora_dist_optim_step(struct hora_dist_optim *d, float *params, double lr)
 {
 	d->t_fb_end = hora_clock_s();
+	if (!d->err && !d->nev && d->expect_end == d->nparams && d->nparams) /* no range reported: all at once */
+		hora_dist_optim_grads_ready(d, 0, 0, d->nparams);
 	if (!d->err && d->expect_end) {
 		snprintf(d->msg, sizeof(d->msg),
 			 "the model reported only the gradients from %zu to %zu ready (of %zu): every "

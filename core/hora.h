@@ -665,8 +665,17 @@ HORA_API void hora_dist_optim_destroy(struct hora_dist_optim *d);
 HORA_API void hora_dist_optim_begin(struct hora_dist_optim *d, float *grads, double weight);
 /* The grads-ready callback (hora_grads_ready_fn): arg is the optimizer. */
 HORA_API void hora_dist_optim_grads_ready(void *arg, int layer, size_t offset, size_t count);
+/* What to pass the model as its grads-ready callback: the one above when a
+ * buffer can start averaging before backward ends (the fusion threshold is
+ * below the gradients' size, or a cycle time is set), else NULL: one
+ * buffer holds them all, so the model may compute each layer's gradients
+ * whole (no pieces to report), and hora_dist_optim_step averages them all
+ * when no range was reported. */
+typedef void (*hora_grads_ready_fn)(void *arg, int layer, size_t offset, size_t count); /* as hora_model.h */
+HORA_API hora_grads_ready_fn hora_dist_optim_ready_fn(const struct hora_dist_optim *d);
 /* After forward_backward: wait for every average, then step the wrapped
- * optimizer. Returns 0 or the communicator's error. */
+ * optimizer (a step whose model reported no range at all takes the whole
+ * gradient as ready then). Returns 0 or the communicator's error. */
 HORA_API int hora_dist_optim_step(struct hora_dist_optim *d, float *params, double lr);
 
 /* ---- elastic jobs for programs of their own (Horovod's hvd.elastic) -------

@@ -468,8 +468,13 @@ static int train_step(struct run *r, int64_t lo, int64_t gn, struct hora_model_s
 		rc = n ? hora_trainer_forward_backward(&r->tr, &r->train, r->order + mine, n, st, NULL, NULL) : 0;
 		record_balance(r, t_fb, n);
 		prefetch_next(r, lo + gn);
+		const double t_opt = hora_clock_s(); /* where the distributed optimizer's span ends too */
 		if (!rc && n) /* hora_trainer_step, the rows on their way meanwhile */
 			hora_optim_step(r->tr.optim, r->tr.params, r->tr.grads, lr);
+		if (r->tl) { /* the same spans as the distributed optimizer's */
+			hora_timeline_span(r->tl, 0, "forward_backward", t_fb, t_opt, 0);
+			hora_timeline_span(r->tl, 0, "optimizer_step", t_opt, hora_clock_s(), 0);
+		}
 	} else {
 		/* this rank's share of the global mean; an empty share still takes
 		 * part, with one sample at weight 0 */
@@ -480,7 +485,7 @@ static int train_step(struct run *r, int64_t lo, int64_t gn, struct hora_model_s
 		rc = 0;
 		if (n || hora_dist_optim_replay_zero(r->dopt))
 			rc = hora_trainer_forward_backward(&r->tr, &r->train, r->order + (n ? mine : lo), n ? n : 1,
-							   n ? st : &junk, hora_dist_optim_grads_ready, r->dopt);
+							   n ? st : &junk, hora_dist_optim_ready_fn(r->dopt), r->dopt);
 		record_balance(r, t_fb, n);
 		prefetch_next(r, lo + gn);
 		if (!rc && (rc = hora_dist_optim_step(r->dopt, r->tr.params, lr))) {

@@ -57,7 +57,7 @@ int main(int argc, char **argv)
 			hora_dataset_gather(&train, idx, bs, x, y);
 			struct hora_batch b = {x, y, bs};
 			hora_dist_optim_begin(opt, grads, 1.0);
-			if (ops->forward_backward(model, params, grads, &b, &st, hora_dist_optim_grads_ready, opt) ||
+			if (ops->forward_backward(model, params, grads, &b, &st, hora_dist_optim_ready_fn(opt), opt) ||
 			    hora_dist_optim_step(opt, params, oc.lr))
 				DIE("rank %d: step %lld: %s", rank, (long long)s, hora_comm_last_error(comm));
 		}

@@ -310,6 +310,65 @@ Test(dtrain, misreported_gradient_ranges_are_refused_and_named, .timeout = 60)
 	hora_comm_destroy(c);
 }
 
+/* a model given no grads-ready callback reports nothing: the step then
+ * averages the whole gradient, as if one range had covered it; the
+ * callback is offered only where a buffer can close before backward ends */
+static void step_params(struct hora_comm *c, struct hora_optim *o, const struct hora_fusion_config *fc,
+			bool report, float *p)
+{
+	float g[100];
+	for (int i = 0; i < 100; i++)
+		g[i] = (float)(i + 1);
+	memset(p, 0, 100 * sizeof(float));
+	struct hora_dist_optim *d;
+	cr_assert_eq(hora_dist_optim_create(c, o, 100, fc, &d), 0);
+	for (int s = 0; s < 2; s++) {
+		hora_dist_optim_begin(d, g, 1.0);
+		if (report)
+			hora_dist_optim_grads_ready(d, 0, 0, 100);
+		cr_assert_eq(hora_dist_optim_step(d, p, 0.1), 0, "%s", hora_dist_optim_error(d));
+	}
+	hora_dist_optim_destroy(d);
+}
+
+Test(dtrain, no_reported_range_averages_the_whole_gradient, .timeout = 60)
+{
+	tc_pick_addrs(1);
+	struct hora_comm_config cc;
+	tc_config(&cc, 0, 1);
+	struct hora_comm *c;
+	char msg[512];
+	cr_assert_eq(hora_comm_create(&cc, &c, msg, sizeof(msg)), 0, "%s", msg);
+	struct hora_train_config tc;
+	hora_train_config_defaults(&tc);
+	struct hora_optim *o1, *o2;
+	cr_assert_eq(hora_optim_create(&tc.optim, 100, &o1), 0);
+	cr_assert_eq(hora_optim_create(&tc.optim, 100, &o2), 0);
+	float whole[100], none[100];
+	step_params(c, o1, &tc.fusion, true, whole);
+	step_params(c, o2, &tc.fusion, false, none);
+	cr_assert_neq(whole[99], 0.0f);
+	cr_assert_eq(memcmp(whole, none, sizeof(whole)), 0);
+	/* 400 bytes of gradients: one buffer under the default 1 MiB threshold */
+	struct hora_dist_optim *d;
+	struct hora_fusion_config fc = tc.fusion;
+	cr_assert_eq(hora_dist_optim_create(c, o1, 100, &fc, &d), 0);
+	cr_assert_null(hora_dist_optim_ready_fn(d));
+	hora_dist_optim_destroy(d);
+	fc.threshold_bytes = 256; /* a buffer closes after 64 floats */
+	cr_assert_eq(hora_dist_optim_create(c, o1, 100, &fc, &d), 0);
+	cr_assert(hora_dist_optim_ready_fn(d) == hora_dist_optim_grads_ready);
+	hora_dist_optim_destroy(d);
+	fc = tc.fusion;
+	fc.cycle_time_ms = 5;
+	cr_assert_eq(hora_dist_optim_create(c, o1, 100, &fc, &d), 0);
+	cr_assert(hora_dist_optim_ready_fn(d) == hora_dist_optim_grads_ready);
+	hora_dist_optim_destroy(d);
+	hora_optim_destroy(o1);
+	hora_optim_destroy(o2);
+	hora_comm_destroy(c);
+}
+
 /* a diverging job stops on every rank at the same point with the same
  * message, not on one rank while the others wait for it in a collective */
 Test(dtrain, divergence_stops_every_rank_together, .init = setup, .fini = teardown, .timeout = 120)
