@@ -261,7 +261,15 @@ static int have_f16c(void)
 {
 	return (cpu_features() & 3) == 3;
 }
+int hora_net_have_avx2(void)
+{
+	return have_avx2();
+}
 #else
+int hora_net_have_avx2(void)
+{
+	return 0;
+}
 static size_t reduce_f16c(uint16_t *d, const uint16_t *x, const uint16_t *y, size_t n, enum hora_net_op op)
 {
 	(void)d, (void)x, (void)y, (void)n, (void)op;

@@ -359,6 +359,12 @@ int stage_shm_allreduce_windows(struct hora_net_stage *s, const uint8_t *const *
 		return rc;
 	size_t so, sl;
 	hora_net_stage_shard(count, n, r, &so, &sl);
+	if (n == 2 && t == HORA_NET_F32 && (op == HORA_NET_SUM || op == HORA_NET_AVG)) {
+		/* the common case (two ranks' gradients): one pass */
+		float *a = (float *)p[0] + so, *b = (float *)p[1] + so;
+		hora_net_fold2_f32(r ? b : a, r ? a : b, a, b, sl, op == HORA_NET_AVG ? 2 : 0);
+		return stage_publish_wait(st, err, errlen);
+	}
 	/* the accumulator: our own buffer when the first reduce alone reads
 	 * it (ranks 0 and 1), else a block in L1 */
 	alignas(64) uint8_t tmp[STAGE_FOLD_BLOCK_BYTES];
