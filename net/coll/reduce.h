@@ -21,10 +21,11 @@ void hora_net_reduce(void *dst, const void *a, const void *b, size_t count, enum
 		     enum hora_net_op op);
 /* x[i] /= n (AVG's final step; integers truncate toward zero). */
 void hora_net_scale(void *x, size_t count, enum hora_net_dtype t, int n);
-/* Two ranks' f32 fold in one pass (fold2.c): d1[i] = d2[i] = x[i] + y[i],
- * times 1/div when div > 0 (AVG): the same bits as hora_net_reduce then
- * hora_net_scale. d1 and d2 may each alias x or y exactly. */
-void hora_net_fold2_f32(float *d1, float *d2, const float *x, const float *y, size_t n, int div);
+/* The single-copy fold in one pass (fold.c): for i < cnt, every b[l][i]
+ * (l < n) becomes ((b[0][i] + b[1][i]) + ...) times 1/div when div > 0
+ * (AVG): the bits of hora_net_reduce over the ranks in order, then
+ * hora_net_scale. f32. */
+void hora_net_fold_f32(float *const *b, int n, size_t cnt, int div);
 /* whether the CPU runs AVX2 (and the OS saves its registers) */
 int hora_net_have_avx2(void);
 

@@ -359,10 +359,12 @@ int stage_shm_allreduce_windows(struct hora_net_stage *s, const uint8_t *const *
 		return rc;
 	size_t so, sl;
 	hora_net_stage_shard(count, n, r, &so, &sl);
-	if (n == 2 && t == HORA_NET_F32 && (op == HORA_NET_SUM || op == HORA_NET_AVG)) {
-		/* the common case (two ranks' gradients): one pass */
-		float *a = (float *)p[0] + so, *b = (float *)p[1] + so;
-		hora_net_fold2_f32(r ? b : a, r ? a : b, a, b, sl, op == HORA_NET_AVG ? 2 : 0);
+	if (t == HORA_NET_F32 && (op == HORA_NET_SUM || op == HORA_NET_AVG)) {
+		/* the common case (gradients): one pass (fold.c) */
+		float *f[STAGE_MAX_LOCAL];
+		for (int l = 0; l < n; l++)
+			f[l] = (float *)p[l] + so;
+		hora_net_fold_f32(f, n, sl, op == HORA_NET_AVG ? n : 0);
 		return stage_publish_wait(st, err, errlen);
 	}
 	/* the accumulator: our own buffer when the first reduce alone reads

@@ -800,41 +800,44 @@ Test(net_reduce, half_precision_vector_paths_match_the_scalar_reference)
 		}
 }
 
-/* the single-copy allreduce's one-pass fold of two ranks: the bits of
- * reduce then scale, into both buffers, whichever of them aliases an input */
-Test(net_reduce, two_rank_fold_has_the_bits_of_reduce_then_scale)
+/* the single-copy allreduce's one-pass fold: the bits of reduce over the
+ * ranks in order, then scale, stored into every buffer */
+Test(net_reduce, one_pass_fold_has_the_bits_of_reduce_then_scale)
 {
-	enum { N = 1029 }; /* a tail past the vector width */
-	static float x[N], y[N], want[N], d1[N], d2[N];
+	enum { N = 1029, R = 5 }; /* a tail past the vector width */
+	static float in[R][N], want[N], got[R][N];
 	uint64_t s = 7;
-	for (int i = 0; i < N; i++) {
-		s = s * 6364136223846793005ull + 1442695040888963407ull;
-		uint32_t u = (uint32_t)(s >> 32), v = (uint32_t)s;
-		memcpy(&x[i], &u, 4);
-		memcpy(&y[i], &v, 4);
-		if (i % 31 == 0) /* subnormals, and a sum that rounds */
-			x[i] = 1e-40f, y[i] = 3e-39f;
-	}
-	for (int div = 0; div <= 3; div++) {
-		hora_net_reduce(want, x, y, N, HORA_NET_F32, HORA_NET_SUM);
-		if (div)
-			hora_net_scale(want, N, HORA_NET_F32, div);
-		for (int alias = 0; alias < 3; alias++) {
-			memcpy(d1, x, sizeof(x)); /* alias 1: d1 is x; 2: d2 is y */
-			memcpy(d2, y, sizeof(y));
-			const float *a = alias == 1 ? d1 : x, *b = alias == 2 ? d2 : y;
-			hora_net_fold2_f32(d1, d2, a, b, N, div);
-			for (int i = 0; i < N; i++) {
-				uint32_t w, g1, g2;
-				memcpy(&w, &want[i], 4), memcpy(&g1, &d1[i], 4), memcpy(&g2, &d2[i], 4);
-				if (isnan(want[i]))
-					cr_assert(isnan(d1[i]) && isnan(d2[i]), "div %d [%d]: NaN expected", div, i);
-				else
-					cr_assert(g1 == w && g2 == w, "div %d alias %d [%d]: %08x %08x, want %08x", div,
-						  alias, i, g1, g2, w);
-			}
+	for (int l = 0; l < R; l++)
+		for (int i = 0; i < N; i++) {
+			s = s * 6364136223846793005ull + 1442695040888963407ull;
+			uint32_t u = (uint32_t)(s >> 32);
+			memcpy(&in[l][i], &u, 4);
+			if (i % 31 == 0) /* subnormals, and sums that round */
+				in[l][i] = (float)(l + 1) * 1e-40f;
 		}
-	}
+	for (int n = 2; n <= R; n++)
+		for (int div = 0; div <= n; div += n) {
+			hora_net_reduce(want, in[0], in[1], N, HORA_NET_F32, HORA_NET_SUM);
+			for (int l = 2; l < n; l++)
+				hora_net_reduce(want, want, in[l], N, HORA_NET_F32, HORA_NET_SUM);
+			if (div)
+				hora_net_scale(want, N, HORA_NET_F32, div);
+			float *b[R];
+			for (int l = 0; l < n; l++)
+				b[l] = memcpy(got[l], in[l], sizeof(in[l]));
+			hora_net_fold_f32(b, n, N, div);
+			for (int l = 0; l < n; l++)
+				for (int i = 0; i < N; i++) {
+					uint32_t w, g;
+					memcpy(&w, &want[i], 4), memcpy(&g, &got[l][i], 4);
+					if (isnan(want[i]))
+						cr_assert(isnan(got[l][i]), "n %d div %d buffer %d [%d]: NaN expected", n,
+							  div, l, i);
+					else
+						cr_assert_eq(g, w, "n %d div %d buffer %d [%d]: %08x, want %08x", n, div,
+							     l, i, g, w);
+				}
+		}
 }
 
 Test(net_reduce, bulk_half_conversions_match_the_scalar_ones)
