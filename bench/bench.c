@@ -15,7 +15,8 @@ int hora_bench_main(int argc, char **argv)
 			"  membership  SWIM agreement / failure detection / gossip traffic vs members\n"
 			"  allreduce | broadcast | allgather | reduce_scatter\n"
 			"              collective latency and bus bandwidth across N ranks (lo or netns)\n"
-			"  reduce      reduction loops vs memcpy, one core\n");
+			"  reduce      reduction loops vs memcpy, one core\n"
+			"  xcpu        one cache line's round trip between two CPUs\n");
 		return argc < 2 ? 2 : 0;
 	}
 	if (!strcmp(argv[1], "train"))
@@ -23,6 +24,8 @@ int hora_bench_main(int argc, char **argv)
 	if (!strcmp(argv[1], "allreduce") || !strcmp(argv[1], "broadcast") ||
 	    !strcmp(argv[1], "allgather") || !strcmp(argv[1], "reduce_scatter"))
 		return hora_bench_coll(argv[1], argc - 1, argv + 1);
+	if (!strcmp(argv[1], "xcpu"))
+		return hora_bench_xcpu(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "reduce"))
 		return hora_bench_reduce(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "membership"))

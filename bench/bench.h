@@ -11,5 +11,6 @@ int hora_bench_membership(int argc, char **argv);
 /* what: "allreduce", "broadcast", "allgather", "reduce_scatter" */
 int hora_bench_coll(const char *what, int argc, char **argv);
 int hora_bench_reduce(int argc, char **argv);
+int hora_bench_xcpu(int argc, char **argv);   /* xcpu.c */
 
 #endif
