@@ -141,7 +141,7 @@ if [[ $LO == 1 ]]; then
   # the two CPUs' cache-line round trip, before and after the runs: what
   # every cross-core transfer of the shared-memory average pays (the host
   # places a VM's vCPUs; it moves between runs)
-  XCPU_BEFORE="$("$HORA" bench xcpu 2>&1 | sed "s/ (median.*//")"
+  XCPU_BEFORE="$("$HORA" bench xcpu 2>&1 | sed "s/ (median.*//" || true)"
   one=() two=() twooff=() nocomm=() twocopy=() onecpu1=() twoalso=()
   CPU_LAST=$(python3 -c "import os; a = sorted(os.sched_getaffinity(0)); print(a[1] if len(a) > 1 else a[0])")
   two_sets=() two_label="" # --compare-shm: the 2 workers' runs name the setting they compare
@@ -157,7 +157,7 @@ if [[ $LO == 1 ]]; then
   m1=$(med "${one[@]}") m2=$(med "${two[@]}")
   echo "# lo, $DATA, batch $BATCH per worker, $EPOCHS epochs, $REPS interleaved reps, median samples/s ${SETS[*]}"
   echo "# BLAS kernels: $(bash "$ROOT/bench/blas-core.sh")"
-  echo "# before: $XCPU_BEFORE; after: $("$HORA" bench xcpu 2>&1 | sed "s/ (median.*//")"
+  echo "# before: $XCPU_BEFORE; after: $("$HORA" bench xcpu 2>&1 | sed "s/ (median.*//" || true)"
   echo "1 worker (CPU 0): $m1   runs: ${one[*]}"
   echo "2 workers (CPU 0, 1)$two_label: $m2   runs: ${two[*]}"
   python3 -c "print(f'efficiency 2 workers$two_label: {$m2 / (2 * $m1):.3f}')"

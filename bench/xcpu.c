@@ -58,7 +58,7 @@ static int pass(struct xcpu *x)
 	pthread_t t;
 	atomic_store(&x->v, 0);
 	if (pthread_create(&t, NULL, pong, x))
-		return -1;
+		return -2;
 	double t0 = hora_bench_now();
 	for (long i = 0; i < x->rounds && !atomic_load_explicit(&x->failed, memory_order_relaxed); i++) {
 		atomic_store_explicit(&x->v, 2 * i + 1, memory_order_release);
@@ -88,11 +88,12 @@ int hora_bench_xcpu(int argc, char **argv)
 	x.rounds = 200000;
 	x.cpu[0] = x.cpu[1] = -1;
 	int c;
+	char junk;
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "", lopts, NULL)) != -1) {
 		switch (c) {
 		case 'c':
-			if (sscanf(optarg, "%d,%d", &x.cpu[0], &x.cpu[1]) != 2 || x.cpu[0] < 0 || x.cpu[1] < 0 ||
+			if (sscanf(optarg, "%d,%d%c", &x.cpu[0], &x.cpu[1], &junk) != 2 || x.cpu[0] < 0 || x.cpu[1] < 0 ||
 			    x.cpu[0] == x.cpu[1] || x.cpu[0] >= CPU_SETSIZE || x.cpu[1] >= CPU_SETSIZE) {
 				fprintf(stderr, "hora bench xcpu: --cpus wants two different CPUs, A,B (got '%s')\n",
 					optarg);
@@ -103,6 +104,10 @@ int hora_bench_xcpu(int argc, char **argv)
 		case 'h': printf("usage: hora bench xcpu [--cpus A,B] [--rounds N]\n"); return 0;
 		default: return 2;
 		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "hora bench xcpu: unexpected argument '%s'\n", argv[optind]);
+		return 2;
 	}
 	if (x.rounds < 1000 || x.rounds > 100000000) {
 		fprintf(stderr, "hora bench xcpu: need 1000 <= --rounds <= 100000000\n");
@@ -124,9 +129,13 @@ int hora_bench_xcpu(int argc, char **argv)
 	}
 	double ns[5];
 	for (int i = 0; i < 5; i++) {
-		if (pass(&x)) {
-			fprintf(stderr, "hora bench xcpu: cannot run on CPU %d\n", x.cpu[1]);
-			return 2;
+		int rc = pass(&x);
+		if (rc) {
+			if (rc == -2)
+				fprintf(stderr, "hora bench xcpu: cannot start a thread\n");
+			else
+				fprintf(stderr, "hora bench xcpu: cannot run on CPU %d\n", x.cpu[1]);
+			return rc == -2 ? 1 : 2;
 		}
 		ns[i] = x.ns;
 	}

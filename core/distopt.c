@@ -298,14 +298,18 @@ static int make_plan(struct hora_dist_optim *d)
 
 hora_grads_ready_fn hora_dist_optim_ready_fn(const struct hora_dist_optim *d)
 {
-	const bool pieces = d->fc.cycle_time_ms > 0 || d->fc.threshold_bytes < d->nparams * sizeof(float);
+	/* at a threshold of exactly the gradients' size the last piece closes
+	 * the buffer: pieces then, so that the whole never closes early */
+	const bool pieces = d->fc.cycle_time_ms > 0 || d->fc.threshold_bytes <= d->nparams * sizeof(float);
 	return pieces ? hora_dist_optim_grads_ready : NULL;
 }
 
 int hora_dist_optim_step(struct hora_dist_optim *d, float *params, double lr)
 {
 	d->t_fb_end = hora_clock_s();
-	if (!d->err && !d->nev && d->expect_end == d->nparams && d->nparams) /* no range reported: all at once */
+	/* no range reported where no callback was due: all at once (where one
+	 * was due, the check below names the model's missing ranges) */
+	if (!d->err && !d->nev && d->expect_end == d->nparams && d->nparams && !hora_dist_optim_ready_fn(d))
 		hora_dist_optim_grads_ready(d, 0, 0, d->nparams);
 	if (!d->err && d->expect_end) {
 		snprintf(d->msg, sizeof(d->msg),

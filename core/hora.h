@@ -648,8 +648,8 @@ HORA_API int hora_broadcast_parameters(struct hora_comm *c, float *params, size_
 
 /* A distributed optimizer wraps any optimizer: gradients are averaged
  * across the ranks on the communicator's background thread while backward
- * goes on (pass hora_dist_optim_grads_ready with the optimizer as `arg` to
- * the model's forward_backward), then the wrapped optimizer updates the
+ * goes on (pass hora_dist_optim_ready_fn(opt) with the optimizer as `arg`
+ * to the model's forward_backward), then the wrapped optimizer updates the
  * parameters with the average, so every replica stays bitwise identical. */
 struct hora_dist_optim;
 HORA_API int hora_dist_optim_create(struct hora_comm *c, struct hora_optim *inner, size_t nparams,
@@ -667,10 +667,11 @@ HORA_API void hora_dist_optim_begin(struct hora_dist_optim *d, float *grads, dou
 HORA_API void hora_dist_optim_grads_ready(void *arg, int layer, size_t offset, size_t count);
 /* What to pass the model as its grads-ready callback: the one above when a
  * buffer can start averaging before backward ends (the fusion threshold is
- * below the gradients' size, or a cycle time is set), else NULL: one
+ * at most the gradients' size, or a cycle time is set), else NULL: one
  * buffer holds them all, so the model may compute each layer's gradients
  * whole (no pieces to report), and hora_dist_optim_step averages them all
- * when no range was reported. */
+ * when no range was reported. (A model's bits may differ between the two:
+ * the MLP's whole dW is one GEMM, its pieces several.) */
 typedef void (*hora_grads_ready_fn)(void *arg, int layer, size_t offset, size_t count); /* as hora_model.h */
 HORA_API hora_grads_ready_fn hora_dist_optim_ready_fn(const struct hora_dist_optim *d);
 /* After forward_backward: wait for every average, then step the wrapped

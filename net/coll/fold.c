@@ -1,4 +1,4 @@
-/* fold2.c - the single-copy allreduce's fold in one pass (f32, sum or
+/* fold.c - the single-copy allreduce's fold in one pass (f32, sum or
  * avg): each rank sums its shard of every local rank's buffer in rank
  * order, scales it (AVG) and stores it into every buffer, so each element
  * is read once from each buffer and written once to each. The general

@@ -358,6 +358,16 @@ Test(dtrain, no_reported_range_averages_the_whole_gradient, .timeout = 60)
 	fc.threshold_bytes = 256; /* a buffer closes after 64 floats */
 	cr_assert_eq(hora_dist_optim_create(c, o1, 100, &fc, &d), 0);
 	cr_assert(hora_dist_optim_ready_fn(d) == hora_dist_optim_grads_ready);
+	/* where the callback was due, a model that reported nothing is named */
+	float g[100] = {0};
+	hora_dist_optim_begin(d, g, 1.0);
+	cr_assert_eq(hora_dist_optim_step(d, none, 0.1), -EPROTO);
+	cr_assert(strstr(hora_dist_optim_error(d), "only the gradients from 100 to 100"), "%s",
+		  hora_dist_optim_error(d));
+	hora_dist_optim_destroy(d);
+	fc.threshold_bytes = 400; /* exactly the gradients: the last piece closes it */
+	cr_assert_eq(hora_dist_optim_create(c, o1, 100, &fc, &d), 0);
+	cr_assert(hora_dist_optim_ready_fn(d) == hora_dist_optim_grads_ready);
 	hora_dist_optim_destroy(d);
 	fc = tc.fusion;
 	fc.cycle_time_ms = 5;
