@@ -268,6 +268,19 @@ Test(dtrain, a_progress_bar_on_rank_0_only_keeps_the_ranks_in_step, .init = setu
 		hora_train_result_deinit(&rk[i].res);
 }
 
+/* a communicator of one rank, and the default training config */
+static struct hora_comm *one_rank(struct hora_train_config *tc)
+{
+	tc_pick_addrs(1);
+	struct hora_comm_config cc;
+	tc_config(&cc, 0, 1);
+	struct hora_comm *c;
+	char msg[512];
+	cr_assert_eq(hora_comm_create(&cc, &c, msg, sizeof(msg)), 0, "%s", msg);
+	hora_train_config_defaults(tc);
+	return c;
+}
+
 /* the model's ranges must cover every gradient once, top down: anything
  * else would average some gradients and leave others local */
 static int ranges_step(struct hora_comm *c, struct hora_optim *o, const size_t (*r)[2], int k,
@@ -287,14 +300,9 @@ static int ranges_step(struct hora_comm *c, struct hora_optim *o, const size_t (
 
 Test(dtrain, misreported_gradient_ranges_are_refused_and_named, .timeout = 60)
 {
-	tc_pick_addrs(1);
-	struct hora_comm_config cc;
-	tc_config(&cc, 0, 1);
-	struct hora_comm *c;
-	char msg[512];
-	cr_assert_eq(hora_comm_create(&cc, &c, msg, sizeof(msg)), 0, "%s", msg);
 	struct hora_train_config tc;
-	hora_train_config_defaults(&tc);
+	struct hora_comm *c = one_rank(&tc);
+	char msg[512];
 	struct hora_optim *o;
 	cr_assert_eq(hora_optim_create(&tc.optim, 100, &o), 0);
 	const size_t good[2][2] = {{60, 40}, {0, 60}}, gap[2][2] = {{60, 40}, {0, 50}},
@@ -333,14 +341,8 @@ static void step_params(struct hora_comm *c, struct hora_optim *o, const struct 
 
 Test(dtrain, no_reported_range_averages_the_whole_gradient, .timeout = 60)
 {
-	tc_pick_addrs(1);
-	struct hora_comm_config cc;
-	tc_config(&cc, 0, 1);
-	struct hora_comm *c;
-	char msg[512];
-	cr_assert_eq(hora_comm_create(&cc, &c, msg, sizeof(msg)), 0, "%s", msg);
 	struct hora_train_config tc;
-	hora_train_config_defaults(&tc);
+	struct hora_comm *c = one_rank(&tc);
 	struct hora_optim *o1, *o2;
 	cr_assert_eq(hora_optim_create(&tc.optim, 100, &o1), 0);
 	cr_assert_eq(hora_optim_create(&tc.optim, 100, &o2), 0);
