@@ -7,6 +7,7 @@
 #                        last line again when there are fewer lines)
 #   $STANDIN_DIR/runs.G  how many times worker G was started (this one too)
 #   $STANDIN_DIR/pid.G   the PID of its latest start
+#   $STANDIN_DIR/inplan.G.N  the N-th start of worker G runs its plan
 # Helpers for the plans: `mark NAME` creates $STANDIN_DIR/NAME; `waitfor
 # NAME` waits for it; `waitgone G` waits until worker G's latest process is
 # gone (reaped by the launcher); `waitstopped G` until it is stopped; a wait
@@ -48,4 +49,7 @@ waitstopped() { _wait _stopped "$1"; }
 plan=$(sed -n "${n}p" "$D/plan.$G")
 [[ -n $plan ]] || plan=$(tail -n 1 "$D/plan.$G")
 echo "standin $G run $n: $plan"
+# past its start (the command substitutions above, during which a signal
+# waits for their child): a test that signals every worker waits for this
+mark "inplan.$G.$n"
 eval "$plan"

@@ -142,7 +142,9 @@ for how in launcher group; do
   for g in 0 1 2 3; do plan $g 'waitfor never'; done
   setsid "$HORA" launch "$T/re.yaml" >"$T/out" 2>&1 &
   L=$!
-  for _ in $(seq 400); do [[ -e $T/d/pid.0 && -e $T/d/pid.1 && -e $T/d/pid.2 && -e $T/d/pid.3 ]] && break; sleep 0.05; done
+  # every stand-in in its plan's loop of builtins, past its start's
+  # command substitutions (a SIGINT there once left one running: loaded run)
+  for _ in $(seq 400); do [[ -e $T/d/inplan.0.1 && -e $T/d/inplan.1.1 && -e $T/d/inplan.2.1 && -e $T/d/inplan.3.1 ]] && break; sleep 0.05; done
   if [[ $how == launcher ]]; then kill -TERM "$L"; sig=SIGTERM; else kill -INT -- "-$L"; sig=SIGINT; fi
   wait "$L"; rc=$?; L=""
   [[ $rc == 1 ]] && summary | grep -qxE "hora launch: training did not complete \(no worker exited 0\)(; worker [0-3] \(127\.0\.0\.1\) was killed by $sig at $N s){4}" \
