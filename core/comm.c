@@ -1025,6 +1025,7 @@ void *hora_comm_mem_alloc(struct hora_comm *c, size_t bytes)
 	const size_t b = ((bytes ? bytes : 1) + 63) & ~(size_t)63;
 	if (b < bytes || !(p = aligned_alloc(64, b)))
 		return NULL;
+	hora_net_shm_region_forget(p); /* where a destroyed communicator's region was */
 	return memset(p, 0, b);
 }
 
@@ -1032,9 +1033,15 @@ void hora_comm_mem_free(struct hora_comm *c, void *p)
 {
 	if (!p || (c && c->regions && !hora_net_shm_region_free(c->regions, p)))
 		return;
-	if (!hora_net_shm_region_free_any(p)) { /* another communicator's: freed there */
+	const int rc = hora_net_shm_region_free_any(p);
+	if (!rc) { /* another communicator's: freed there */
 		HORA_LOGW("hora_comm_mem_free: %p was allocated on another communicator than the one "
 			  "named; freed from its own", p);
+		return;
+	}
+	if (rc == -ESTALE) { /* free() of it would abort the process */
+		HORA_LOGW("hora_comm_mem_free: %p belonged to a communicator already destroyed, which "
+			  "freed it", p);
 		return;
 	}
 	free(p); /* ordinary memory: hora_comm_mem_alloc's fallback */

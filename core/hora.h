@@ -382,7 +382,9 @@ HORA_API int hora_comm_size(const struct hora_comm *c);
  *   another before using it again (the trainer does at every re-form). */
 HORA_API void *hora_comm_mem_alloc(struct hora_comm *c, size_t bytes);
 /* Free memory of hora_comm_mem_alloc(c, ...). NULL: no-op. Memory of
- * another communicator (still alive) is freed from it, with a warning. */
+ * another communicator (still alive) is freed from it, with a warning.
+ * Memory whose communicator was destroyed (which freed it) is left alone,
+ * with a warning: pass c = NULL then (c itself is gone). */
 HORA_API void hora_comm_mem_free(struct hora_comm *c, void *p);
 
 /* Collectives. Every rank calls the same collectives in the same order

@@ -46,6 +46,29 @@ struct hora_net_shm_regions {
 static pthread_mutex_t g_sets_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct hora_net_shm_regions *g_sets;
 
+/* the starts of the last regions a set's destroy freed while still
+ * allocated (g_sets_mu), so that a late hora_comm_mem_free of one is told
+ * apart from ordinary memory (free() of it would abort the process); a
+ * start given out again (a new region, or the fallback's memory) leaves
+ * the list */
+#define REGION_GONE_MAX 64
+static void *g_gone[REGION_GONE_MAX];
+static unsigned g_gone_next;
+
+static void gone_forget_locked(const void *p)
+{
+	for (int i = 0; i < REGION_GONE_MAX; i++)
+		if (g_gone[i] == p)
+			g_gone[i] = NULL;
+}
+
+void hora_net_shm_region_forget(const void *p)
+{
+	pthread_mutex_lock(&g_sets_mu);
+	gone_forget_locked(p);
+	pthread_mutex_unlock(&g_sets_mu);
+}
+
 int hora_net_shm_regions_create(struct hora_net_shm_regions **out)
 {
 	*out = NULL;
@@ -72,11 +95,12 @@ void hora_net_shm_regions_destroy(struct hora_net_shm_regions *s)
 		pp = &(*pp)->next;
 	if (*pp)
 		*pp = s->next;
-	pthread_mutex_unlock(&g_sets_mu);
 	for (int i = 0; i < s->n; i++) {
+		g_gone[g_gone_next++ % REGION_GONE_MAX] = s->r[i].base;
 		munmap(s->r[i].base, s->r[i].bytes);
 		close(s->r[i].fd);
 	}
+	pthread_mutex_unlock(&g_sets_mu);
 	free(s->r);
 	pthread_mutex_destroy(&s->mu);
 	free(s);
@@ -134,6 +158,7 @@ int hora_net_shm_region_alloc(struct hora_net_shm_regions *s, size_t bytes, void
 		s->next_id = 1; /* 0 means "no region" */
 	s->r[s->n++] = g;
 	pthread_mutex_unlock(&s->mu);
+	hora_net_shm_region_forget(p); /* after s->mu: the lock order */
 	*out = p;
 	return 0;
 fail:
@@ -163,6 +188,11 @@ int hora_net_shm_region_free_any(void *p)
 	pthread_mutex_lock(&g_sets_mu);
 	for (struct hora_net_shm_regions *s = g_sets; s && rc; s = s->next)
 		rc = hora_net_shm_region_free(s, p);
+	for (int i = 0; rc && p && i < REGION_GONE_MAX; i++)
+		if (g_gone[i] == p) {
+			g_gone[i] = NULL;
+			rc = -ESTALE;
+		}
 	pthread_mutex_unlock(&g_sets_mu);
 	return rc;
 }

@@ -125,8 +125,12 @@ int hora_net_shm_region_alloc(struct hora_net_shm_regions *s, size_t bytes, void
  * mappings keep its pages until they unmap them. */
 int hora_net_shm_region_free(struct hora_net_shm_regions *s, void *p);
 /* The same in whichever set of this process holds it (memory freed
- * through another communicator than its own); -ENOENT when none does. */
+ * through another communicator than its own); -ESTALE when p is the start
+ * of a region a set's destroy freed while it was still allocated (one of
+ * the last 64; told once); -ENOENT when none of these. */
 int hora_net_shm_region_free_any(void *p);
+/* p is given out again as other memory (not a destroyed set's region). */
+void hora_net_shm_region_forget(const void *p);
 /* 1 with *ref when [p, p + len) lies in one region, else 0. */
 int hora_net_shm_region_find(struct hora_net_shm_regions *s, const void *p, size_t len,
 			     struct hora_net_shm_region_ref *ref);

@@ -657,6 +657,30 @@ Test(comm, mem_free_through_another_communicator_frees_it_there, .timeout = 60)
 	}
 }
 
+/* memory kept past its communicator's destroy (which freed it): a late
+ * hora_comm_mem_free of it is a warning, not free() of a mapping (abort) */
+static void *late_buf;
+static void late_alloc_fn(struct rank_ctx *x)
+{
+	late_buf = hora_comm_mem_alloc(x->c, 4096);
+	x->ok = late_buf && regions_mapped() > 0;
+	x->rc = x->ok ? 0 : -ENOMEM;
+}
+
+Test(comm, mem_free_after_destroy_leaves_the_freed_region_alone, .timeout = 60)
+{
+	struct rank_ctx rk[MAXR];
+	const int before = regions_mapped();
+	run_ranks(1, late_alloc_fn, NULL, rk);
+	cr_assert(rk[0].ok, "the allocation: rc %d", rk[0].rc);
+	cr_assert_eq(regions_mapped(), before, "the destroy left %d regions mapped (%d before)",
+		     regions_mapped(), before);
+	hora_comm_mem_free(NULL, late_buf); /* aborted here before */
+	hora_comm_mem_free(NULL, NULL);
+	void *p = malloc(64);
+	hora_comm_mem_free(NULL, p); /* ordinary memory still goes to free() */
+}
+
 /* ---- the async forms of broadcast, allgather, reduce-scatter, barrier ------------ */
 
 #define AC 1000 /* elements per rank */
