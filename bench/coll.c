@@ -64,7 +64,7 @@ struct opts {
 	enum hora_net_coll_kind coll;
 	int n, algo, crossover, bind, sockets, iters, rcvlowat;
 	int shm, hier, with_memcpy; /* enum hora_shm, enum hora_hier; --with-memcpy */
-	int in_place, mem_shared;   /* --in-place (allreduce); --mem shared (hora_comm_mem_alloc) */
+	int in_place, mem_shared, dirty;   /* --in-place (allreduce); --mem shared (hora_comm_mem_alloc) */
 	int nhosts, host[64];       /* netns: namespace hosts, host (0-based) of each rank */
 	int device;                 /* --device cuda: the buffers in device memory */
 	const char *gpu_lib;        /* --gpu-library: that file as hora's GPU module */
@@ -200,6 +200,9 @@ static double time_calls(struct hora_comm *c, const struct opts *o, uint8_t *sen
 	for (int w = 0; w < 3 && !*rc; w++)
 		*rc = call(c, o, send, recv, count);
 	for (int i = 0; i < iters && !*rc; i++) {
+		if (o->dirty) /* as a backward pass: the buffer freshly written by its rank (the values
+				 * do not matter for the time; verify() fills the buffer itself) */
+			memcpy(recv, send, bytes);
 		double t0 = hora_bench_now();
 		*rc = call(c, o, send, recv, count);
 		t[i] = hora_bench_now() - t0;
@@ -285,6 +288,9 @@ static void print_header(FILE *out, const struct opts *o, struct hora_comm *c, c
 		fprintf(out, "# buffers: hora_comm_mem_alloc (%s)\n",
 			o->in_place ? "in place on one host above the latency path: the single-copy stage"
 				    : "out of place: the copying stage");
+	if (o->dirty)
+		fprintf(out, "# --dirty: each rank rewrites its buffer before every timed call (untimed), as "
+			     "a backward pass does: its lines are in its own cache, not where the last call left them\n");
 	size_t last = o->lo;
 	for (size_t sz = o->lo; sz <= o->hi; sz = next_size(sz))
 		last = sz;
@@ -750,6 +756,7 @@ static void usage(FILE *f)
 		   "         [--setup lo|netns] [--rate 1gbit] [--hosts H|3,1]  (netns: H hosts, ranks contiguous)\n"
 		   "         [--shm auto|off] [--hier auto|on|off] [--with-memcpy]\n"
 		   "         [--in-place] [--mem malloc|shared]  (shared: hora_comm_mem_alloc's buffers)\n"
+		   "         [--dirty]            (with --in-place: each rank rewrites its buffer before every call)\n"
 		   "         [--json F] [--plot F.png] [--anchors RUN.json] [--crossover] [--port BASE]\n"
 		   "         [--bind core|none]   (default: core when ranks <= CPUs, as mpirun)\n"
 		   "         [--device cpu|cuda]  (cuda: the buffers in device memory, core/devcoll.c)\n"
@@ -785,7 +792,7 @@ static int parse_args(const char *what, int argc, char **argv, struct opts *o, s
 		{"hier", required_argument, 0, 'H'}, {"hosts", required_argument, 0, 'T'},
 		{"with-memcpy", no_argument, 0, 'C'}, {"device", required_argument, 0, 'D'},
 		{"gpu-library", required_argument, 0, 'G'}, {"in-place", no_argument, 0, 'i'},
-		{"mem", required_argument, 0, 'm'},
+		{"mem", required_argument, 0, 'm'}, {"dirty", no_argument, 0, 'W'},
 		{"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
 	};
 	int c, ranks_given = 0;
@@ -843,6 +850,7 @@ static int parse_args(const char *what, int argc, char **argv, struct opts *o, s
 		case 'T': hosts = optarg; break;
 		case 'C': o->with_memcpy = 1; break;
 		case 'i': o->in_place = 1; break;
+		case 'W': o->dirty = 1; break;
 		case 'm':
 			if ((o->mem_shared = lookup(optarg, (const char *const[]){"malloc", "shared"}, 2)) < 0)
 				return fprintf(stderr, "hora bench %s: --mem malloc|shared, not %s\n", what, optarg), 2;
@@ -858,6 +866,9 @@ static int parse_args(const char *what, int argc, char **argv, struct opts *o, s
 	if (o->in_place && (o->coll != HORA_NET_COLL_ALLREDUCE || o->device || o->crossover))
 		return fprintf(stderr, "hora bench %s: --in-place is for allreduce of host buffers (no --device "
 				       "cuda, no --crossover)\n", what), 2;
+	if (o->dirty && !o->in_place)
+		return fprintf(stderr, "hora bench %s: --dirty is for --in-place allreduce (the buffer a "
+				       "backward pass writes)\n", what), 2;
 	if (o->mem_shared && (o->device || o->crossover))
 		return fprintf(stderr, "hora bench %s: --mem shared is for host buffers (no --device cuda, "
 				       "no --crossover)\n", what), 2;

@@ -33,6 +33,12 @@ timeout 60 "$HORA" bench allreduce --ranks 2 --sizes 8:64 --iters 5 >"$T/out" 2>
 [[ $rc == 0 ]] && grep -q ', shm auto, hierarchical auto$' "$T/out" && ! grep -q memcpy "$T/out"
 check "defaults: shm auto, hierarchical auto, no memcpy columns (rc=$rc)" $?
 
+timeout 60 "$HORA" bench allreduce --ranks 2 --sizes 4K:64K --iters 5 --in-place --mem shared --dirty \
+  --op avg >"$T/out" 2>&1; rc=$?
+[[ $rc == 0 ]] && grep -q '^# --dirty: each rank rewrites its buffer' "$T/out" \
+  && [[ $(grep -cE '^ +[0-9]+ +[0-9]+ +f32 +avg .* 0$' "$T/out") == 3 ]]
+check "--in-place --mem shared --dirty: the header says so, 3 sizes, none wrong (rc=$rc)" $?
+
 refuse() { # name, expected text, args...
   local name="$1" want="$2"; shift 2
   "$HORA" bench allreduce "$@" >"$T/out" 2>&1; local rc=$?
@@ -40,6 +46,7 @@ refuse() { # name, expected text, args...
   check "$name (rc=$rc)" $?
 }
 refuse "--shm on refused" "--shm is auto or off" --shm on
+refuse "--dirty without --in-place refused" "--dirty is for --in-place allreduce" --dirty
 refuse "--hier yes refused" "--hier auto, on or off" --hier yes
 refuse "--hosts without netns refused" "--hosts needs --setup netns" --hosts 2
 refuse "--hosts 3,1 with --ranks 3 refused" "--hosts 3,1 is 4 ranks, --ranks says 3" --setup netns --hosts 3,1 --ranks 3
