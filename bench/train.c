@@ -1,7 +1,7 @@
 /* train.c - `hora bench train`: how close a training step is to its GEMMs.
  *
- * Runs real training steps (gather + forward/backward + optimizer) through
- * the same hora_trainer the training loop uses and, in the same run,
+ * Runs real training steps (gather + forward/backward + the next rows'
+ * prefetch + optimizer) through the same hora_trainer the training loop uses and, in the same run,
  * interleaved rep by rep, the exact sequence of sgemm calls of one step
  * (recorded by the model's GEMM trace) alone on buffers of the same shapes.
  * Reports samples/s, the step and GEMM medians and step/gemm: everything
@@ -24,6 +24,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* step s of the rotation, as the training loop runs it (core/train.c): the
+ * next step's rows asked for between forward/backward and the update */
+static void train_step(struct hora_trainer *tr, const struct hora_dataset *ds, const int64_t *idx, int s,
+		       int steps, int bs, struct hora_model_stats *st)
+{
+	if (hora_trainer_forward_backward(tr, ds, idx + (int64_t)s * bs, bs, st, NULL, NULL))
+		return; /* the first step, untimed, already ran and said why */
+	hora_trainer_prefetch(tr, ds, idx + (int64_t)((s + 1) % steps) * bs, bs);
+	hora_optim_step(tr->optim, tr->params, tr->grads, 1e-3);
+}
 
 struct replay {
 	struct hora_gemm_trace trace;
@@ -163,7 +174,7 @@ int hora_bench_train(int argc, char **argv)
 	}
 
 	for (int w = 0; w < steps / 4; w++) { /* warm-up both paths */
-		hora_trainer_step(&tr, &train, idx + (int64_t)(w % steps) * bs, bs, 1e-3, &st);
+		train_step(&tr, &train, idx, w % steps, steps, bs, &st);
 		if (!cuda)
 			replay_run(&rp);
 	}
@@ -171,7 +182,7 @@ int hora_bench_train(int argc, char **argv)
 	for (int r = 0; r < reps; r++) {
 		double t0 = hora_bench_now();
 		for (int s = 0; s < steps; s++)
-			hora_trainer_step(&tr, &train, idx + (int64_t)s * bs, bs, 1e-3, &st);
+			train_step(&tr, &train, idx, s, steps, bs, &st);
 		double t1 = hora_bench_now();
 		ts[r] = (t1 - t0) / steps;
 		if (cuda) {
