@@ -213,7 +213,13 @@ static int resume(struct hora_comm *c, const struct hora_train_config *cfg, stru
 enum { JOB_SEED, JOB_EPOCHS, JOB_BATCH, JOB_TRAIN_N, JOB_TEST_N, JOB_INPUTS, JOB_CLASSES, JOB_PARAMS,
        JOB_COMM, JOB_FUSION, JOB_CYCLE_US, JOB_COMPRESSION, JOB_TIMELINE, JOB_CKPT_EVERY, JOB_RESUME,
        JOB_ELASTIC, JOB_GOSSIP, JOB_GOSSIP_TOPOLOGY, JOB_GOSSIP_PERIOD, JOB_GOSSIP_SELF_WEIGHT,
-       JOB_GOSSIP_CONSENSUS, JOB_GOSSIP_MODE, JOB_GOSSIP_ADAPTIVE, JOB_BALANCE, JOB_BAR, JOB_N };
+       JOB_GOSSIP_CONSENSUS, JOB_GOSSIP_MODE, JOB_GOSSIP_ADAPTIVE, JOB_BALANCE, JOB_OPTIM, JOB_LR,
+       JOB_MOMENTUM, JOB_NESTEROV, JOB_BETA1, JOB_BETA2, JOB_EPS, JOB_WD, JOB_WARMUP, JOB_SCHEDULE,
+       JOB_SCALE_LR, JOB_EL_BATCH, JOB_EL_COMMIT, JOB_EL_MIN, JOB_EL_MAX, JOB_BAR, JOB_N };
+/* the settings compared as the bits of a double (printed as numbers) */
+#define JOB_DOUBLES                                                                                    \
+	((1ull << JOB_LR) | (1ull << JOB_MOMENTUM) | (1ull << JOB_BETA1) | (1ull << JOB_BETA2) |      \
+	 (1ull << JOB_EPS) | (1ull << JOB_WD) | (1ull << JOB_WARMUP))
 static const char *const job_name[JOB_BAR] = {
 	"train.seed", "train.epochs", "train.batch_size", "training samples", "test samples",
 	"inputs per sample", "classes", "model parameters", "train.communication",
@@ -223,7 +229,33 @@ static const char *const job_name[JOB_BAR] = {
 	"train.checkpoint.every_epochs", "train.resume", "train.elastic on", "train.sync gossip",
 	"train.gossip.topology", "train.gossip.period", "train.gossip.self_weight (x 1e9)",
 	"train.gossip.consensus_every", "train.gossip.mode (0 sync, 1 async)", "train.gossip.adaptive",
-	"train.balance"};
+	"train.balance", "train.optimizer.name (0 sgd, 1 adam)", "train.optimizer.lr",
+	"train.optimizer.momentum", "train.optimizer.nesterov", "train.optimizer.beta1",
+	"train.optimizer.beta2", "train.optimizer.eps", "train.optimizer.weight_decay",
+	"train.optimizer.warmup_epochs", "train.optimizer.schedule (0 constant, 1 cosine)",
+	"train.optimizer.scale_lr_by_size", "train.elastic.batch (0 per_worker, 1 global)",
+	"train.elastic.commit_steps", "train.elastic.min_workers", "train.elastic.max_workers"};
+_Static_assert(JOB_N <= 64, "JOB_DOUBLES is a 64-bit mask");
+
+static int64_t job_double(double x)
+{
+	int64_t v;
+	memcpy(&v, &x, sizeof(v));
+	return v;
+}
+
+/* a setting's value as the error shows it */
+static void job_value(char *buf, size_t n, int k, int64_t v)
+{
+	double x;
+	memcpy(&x, &v, sizeof(x));
+	if (JOB_DOUBLES >> k & 1) { /* the shortest that reads back the same */
+		snprintf(buf, n, "%.15g", x);
+		if (strtod(buf, NULL) != x)
+			snprintf(buf, n, "%.17g", x);
+	} else
+		snprintf(buf, n, "%lld", (long long)v);
+}
 
 static int agree_on_job(struct hora_comm *c, int64_t *v, char *err, size_t errlen)
 {
@@ -243,12 +275,14 @@ static int agree_on_job(struct hora_comm *c, int64_t *v, char *err, size_t errle
 		snprintf(err, errlen, "agreeing on the job: %s", hora_comm_last_error(c));
 		return rc;
 	}
-	if (bad >= 0)
-		snprintf(err, errlen, "this worker (rank %d) runs a different job than rank 0: %s is %lld here "
-				      "and %lld on rank 0; every worker needs the same train section, data and "
-				      "HORA_* settings", hora_rank(c), job_name[bad], (long long)mine[bad],
-			 (long long)v[bad]);
-	else if (who)
+	if (bad >= 0) {
+		char here[40], there[40];
+		job_value(here, sizeof(here), bad, mine[bad]);
+		job_value(there, sizeof(there), bad, v[bad]);
+		snprintf(err, errlen, "this worker (rank %d) runs a different job than rank 0: %s is %s here "
+				      "and %s on rank 0; every worker needs the same train section, data and "
+				      "HORA_* settings", hora_rank(c), job_name[bad], here, there);
+	} else if (who)
 		snprintf(err, errlen, "rank %d runs a different job than rank 0 (its log names the setting); "
 				      "every worker needs the same train section, data and HORA_* settings",
 			 (int)who - 1);
@@ -309,6 +343,8 @@ int hora_run_agree_job(struct run *r, int *bar)
 {
 	const struct hora_train_config *cfg = r->cfg;
 	const struct hora_fusion_config *fc = r->dopt ? hora_dist_optim_fusion(r->dopt) : NULL;
+	const struct hora_optim_config *o = &cfg->optim;
+	const struct hora_elastic_config *el = &cfg->elastic;
 	int64_t job[JOB_N] = {
 		[JOB_SEED] = (int64_t)cfg->seed, [JOB_EPOCHS] = cfg->epochs, [JOB_BATCH] = cfg->batch_size,
 		[JOB_TRAIN_N] = r->train.n, [JOB_TEST_N] = r->test.n,
@@ -324,7 +360,14 @@ int hora_run_agree_job(struct run *r, int *bar)
 		[JOB_GOSSIP_SELF_WEIGHT] = (int64_t)llround(cfg->gossip.self_weight * 1e9),
 		[JOB_GOSSIP_CONSENSUS] = cfg->gossip.consensus_every, [JOB_GOSSIP_MODE] = cfg->gossip.mode,
 		[JOB_GOSSIP_ADAPTIVE] = cfg->gossip.mode == HORA_GOSSIP_ASYNC && cfg->gossip.adaptive,
-		[JOB_BALANCE] = cfg->balance != 0, [JOB_BAR] = *bar};
+		[JOB_BALANCE] = cfg->balance != 0, [JOB_OPTIM] = o->kind, [JOB_LR] = job_double(o->lr),
+		[JOB_MOMENTUM] = job_double(o->momentum), [JOB_NESTEROV] = o->nesterov != 0,
+		[JOB_BETA1] = job_double(o->beta1), [JOB_BETA2] = job_double(o->beta2),
+		[JOB_EPS] = job_double(o->eps), [JOB_WD] = job_double(o->weight_decay),
+		[JOB_WARMUP] = job_double(o->warmup_epochs), [JOB_SCHEDULE] = o->schedule,
+		[JOB_SCALE_LR] = o->scale_lr_by_size != 0, [JOB_EL_BATCH] = r->elastic ? el->batch : 0,
+		[JOB_EL_COMMIT] = r->elastic ? el->commit_steps : 0, [JOB_EL_MIN] = r->elastic ? el->min_workers : 0,
+		[JOB_EL_MAX] = r->elastic ? el->max_workers : 0, [JOB_BAR] = *bar};
 	int rc = agree_on_job(r->c, job, r->err, r->errlen);
 	if (!rc)
 		*bar = (int)job[JOB_BAR];

@@ -247,6 +247,35 @@ Test(dtrain, a_worker_with_another_job_is_refused_on_every_rank, .init = setup, 
 		hora_train_result_deinit(&rk[i].res);
 }
 
+/* the optimizer's settings too: the same averaged gradient applied at two
+ * learning rates (or with two momenta) would part the replicas silently */
+Test(dtrain, a_worker_with_another_optimizer_is_refused_on_every_rank, .init = setup, .fini = teardown,
+     .timeout = 120)
+{
+	static const char *const want[] = {"train.optimizer.lr is 0.05 here and",
+					   "train.optimizer.momentum is 0.9 here and 0 on rank 0"};
+	for (int k = 0; k < 2; k++) {
+		struct hora_train_config a, b;
+		base_cfg(&a);
+		base_cfg(&b);
+		if (k == 0)
+			b.optim.lr = 0.05;
+		else
+			b.optim.momentum = 0.9;
+		cr_assert(k == 1 || a.optim.lr != 0.05, "the base lr must differ from 0.05");
+		cr_assert(k == 0 || a.optim.momentum == 0, "the base momentum must be 0");
+		const struct hora_train_config *cfgs[2] = {&a, &b};
+		struct tc_train_rank rk[2];
+		train_ranks_each(2, cfgs, rk);
+		cr_assert_eq(rk[0].rc, HORA_ERR_CONFIG, "case %d: rank 0: rc %d: %s", k, rk[0].rc, rk[0].err);
+		cr_assert_eq(rk[1].rc, HORA_ERR_CONFIG, "case %d: rank 1: rc %d: %s", k, rk[1].rc, rk[1].err);
+		cr_assert(strstr(rk[1].err, want[k]), "case %d: %s", k, rk[1].err);
+		cr_assert(strstr(rk[0].err, "rank 1 runs a different job than rank 0"), "%s", rk[0].err);
+		for (int i = 0; i < 2; i++)
+			hora_train_result_deinit(&rk[i].res);
+	}
+}
+
 /* the progress bar's loss sums are collectives: a bar on rank 0 only (a
  * terminal there, a log file elsewhere) must not split the ranks' calls */
 Test(dtrain, a_progress_bar_on_rank_0_only_keeps_the_ranks_in_step, .init = setup, .fini = teardown,
