@@ -82,6 +82,10 @@ void hora_run_make_order(struct run *r);
 uint64_t hora_run_draw(uint64_t *s);
 /* a seeded Fisher-Yates shuffle of a[0..n) (s: the RNG state, advanced) */
 void hora_run_shuffle(int64_t *a, int64_t n, uint64_t *s);
+/* The weight of a rank's gradient (the mean over its n samples) in the
+ * average over size ranks, so that the average is the mean over the gn
+ * samples of the step: n x size / gn, exactly 1 for even shares. */
+double hora_run_grad_weight(int n, int size, int64_t gn);
 /* the distributed optimizer over the current communicator (again) */
 int hora_run_dist_optim(struct run *r);
 

@@ -469,6 +469,14 @@ static void prefetch_next(const struct run *r, int64_t next_lo)
 /* The global batch at sample lo of the epoch (gn samples): this rank's
  * share of it; with the distributed optimizer the update is the global
  * batch's mean gradient. */
+double hora_run_grad_weight(int n, int size, int64_t gn)
+{
+	/* exactly 1 (no scaling pass) when the shares are even; a global batch
+	 * that does not divide by size (train.elastic.batch: global after a
+	 * loss) has no even share: its floor still weighs n x size / gn */
+	return (int64_t)n * size == gn ? 1.0 : (double)n * size / (double)gn;
+}
+
 static int train_step(struct run *r, int64_t lo, int64_t gn, struct hora_model_stats *st)
 {
 	int n, rc;
@@ -522,8 +530,7 @@ static int train_step(struct run *r, int64_t lo, int64_t gn, struct hora_model_s
 		/* this rank's share of the global mean; an empty share still takes
 		 * part, with one sample at weight 0 */
 		struct hora_model_stats junk;
-		const double w = n == r->global_bs / r->size && gn == r->global_bs ? 1.0
-										    : (double)n * r->size / (double)gn;
+		const double w = hora_run_grad_weight(n, r->size, gn);
 		hora_dist_optim_begin(r->dopt, r->tr.grads, w);
 		rc = 0;
 		if (n || hora_dist_optim_replay_zero(r->dopt))

@@ -6,6 +6,7 @@
  * as ranks, and a slower rank's share is the smaller. The training with it
  * is in test_dtrain.c. */
 #include "core/balance.h"
+#include "core/run.h"
 
 #include <criterion/criterion.h>
 #include <math.h>
@@ -128,4 +129,20 @@ Test(balance, shares_tile_every_batch_and_a_slow_rank_gets_fewer)
 				  size - 1, nl);
 		hora_balance_destroy(b);
 	}
+}
+
+/* a rank's gradient weight: the mean over the step's samples whatever the
+ * shares; a global batch of 128 over 3 ranks (43/43/42) once gave the rank
+ * whose share is 128/3 rounded down the weight 1 */
+Test(balance, gradient_weights_give_the_mean_over_the_steps_samples)
+{
+	cr_assert_eq(hora_run_grad_weight(32, 2, 64), 1.0);
+	cr_assert_eq(hora_run_grad_weight(42, 3, 128), 42.0 * 3 / 128);
+	cr_assert_eq(hora_run_grad_weight(43, 3, 128), 43.0 * 3 / 128);
+	const int sh[3] = {43, 43, 42};
+	double sum = 0;
+	for (int r = 0; r < 3; r++)
+		sum += hora_run_grad_weight(sh[r], 3, 128);
+	cr_assert_float_eq(sum, 3.0, 1e-12, "the weights of a step sum to size: %.17g", sum);
+	cr_assert_eq(hora_run_grad_weight(5, 3, 13), 15.0 / 13);
 }
