@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -215,7 +216,7 @@ enum { JOB_SEED, JOB_EPOCHS, JOB_BATCH, JOB_TRAIN_N, JOB_TEST_N, JOB_INPUTS, JOB
        JOB_ELASTIC, JOB_GOSSIP, JOB_GOSSIP_TOPOLOGY, JOB_GOSSIP_PERIOD, JOB_GOSSIP_SELF_WEIGHT,
        JOB_GOSSIP_CONSENSUS, JOB_GOSSIP_MODE, JOB_GOSSIP_ADAPTIVE, JOB_BALANCE, JOB_OPTIM, JOB_LR,
        JOB_MOMENTUM, JOB_NESTEROV, JOB_BETA1, JOB_BETA2, JOB_EPS, JOB_WD, JOB_WARMUP, JOB_SCHEDULE,
-       JOB_SCALE_LR, JOB_EL_BATCH, JOB_EL_COMMIT, JOB_EL_MIN, JOB_EL_MAX, JOB_BAR, JOB_N };
+       JOB_SCALE_LR, JOB_EL_BATCH, JOB_EL_COMMIT, JOB_EL_MIN, JOB_EL_MAX, JOB_DATA, JOB_BAR, JOB_N };
 /* the settings compared as the bits of a double (printed as numbers) */
 #define JOB_DOUBLES                                                                                    \
 	((1ull << JOB_LR) | (1ull << JOB_MOMENTUM) | (1ull << JOB_BETA1) | (1ull << JOB_BETA2) |      \
@@ -234,7 +235,8 @@ static const char *const job_name[JOB_BAR] = {
 	"train.optimizer.beta2", "train.optimizer.eps", "train.optimizer.weight_decay",
 	"train.optimizer.warmup_epochs", "train.optimizer.schedule (0 constant, 1 cosine)",
 	"train.optimizer.scale_lr_by_size", "train.elastic.batch (0 per_worker, 1 global)",
-	"train.elastic.commit_steps", "train.elastic.min_workers", "train.elastic.max_workers"};
+	"train.elastic.commit_steps", "train.elastic.min_workers", "train.elastic.max_workers",
+	"the data's fingerprint (crc32 of the labels and 64 images, train << 32 | test; train.data)"};
 _Static_assert(JOB_N <= 64, "JOB_DOUBLES is a 64-bit mask");
 
 static int64_t job_double(double x)
@@ -242,6 +244,17 @@ static int64_t job_double(double x)
 	int64_t v;
 	memcpy(&v, &x, sizeof(v));
 	return v;
+}
+
+/* crc32 of every label and of 64 evenly spaced images: two data sets of
+ * the same sizes (MNIST and Fashion-MNIST) differ, at no cost worth naming */
+static uint32_t data_crc(const struct hora_dataset *d)
+{
+	const size_t row = (size_t)d->rows * (size_t)d->cols;
+	uLong c = crc32_z(crc32(0L, Z_NULL, 0), d->labels, (size_t)d->n);
+	for (int64_t k = 0; d->n > 0 && k < 64; k++)
+		c = crc32_z(c, d->images + (size_t)(k * d->n / 64) * row, row);
+	return (uint32_t)c;
 }
 
 /* a setting's value as the error shows it */
@@ -367,7 +380,8 @@ int hora_run_agree_job(struct run *r, int *bar)
 		[JOB_WARMUP] = job_double(o->warmup_epochs), [JOB_SCHEDULE] = o->schedule,
 		[JOB_SCALE_LR] = o->scale_lr_by_size != 0, [JOB_EL_BATCH] = r->elastic ? el->batch : 0,
 		[JOB_EL_COMMIT] = r->elastic ? el->commit_steps : 0, [JOB_EL_MIN] = r->elastic ? el->min_workers : 0,
-		[JOB_EL_MAX] = r->elastic ? el->max_workers : 0, [JOB_BAR] = *bar};
+		[JOB_EL_MAX] = r->elastic ? el->max_workers : 0,
+		[JOB_DATA] = (int64_t)((uint64_t)data_crc(&r->train) << 32 | data_crc(&r->test)), [JOB_BAR] = *bar};
 	int rc = agree_on_job(r->c, job, r->err, r->errlen);
 	if (!rc)
 		*bar = (int)job[JOB_BAR];

@@ -247,6 +247,29 @@ Test(dtrain, a_worker_with_another_job_is_refused_on_every_rank, .init = setup, 
 		hora_train_result_deinit(&rk[i].res);
 }
 
+/* the data's content too: two data sets of the same sizes (MNIST and
+ * Fashion-MNIST) passed the sizes' check */
+Test(dtrain, a_worker_with_other_data_of_the_same_sizes_is_refused_on_every_rank, .init = setup,
+     .fini = teardown, .timeout = 120)
+{
+	char *other = th_tmpdir();
+	th_make_dataset(other, 600, 200, 8, 4, 12, 0); /* setup's sizes, another seed */
+	struct hora_train_config a, b;
+	base_cfg(&a);
+	base_cfg(&b);
+	snprintf(b.data, sizeof(b.data), "%s", other);
+	const struct hora_train_config *cfgs[2] = {&a, &b};
+	struct tc_train_rank rk[2];
+	train_ranks_each(2, cfgs, rk);
+	th_rmrf(other);
+	free(other);
+	cr_assert_eq(rk[0].rc, HORA_ERR_CONFIG, "rank 0: rc %d: %s", rk[0].rc, rk[0].err);
+	cr_assert_eq(rk[1].rc, HORA_ERR_CONFIG, "rank 1: rc %d: %s", rk[1].rc, rk[1].err);
+	cr_assert(strstr(rk[1].err, "the data's fingerprint"), "%s", rk[1].err);
+	for (int i = 0; i < 2; i++)
+		hora_train_result_deinit(&rk[i].res);
+}
+
 /* the optimizer's settings too: the same averaged gradient applied at two
  * learning rates (or with two momenta) would part the replicas silently */
 Test(dtrain, a_worker_with_another_optimizer_is_refused_on_every_rank, .init = setup, .fini = teardown,
