@@ -217,6 +217,7 @@ int hora_net_stage_shm_create(const struct hora_net_stage_shm_cfg *cfg, struct h
 	st->pub = (struct hora_net_stage){.ops = &stage_shm_ops, .lrank = cfg->lrank, .nlocal = n, .name = "shm",
 				   .culprit = -1};
 	st->slot_bytes = slot;
+	st->ctl_bytes = ctl_bytes(n); /* the header's, as checked at attach */
 	st->pub.small_max = stage_shm_small_max(st);
 	st->spin_cfg = cfg->spin_us > 0 ? cfg->spin_us : 0;
 	st->spin_us = st->spin_cfg && !oversubscribed(n) ? st->spin_cfg : 0;

@@ -93,6 +93,8 @@ struct stage_shm {
 	uint8_t *map;      /* the whole arena (total_bytes) */
 	size_t map_bytes;
 	size_t slot_bytes;
+	size_t ctl_bytes;  /* where the slots start: this rank's own count, never read back from the
+			    * arena (a peer's stray write there would move every slot) */
 	uint64_t step;     /* steps this rank published (== ctl->rank[lrank].step) */
 	int spin_us, timeout_ms;
 	int spin_cfg;      /* the spin asked for; spin_us follows the ranks' CPUs once known */
@@ -123,7 +125,7 @@ static inline struct stage_shm *stage_of(struct hora_net_stage *s)
 /* Slot b (0, 1) of local rank l. */
 static inline uint8_t *stage_slot(const struct stage_shm *st, int l, unsigned b)
 {
-	return st->map + st->ctl->hdr.ctl_bytes + ((size_t)l * 2 + b) * st->slot_bytes;
+	return st->map + st->ctl_bytes + ((size_t)l * 2 + b) * st->slot_bytes;
 }
 
 __attribute__((format(printf, 3, 4))) static inline void stage_errf(char *err, size_t errlen,

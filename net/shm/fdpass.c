@@ -5,6 +5,7 @@
  * fork, or a named socket after the authenticated TCP handshake).
  */
 #include "net/shm/internal.h"
+#include "net/util/clock.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -78,10 +79,13 @@ static int recv_msg(int sock, int timeout_ms, int *fd, bool need_fd, void *data,
 	struct msghdr m = {.msg_iov = &v, .msg_iovlen = 1, .msg_control = u.buf,
 			   .msg_controllen = sizeof(u.buf)};
 	struct pollfd p = {.fd = sock, .events = POLLIN};
-	int n;
-	do
-		n = poll(&p, 1, timeout_ms < 0 ? -1 : timeout_ms);
-	while (n < 0 && errno == EINTR);
+	const int64_t until = hora_clock_ms() + (timeout_ms < 0 ? 0 : timeout_ms);
+	int n, left = timeout_ms;
+	/* a signal restarts the wait for what is left of it, not all of it (a
+	 * profiler's SIGPROF would otherwise keep it from ever ending) */
+	while ((n = poll(&p, 1, left < 0 ? -1 : left)) < 0 && errno == EINTR)
+		if (timeout_ms >= 0 && (left = (int)(until - hora_clock_ms())) < 0)
+			left = 0;
 	if (n == 0) {
 		shm_errf(err, errlen, "shm: no channel fd came over socket %d within %d ms", sock, timeout_ms);
 		return -ETIMEDOUT;

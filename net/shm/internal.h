@@ -76,6 +76,7 @@ struct hora_net_shm {
 	uint32_t tx_seq;                /* (tx) frames sent */
 	size_t tx_reserved;             /* (tx) a reserve's frame bytes, 0: none */
 	uint64_t rx_tail, rx_head_seen; /* (rx) our tail, the last head read */
+	uint64_t damaged;               /* a counter the peer stored is impossible: its value + 1 */
 	uint32_t rx_seq;                /* (rx) frames received */
 	size_t rx_peeked;               /* (rx) a peek's frame bytes, 0: none */
 };

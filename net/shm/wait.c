@@ -49,11 +49,25 @@ static long futex(_Atomic uint32_t *w, int op, uint32_t val, const struct timesp
  * (or stopped reading) are ours to read (or overwrite). */
 uint64_t shm_avail(struct hora_net_shm *c, enum shm_wait_kind kind)
 {
+	/* the peer's counter is checked before it is kept: a head more than a
+	 * ring ahead of our tail, or a tail past our head, would make the next
+	 * step copy past the ring's mapping (a peer's stray write, a bug):
+	 * nothing is there then, and the wait fails naming it (stopped) */
 	if (kind == SHM_DATA) {
-		c->rx_head_seen = atomic_load_explicit(&c->hdr->dir[1 - c->side].head, memory_order_acquire);
+		const uint64_t h = atomic_load_explicit(&c->hdr->dir[1 - c->side].head, memory_order_acquire);
+		if (h - c->rx_tail > c->ring_bytes) {
+			c->damaged = h + 1;
+			return c->rx_head_seen - c->rx_tail;
+		}
+		c->rx_head_seen = h;
 		return c->rx_head_seen - c->rx_tail;
 	}
-	c->tx_tail_seen = atomic_load_explicit(&c->hdr->dir[c->side].tail, memory_order_acquire);
+	const uint64_t t = atomic_load_explicit(&c->hdr->dir[c->side].tail, memory_order_acquire);
+	if (c->tx_head - t > c->ring_bytes) {
+		c->damaged = t + 1;
+		return c->ring_bytes - (c->tx_head - c->tx_tail_seen);
+	}
+	c->tx_tail_seen = t;
 	return c->ring_bytes - (c->tx_head - c->tx_tail_seen);
 }
 
@@ -129,6 +143,13 @@ int shm_peer_closed(struct hora_net_shm *c, char *err, size_t errlen)
 
 static int stopped(struct hora_net_shm *c, char *err, size_t errlen)
 {
+	if (c->damaged) {
+		shm_errf(err, errlen, "shm: the peer (pid %d) stored %llu as a ring counter, impossible against "
+				      "ours (head %llu, tail %llu, ring %zu bytes): its mapping is damaged",
+			 (int)atomic_load(&c->hdr->side[1 - c->side].pid), (unsigned long long)(c->damaged - 1),
+			 (unsigned long long)c->tx_head, (unsigned long long)c->rx_tail, c->ring_bytes);
+		return -EPROTO;
+	}
 	if (!atomic_load_explicit(&c->interrupted, memory_order_seq_cst))
 		return 0;
 	shm_errf(err, errlen, "shm: interrupted");

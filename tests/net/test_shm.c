@@ -9,6 +9,7 @@
  * /dev/shm. No timing is asserted: a death that is not noticed shows as
  * -ETIMEDOUT at the (far) deadline instead of -ECONNRESET. */
 #include "net/shm/shm.h"
+#include "net/shm/internal.h"
 #include "../helpers.h"
 #include "net/util/clock.h"
 
@@ -710,6 +711,33 @@ Test(net_shm, a_deadline_passes_as_etimedout, .timeout = 30)
 	uint8_t x;
 	cr_assert_eq(hora_net_shm_recv(b, &x, 1, in_ms(30), err, sizeof(err)), -ETIMEDOUT, "%s", err);
 	cr_assert(strstr(err, "timed out"), "%s", err);
+	hora_net_shm_detach(a);
+	hora_net_shm_detach(b);
+}
+
+/* a ring counter the peer stored that cannot be (a stray write into the
+ * mapping): the next step would have copied past the ring's mapping; the
+ * call fails naming it instead, within the spin */
+Test(net_shm, an_impossible_ring_counter_from_the_peer_is_named, .timeout = 30)
+{
+	struct hora_net_shm *a, *b;
+	pair(&a, &b, RING, 0);
+	char err[256] = "";
+	uint8_t x[64] = {0};
+	cr_assert_eq(hora_net_shm_send(a, x, sizeof(x), in_ms(1000), err, sizeof(err)), 0, "%s", err);
+	/* a's head, as b reads it: 10 rings past what b has read */
+	atomic_store(&b->hdr->dir[a->side].head, 10 * (uint64_t)RING);
+	cr_assert_eq(hora_net_shm_recv(b, x, sizeof(x), in_ms(1000), err, sizeof(err)), -EPROTO, "%s", err);
+	cr_assert(strstr(err, "its mapping is damaged"), "%s", err);
+	hora_net_shm_detach(a);
+	hora_net_shm_detach(b);
+	/* a tail past our head: the writer's room would exceed the ring */
+	pair(&a, &b, RING, 0);
+	atomic_store(&a->hdr->dir[a->side].tail, 5 * (uint64_t)RING);
+	uint8_t *big = calloc(1, 4 * RING);
+	cr_assert_eq(hora_net_shm_send(a, big, 4 * RING, in_ms(1000), err, sizeof(err)), -EPROTO, "%s", err);
+	cr_assert(strstr(err, "its mapping is damaged"), "%s", err);
+	free(big);
 	hora_net_shm_detach(a);
 	hora_net_shm_detach(b);
 }
