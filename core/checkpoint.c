@@ -114,18 +114,23 @@ int hora_ckpt_write(const char *dir, const struct hora_ckpt_meta *m, const float
 	char ptmp[HORA_PATH_MAX + 48];
 	snprintf(ptmp, sizeof(ptmp), "%s.tmp", prev);
 	unlink(ptmp);
-	int moved;
+	int moved, cur_gone = 0;
 	if (!link(cur, ptmp))
 		moved = rename(ptmp, prev);
 	else if (errno == ENOENT)
 		moved = 0; /* the first checkpoint */
 	else if (errno == EPERM || errno == EOPNOTSUPP || errno == ENOSYS)
-		moved = rename(cur, prev);
+		cur_gone = !(moved = rename(cur, prev));
 	else
 		moved = -1;
 	if (moved || rename(tmp, cur)) {
 		rc = -errno;
-		snprintf(err, errlen, "checkpoint: renaming into %s: %s", cur, strerror(errno));
+		if (cur_gone) { /* no cur now: the new one stays as .tmp beside prev */
+			snprintf(err, errlen, "checkpoint: renaming %s into %s: %s (the new checkpoint is kept as "
+					      "%s, the previous one as %s)", tmp, cur, strerror(-rc), tmp, prev);
+			return rc;
+		}
+		snprintf(err, errlen, "checkpoint: renaming into %s: %s", cur, strerror(-rc));
 		unlink(tmp);
 		unlink(ptmp);
 		return rc;
