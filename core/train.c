@@ -752,6 +752,9 @@ static int run_epoch(struct run *r)
 	if (r->pg.bar && r->talk)
 		printf("Epoch %d/%d\n", e, r->cfg->epochs);
 	const double t0 = hora_clock_s();
+	/* after a rollback, the samples of the commit it went back to were
+	 * trained before t0: in the epoch's sums, not in its samples/s */
+	const int64_t n_before = r->elastic ? r->sums.n : 0;
 	int rc = r->gasync ? hora_gasync_steps(r, r->gasync, &st) : train_steps(r, &st);
 	if (rc)
 		return rc;
@@ -777,7 +780,7 @@ static int run_epoch(struct run *r)
 		.acc = (double)st.correct / (double)st.n,
 		.val_loss = vs.n ? vs.loss_sum / (double)vs.n : NAN,
 		.val_acc = vs.n ? (double)vs.correct / (double)vs.n : NAN,
-		.samples_per_s = (double)st.n / t_train,
+		.samples_per_s = (double)(st.n - n_before) / t_train,
 		.seconds = hora_clock_s() - t0,
 		.workers = r->size,
 		.view = r->c ? hora_comm_view(r->c) : 0,
