@@ -24,6 +24,7 @@
  */
 #include "checkpoint.h"
 #include "comm.h"
+#include "env.h"
 #include "log.h"
 #include "run.h"
 
@@ -31,6 +32,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -293,9 +295,15 @@ int hora_elastic_start(struct run *r)
 	const double t0 = hora_clock_s();
 	int root;
 	size_t bytes;
+	if (!joiner && hora_env_test_die_at_start() == r->rank) {
+		fflush(NULL);
+		raise(SIGKILL);
+	}
 	rc = sync_view(r, &root, &bytes);
 	if (rc == -EAGAIN) /* at the start every worker is equal: all stop, as without elastic */
 		rc = HORA_ERR_CONFIG;
+	else if (rc) /* a worker died or left during the start's sync: the others go on */
+		return hora_elastic_recover(r, rc);
 	if (!rc && joiner && !r->cfg->quiet)
 		printf("view %" PRIu64 ": joined at step %" PRId64 " as rank %d of %d; received the committed "
 		       "state from rank %d: %zu bytes in %.3f s\n", hora_comm_view(r->c), r->step, r->rank,

@@ -91,6 +91,14 @@ const char *hora_env_test_step_log(void)
 	return env_get("HORA_TEST_STEP_LOG");
 }
 
+int hora_env_test_die_at_start(void)
+{
+	const char *v = env_get("HORA_TEST_DIE_AT_START");
+	char *end;
+	const long r = v ? strtol(v, &end, 10) : -1;
+	return v && !*end && r >= 0 && r < 1 << 20 ? (int)r : -1;
+}
+
 int hora_env_progress(void)
 {
 	const char *v = env_get("HORA_PROGRESS");

@@ -45,6 +45,10 @@ const char *hora_env_test_sample_log(void);
  * which each elastic worker records every step it ends (train.step_log;
  * bench/elastic.sh times the recovery with it). */
 const char *hora_env_test_step_log(void);
+/* HORA_TEST_DIE_AT_START=R (test hook, -1: unset or not a number): the
+ * starting elastic worker of rank R kills itself (SIGKILL) right before
+ * the start's sync, so that the others meet a death there. */
+int hora_env_test_die_at_start(void);
 
 /* HORA_LOG=error|warn|info|debug: sets the log level when given. 0 or
  * HORA_ERR_CONFIG naming the variable and the accepted values. */

@@ -18,6 +18,8 @@
 #                 3 left trains 533-534 samples a step, more than the
 #                 trainer's buffers first held (512): the model is built
 #                 again for the larger share
+#   die-at-start  worker 2 dies during the start's sync (a test hook): the
+#                 others re-form and train
 #   max3          train.elastic.max_workers 3: worker 3 is refused by name
 #   pause         min_workers 4: worker 2 killed, the others pause naming it,
 #                 it is started again 3 s later and training resumes
@@ -146,6 +148,18 @@ shares="$(awk '$1 == "t" && $4 > 1 { c[FILENAME" "$3" "$4]++ } END { for (k in c
   "$T"/samples-global-kill9.* | sort -n | uniq -c | awk '{printf "%s x %s; ", $1, $2}')"
 check "global-kill9: each survivor's share of a step after the view change (count x samples: $shares)" \
   "$(grep -qE '^([0-9]+ x (533|534|133|134); )+$' <<<"$shares"; echo $?)"
+
+# a worker that dies during the start's sync (HORA_TEST_DIE_AT_START: rank 2
+# kills itself right before it): the other three re-form and train (they
+# all exited on the failed broadcast before)
+P=$((12000 + RANDOM % 15000))
+cluster "$T/das.yaml" 4 $P
+HORA_TEST_DIE_AT_START=2 HORA_TEST_SAMPLE_LOG="$T/samples-die-at-start" timeout 180 "$HORA" launch \
+  "$T/das.yaml" >"$T/das.out" 2>&1
+rc=$?
+grep -q 'worker 2 on 127.0.0.1 was killed by SIGKILL' "$T/das.out"
+check "die-at-start: worker 2 killed itself at the start's sync" $?
+verdict die-at-start "$T/das.out" 3 $rc 3
 
 # max_workers 3 of a 4-worker file: worker 3 is refused by name (exit 2, not
 # restarted), the other three train
