@@ -99,6 +99,14 @@ int hora_env_test_die_at_start(void)
 	return v && !*end && r >= 0 && r < 1 << 20 ? (int)r : -1;
 }
 
+int hora_env_test_ckpt_delay_ms(void)
+{
+	const char *v = env_get("HORA_TEST_CKPT_DELAY_MS");
+	char *end;
+	const long ms = v ? strtol(v, &end, 10) : 0;
+	return v && !*end && ms > 0 && ms < 3600000 ? (int)ms : 0;
+}
+
 int hora_env_progress(void)
 {
 	const char *v = env_get("HORA_PROGRESS");

@@ -15,6 +15,7 @@
 #include "checkpoint.h"
 #include "comm.h"
 #include "distopt.h"
+#include "env.h"
 #include "balance.h"
 #include "gossip.h"
 #include "hora.h"
@@ -26,6 +27,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -650,12 +652,15 @@ static void print_epoch(struct run *r, const struct hora_model_stats *st)
 
 /* Rank 0 writes the epoch's metrics line and, when due, a checkpoint;
  * returns 0 or why it could not (err says why). */
-static int32_t write_epoch(struct run *r, int e)
+/* rank 0's files after epoch e (err: what failed); *tc0 < *tc1 the
+ * checkpoint's write when there was one */
+static int32_t write_epoch(struct run *r, int e, char *err, size_t errlen, double *tc0, double *tc1)
 {
 	const struct hora_train_config *cfg = r->cfg;
 	int32_t wrc = 0;
+	*tc0 = *tc1 = 0;
 	if (r->mf && e > r->metrics_last && (wrc = write_metrics(r->mf, &r->m)))
-		snprintf(r->err, r->errlen, "metrics: cannot write %s: %s", cfg->metrics, strerror(-wrc));
+		snprintf(err, errlen, "metrics: cannot write %s: %s", cfg->metrics, strerror(-wrc));
 	if (r->mf && !wrc && e > r->metrics_last)
 		r->metrics_last = e;
 	if (!wrc && r->rank == 0 && cfg->checkpoint_dir[0] && cfg->checkpoint_every > 0 &&
@@ -664,25 +669,104 @@ static int32_t write_epoch(struct run *r, int e)
 					    .seed = cfg->seed, .nparams = r->tr.nparams, .batch = cfg->batch_size};
 		snprintf(cm.model, sizeof(cm.model), "%s", r->tr.ops->name);
 		snprintf(cm.optimizer, sizeof(cm.optimizer), "%s", optim_desc(&cfg->optim));
-		const double tc0 = hora_clock_s();
+		*tc0 = hora_clock_s();
+		const int delay_ms = hora_env_test_ckpt_delay_ms();
+		if (delay_ms)
+			nanosleep(&(struct timespec){delay_ms / 1000, (long)(delay_ms % 1000) * 1000000}, NULL);
 		/* on failure the previous checkpoint is still there */
-		wrc = hora_ckpt_write(cfg->checkpoint_dir, &cm, r->tr.params, r->tr.optim, r->err, r->errlen);
-		if (r->tl && !wrc)
-			hora_timeline_span(r->tl, 0, "checkpoint", tc0, hora_clock_s(), 0);
+		wrc = hora_ckpt_write(cfg->checkpoint_dir, &cm, r->tr.params, r->tr.optim, err, errlen);
+		*tc1 = wrc ? *tc0 : hora_clock_s();
 	}
 	return wrc;
 }
 
-/* rank 0's files: a failure there stops every rank, together */
+/* rank 0 writing its files on a thread of its own, while every rank waits
+ * in rounds (end_epoch) */
+struct epoch_writer {
+	struct run *r;
+	int e;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool done;
+	int32_t rc;
+	double tc0, tc1;
+	char err[HORA_PATH_MAX + 512];
+};
+
+static void *epoch_writer_main(void *arg)
+{
+	struct epoch_writer *w = arg;
+	const int32_t rc = write_epoch(w->r, w->e, w->err, sizeof(w->err), &w->tc0, &w->tc1);
+	pthread_mutex_lock(&w->mu);
+	w->rc = rc;
+	w->done = true;
+	pthread_cond_signal(&w->cv);
+	pthread_mutex_unlock(&w->mu);
+	return NULL;
+}
+
+#define EPOCH_WRITING INT32_MIN  /* rank 0's answer while it still writes */
+#define EPOCH_ROUND_MS 200       /* a round's wait: far below any io timeout */
+
+/* rank 0's answer for this round: its writer's result, or EPOCH_WRITING
+ * after up to EPOCH_ROUND_MS */
+static int32_t writer_poll(struct epoch_writer *w)
+{
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_nsec += EPOCH_ROUND_MS * 1000000L;
+	until.tv_sec += until.tv_nsec / 1000000000L;
+	until.tv_nsec %= 1000000000L;
+	pthread_mutex_lock(&w->mu);
+	while (!w->done && pthread_cond_timedwait(&w->cv, &w->mu, &until) == 0)
+		;
+	const int32_t rc = w->done ? w->rc : EPOCH_WRITING;
+	pthread_mutex_unlock(&w->mu);
+	return rc;
+}
+
+/* rank 0's files: a failure there stops every rank, together. A slow
+ * checkpoint (a large model, a network file system) is written on a thread
+ * while every rank waits in rounds of one broadcast each (rank 0: "still
+ * writing" or the result), so that no rank waits longer than a round in
+ * one receive: one long wait would fail at transport.io_timeout_ms. */
 static int end_epoch(struct run *r, int e)
 {
-	int32_t wrc = write_epoch(r, e);
-	int rc;
-	if (r->several && (rc = hora_broadcast(r->c, &wrc, 1, HORA_I32, 0))) {
-		snprintf(r->err, r->errlen, "after epoch %d: %s", e, hora_comm_last_error(r->c));
-		return rc;
+	struct epoch_writer w = {.r = r, .e = e};
+	pthread_mutex_init(&w.mu, NULL);
+	pthread_cond_init(&w.cv, NULL);
+	int32_t wrc = EPOCH_WRITING;
+	int rc = 0;
+	pthread_t th;
+	bool started = false;
+	if (r->several && r->rank == 0)
+		started = !pthread_create(&th, NULL, epoch_writer_main, &w);
+	if (!started && (!r->several || r->rank == 0))
+		wrc = write_epoch(r, e, w.err, sizeof(w.err), &w.tc0, &w.tc1);
+	while (r->several) {
+		if (started && wrc == EPOCH_WRITING)
+			wrc = writer_poll(&w);
+		int32_t v = wrc;
+		if ((rc = hora_broadcast(r->c, &v, 1, HORA_I32, 0))) {
+			snprintf(r->err, r->errlen, "after epoch %d: %s", e, hora_comm_last_error(r->c));
+			break;
+		}
+		if (v != EPOCH_WRITING) {
+			wrc = v;
+			break;
+		}
 	}
-	if (wrc && r->rank != 0)
+	if (started)
+		pthread_join(th, NULL); /* a failed round: still wait, the writer uses r */
+	pthread_mutex_destroy(&w.mu);
+	pthread_cond_destroy(&w.cv);
+	if (rc)
+		return rc;
+	if (r->tl && w.tc1 > w.tc0)
+		hora_timeline_span(r->tl, 0, "checkpoint", w.tc0, w.tc1, 0);
+	if (wrc && r->rank == 0)
+		snprintf(r->err, r->errlen, "%s", w.err);
+	else if (wrc)
 		snprintf(r->err, r->errlen, "rank 0 stopped the job after epoch %d: it could not write its "
 					    "metrics or checkpoint (its log says why)", e);
 	return wrc;
