@@ -672,13 +672,15 @@ Test(dtrain, a_checkpoint_rank_0_cannot_write_stops_every_rank, .init = setup, .
 		hora_train_result_deinit(&rk[i].res);
 }
 
-/* one rank of train_slow_ckpt: a 1 s transport.io_timeout_ms */
+/* one rank of the slow-checkpoint test: a 2 s transport.io_timeout_ms
+ * (short, yet long enough that a loaded CI machine's scheduling does not
+ * reach it) */
 static void *short_timeout_rank(void *p)
 {
 	struct tc_train_rank *x = p;
 	struct hora_comm_config cc;
 	tc_config(&cc, x->r, x->n);
-	cc.io_timeout_ms = 1000;
+	cc.io_timeout_ms = 2000;
 	struct hora_comm *c;
 	if (!(x->rc = hora_comm_create(&cc, &c, x->err, sizeof(x->err)))) {
 		x->rc = hora_train_run_comm(c, x->cfg, &x->res, x->err, sizeof(x->err));
@@ -688,7 +690,7 @@ static void *short_timeout_rank(void *p)
 }
 
 /* rank 0's checkpoint write takes longer than transport.io_timeout_ms (a
- * slow file system: the test hook sleeps 2.5 s before each write): the
+ * slow file system: the test hook sleeps 5 s before each write): the
  * others wait for it in short rounds, not in one receive that times out */
 Test(dtrain, a_checkpoint_write_longer_than_the_io_timeout_fails_no_rank, .init = setup,
      .fini = teardown, .timeout = 120)
@@ -698,7 +700,7 @@ Test(dtrain, a_checkpoint_write_longer_than_the_io_timeout_fails_no_rank, .init 
 	ckpt_cfg(&cfg, ck);
 	cfg.epochs = 2; /* one checkpoint, after epoch 2 */
 	struct tc_train_rank rk[3];
-	setenv("HORA_TEST_CKPT_DELAY_MS", "2500", 1);
+	setenv("HORA_TEST_CKPT_DELAY_MS", "5000", 1);
 	tc_pick_addrs(3);
 	for (int i = 0; i < 3; i++)
 		rk[i] = (struct tc_train_rank){.r = i, .n = 3, .cfg = &cfg};
