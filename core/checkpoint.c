@@ -65,6 +65,22 @@ static void put_header(uint8_t *h, const struct hora_ckpt_meta *m, uint64_t opti
 int hora_ckpt_write(const char *dir, const struct hora_ckpt_meta *m, const float *params,
 		    const struct hora_optim *o, char *err, size_t errlen)
 {
+	const uint64_t ob = hora_optim_state_bytes(o);
+	uint8_t *state = malloc(ob ? ob : 1);
+	if (!state) {
+		snprintf(err, errlen, "checkpoint: out of memory for %llu bytes of optimizer state",
+			 (unsigned long long)ob);
+		return -ENOMEM;
+	}
+	hora_optim_state_save(o, state);
+	const int rc = hora_ckpt_write_state(dir, m, params, state, ob, err, errlen);
+	free(state);
+	return rc;
+}
+
+int hora_ckpt_write_state(const char *dir, const struct hora_ckpt_meta *m, const float *params,
+			  const uint8_t *state, size_t ob, char *err, size_t errlen)
+{
 	char cur[HORA_PATH_MAX + 32], prev[HORA_PATH_MAX + 32], tmp[HORA_PATH_MAX + 48];
 	hora_ckpt_paths(dir, cur, prev, sizeof(cur));
 	snprintf(tmp, sizeof(tmp), "%s.tmp", cur);
@@ -72,14 +88,7 @@ int hora_ckpt_write(const char *dir, const struct hora_ckpt_meta *m, const float
 		snprintf(err, errlen, "checkpoint: cannot create %s: %s", dir, strerror(errno));
 		return -errno;
 	}
-	const uint64_t ob = hora_optim_state_bytes(o);
-	uint8_t *state = malloc(ob ? ob : 1), hdr[HDR], sum[SUM];
-	if (!state) {
-		snprintf(err, errlen, "checkpoint: out of memory for %llu bytes of optimizer state",
-			 (unsigned long long)ob);
-		return -ENOMEM;
-	}
-	hora_optim_state_save(o, state);
+	uint8_t hdr[HDR], sum[SUM];
 	put_header(hdr, m, ob);
 	crypto_generichash_state hs;
 	crypto_generichash_init(&hs, NULL, 0, SUM);
@@ -101,7 +110,6 @@ int hora_ckpt_write(const char *dir, const struct hora_ckpt_meta *m, const float
 		fclose(f);
 	else if (fd >= 0)
 		close(fd);
-	free(state);
 	if (rc) {
 		unlink(tmp);
 		return rc; /* the previous checkpoint is untouched */

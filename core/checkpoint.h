@@ -23,6 +23,11 @@ void hora_ckpt_paths(const char *dir, char *cur, char *prev, size_t n);
 /* Atomically replace <dir>/checkpoint.hora (the old one becomes .prev). */
 int hora_ckpt_write(const char *dir, const struct hora_ckpt_meta *m, const float *params,
 		    const struct hora_optim *o, char *err, size_t errlen);
+/* The same from a copy: the optimizer's state as hora_optim_state_save
+ * wrote it (ob bytes); touches nothing but its arguments (a thread of its
+ * own may write while training goes on). */
+int hora_ckpt_write_state(const char *dir, const struct hora_ckpt_meta *m, const float *params,
+			  const uint8_t *state, size_t ob, char *err, size_t errlen);
 /* Verify everything (magic, checksum, then version and sizes) before
  * touching params, o or m. 0, -errno, HORA_ERR_DATA (damaged: "is corrupt",
  * "is truncated"; or an intact file of a version this hora does not read),

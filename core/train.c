@@ -13,6 +13,7 @@
  * global batch's mean gradient on every rank.
  */
 #include "checkpoint.h"
+#include "ckpt_writer.h"
 #include "comm.h"
 #include "distopt.h"
 #include "env.h"
@@ -27,7 +28,6 @@
 
 #include <errno.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -482,9 +482,6 @@ static void prefetch_next(const struct run *r, int64_t next_lo)
 	hora_trainer_prefetch(&r->tr, &r->train, r->order + at, n);
 }
 
-/* The global batch at sample lo of the epoch (gn samples): this rank's
- * share of it; with the distributed optimizer the update is the global
- * batch's mean gradient. */
 double hora_run_grad_weight(int n, int size, int64_t gn)
 {
 	/* exactly 1 (no scaling pass) when the shares are even; a global batch
@@ -493,6 +490,9 @@ double hora_run_grad_weight(int n, int size, int64_t gn)
 	return (int64_t)n * size == gn ? 1.0 : (double)n * size / (double)gn;
 }
 
+/* The global batch at sample lo of the epoch (gn samples): this rank's
+ * share of it; with the distributed optimizer the update is the global
+ * batch's mean gradient. */
 static int train_step(struct run *r, int64_t lo, int64_t gn, struct hora_model_stats *st)
 {
 	int n, rc;
@@ -652,101 +652,95 @@ static void print_epoch(struct run *r, const struct hora_model_stats *st)
 
 /* Rank 0 writes the epoch's metrics line and, when due, a checkpoint;
  * returns 0 or why it could not (err says why). */
-/* rank 0's files after epoch e (err: what failed); *tc0 < *tc1 the
- * checkpoint's write when there was one */
-static int32_t write_epoch(struct run *r, int e, char *err, size_t errlen, double *tc0, double *tc1)
+/* rank 0's metrics line for epoch e (err: what failed) */
+static int32_t write_metrics_line(struct run *r, int e)
 {
-	const struct hora_train_config *cfg = r->cfg;
 	int32_t wrc = 0;
-	*tc0 = *tc1 = 0;
 	if (r->mf && e > r->metrics_last && (wrc = write_metrics(r->mf, &r->m)))
-		snprintf(err, errlen, "metrics: cannot write %s: %s", cfg->metrics, strerror(-wrc));
+		snprintf(r->err, r->errlen, "metrics: cannot write %s: %s", r->cfg->metrics, strerror(-wrc));
 	if (r->mf && !wrc && e > r->metrics_last)
 		r->metrics_last = e;
-	if (!wrc && r->rank == 0 && cfg->checkpoint_dir[0] && cfg->checkpoint_every > 0 &&
-	    (e % cfg->checkpoint_every == 0 || e == cfg->epochs)) {
-		struct hora_ckpt_meta cm = {.epoch = e, .workers = r->size, .step = r->step, .rng = r->rng,
-					    .seed = cfg->seed, .nparams = r->tr.nparams, .batch = cfg->batch_size};
-		snprintf(cm.model, sizeof(cm.model), "%s", r->tr.ops->name);
-		snprintf(cm.optimizer, sizeof(cm.optimizer), "%s", optim_desc(&cfg->optim));
-		*tc0 = hora_clock_s();
-		const int delay_ms = hora_env_test_ckpt_delay_ms();
-		if (delay_ms)
-			nanosleep(&(struct timespec){delay_ms / 1000, (long)(delay_ms % 1000) * 1000000}, NULL);
-		/* on failure the previous checkpoint is still there */
-		wrc = hora_ckpt_write(cfg->checkpoint_dir, &cm, r->tr.params, r->tr.optim, err, errlen);
-		*tc1 = wrc ? *tc0 : hora_clock_s();
-	}
 	return wrc;
 }
 
-/* rank 0 writing its files on a thread of its own, while every rank waits
- * in rounds (end_epoch) */
-struct epoch_writer {
-	struct run *r;
-	int e;
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	bool done;
-	int32_t rc;
-	double tc0, tc1;
-	char err[HORA_PATH_MAX + 512];
-};
-
-static void *epoch_writer_main(void *arg)
+static bool checkpoint_due(const struct run *r, int e)
 {
-	struct epoch_writer *w = arg;
-	const int32_t rc = write_epoch(w->r, w->e, w->err, sizeof(w->err), &w->tc0, &w->tc1);
-	pthread_mutex_lock(&w->mu);
-	w->rc = rc;
-	w->done = true;
-	pthread_cond_signal(&w->cv);
-	pthread_mutex_unlock(&w->mu);
-	return NULL;
+	const struct hora_train_config *cfg = r->cfg;
+	return r->rank == 0 && cfg->checkpoint_dir[0] && cfg->checkpoint_every > 0 &&
+	       (e % cfg->checkpoint_every == 0 || e == cfg->epochs);
 }
 
-#define EPOCH_WRITING INT32_MIN  /* rank 0's answer while it still writes */
-#define EPOCH_ROUND_MS 200       /* a round's wait: far below any io timeout */
-
-/* rank 0's answer for this round: its writer's result, or EPOCH_WRITING
- * after up to EPOCH_ROUND_MS */
-static int32_t writer_poll(struct epoch_writer *w)
+/* rank 0's checkpoint after epoch e: on a thread of its own (*w) where
+ * there are other ranks to keep answering, else here (its result) */
+static int32_t start_checkpoint(struct run *r, int e, struct hora_ckpt_writer **w, double *tc0, double *tc1)
 {
-	struct timespec until;
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_nsec += EPOCH_ROUND_MS * 1000000L;
-	until.tv_sec += until.tv_nsec / 1000000000L;
-	until.tv_nsec %= 1000000000L;
-	pthread_mutex_lock(&w->mu);
-	while (!w->done && pthread_cond_timedwait(&w->cv, &w->mu, &until) == 0)
-		;
-	const int32_t rc = w->done ? w->rc : EPOCH_WRITING;
-	pthread_mutex_unlock(&w->mu);
-	return rc;
+	const struct hora_train_config *cfg = r->cfg;
+	struct hora_ckpt_meta cm = {.epoch = e, .workers = r->size, .step = r->step, .rng = r->rng,
+				    .seed = cfg->seed, .nparams = r->tr.nparams, .batch = cfg->batch_size};
+	snprintf(cm.model, sizeof(cm.model), "%s", r->tr.ops->name);
+	snprintf(cm.optimizer, sizeof(cm.optimizer), "%s", optim_desc(&cfg->optim));
+	hora_ckpt_writer_end(r->ckpt_left, true); /* one a failed round left: it writes the same files */
+	r->ckpt_left = NULL;
+	const int delay_ms = hora_env_test_ckpt_delay_ms();
+	char why[256] = "";
+	if (r->several && (*w = hora_ckpt_writer_start(cfg->checkpoint_dir, &cm, r->tr.params, r->tr.optim,
+							delay_ms, why, sizeof(why))))
+		return 0;
+	if (r->several)
+		HORA_LOGW("%s: writing it without one", why);
+	*tc0 = hora_clock_s();
+	if (delay_ms)
+		nanosleep(&(struct timespec){delay_ms / 1000, (long)(delay_ms % 1000) * 1000000}, NULL);
+	/* on failure the previous checkpoint is still there */
+	const int32_t wrc = hora_ckpt_write(cfg->checkpoint_dir, &cm, r->tr.params, r->tr.optim, r->err, r->errlen);
+	*tc1 = hora_clock_s();
+	return wrc;
 }
 
-/* rank 0's files: a failure there stops every rank, together. A slow
- * checkpoint (a large model, a network file system) is written on a thread
- * while every rank waits in rounds of one broadcast each (rank 0: "still
- * writing" or the result), so that no rank waits longer than a round in
- * one receive: one long wait would fail at transport.io_timeout_ms. */
+#define EPOCH_WRITING INT32_MIN /* rank 0's answer while its checkpoint is still being written */
+#define EPOCH_ROUND_MS 200      /* a round's wait: far below any io timeout */
+
+/* rank 0's answer for this round: the write's result, or EPOCH_WRITING
+ * after up to EPOCH_ROUND_MS (with a warning every stall_warning_s, and
+ * HORA_ERR_STALL past stall_abort_s) */
+static int32_t writer_round(struct run *r, struct hora_ckpt_writer *w, double *warned, double *tc0, double *tc1)
+{
+	int32_t v;
+	if (hora_ckpt_writer_wait(w, EPOCH_ROUND_MS, &v, r->err, r->errlen, tc0, tc1))
+		return v;
+	const double age = hora_ckpt_writer_age(w), warn = r->cfg->stall_warning_s, stop = r->cfg->stall_abort_s;
+	if (stop > 0 && age >= stop) {
+		snprintf(r->err, r->errlen, "checkpoint: still writing to %s after %.0f s: the job stops "
+					    "(train.stall_abort_s %g)", r->cfg->checkpoint_dir, age, stop);
+		return HORA_ERR_STALL;
+	}
+	if (warn > 0 && age >= *warned + warn) {
+		*warned = age;
+		HORA_LOGW("checkpoint: still writing to %s after %.0f s; every rank waits for it",
+			  r->cfg->checkpoint_dir, age);
+	}
+	return EPOCH_WRITING;
+}
+
+/* rank 0's files: a failure there stops every rank, together. The
+ * checkpoint (a large model, a network file system: it may take long) is
+ * written on a thread while every rank waits in rounds of one broadcast
+ * (rank 0: "still writing", or the result): no rank waits longer than a
+ * round in one receive, which would fail at transport.io_timeout_ms. */
 static int end_epoch(struct run *r, int e)
 {
-	struct epoch_writer w = {.r = r, .e = e};
-	pthread_mutex_init(&w.mu, NULL);
-	pthread_cond_init(&w.cv, NULL);
-	int32_t wrc = EPOCH_WRITING;
+	struct hora_ckpt_writer *w = NULL;
+	double tc0 = 0, tc1 = 0, warned = 0;
+	int32_t wrc = write_metrics_line(r, e);
+	if (!wrc && checkpoint_due(r, e))
+		wrc = start_checkpoint(r, e, &w, &tc0, &tc1);
 	int rc = 0;
-	pthread_t th;
-	bool started = false;
-	if (r->several && r->rank == 0)
-		started = !pthread_create(&th, NULL, epoch_writer_main, &w);
-	if (!started && (!r->several || r->rank == 0))
-		wrc = write_epoch(r, e, w.err, sizeof(w.err), &w.tc0, &w.tc1);
+	bool ended = !w;
 	while (r->several) {
-		if (started && wrc == EPOCH_WRITING)
-			wrc = writer_poll(&w);
-		int32_t v = wrc;
+		int32_t v = w && !ended ? writer_round(r, w, &warned, &tc0, &tc1) : wrc;
+		ended = ended || v != EPOCH_WRITING;
+		if (w && ended)
+			wrc = v;
 		if ((rc = hora_broadcast(r->c, &v, 1, HORA_I32, 0))) {
 			snprintf(r->err, r->errlen, "after epoch %d: %s", e, hora_comm_last_error(r->c));
 			break;
@@ -756,17 +750,15 @@ static int end_epoch(struct run *r, int e)
 			break;
 		}
 	}
-	if (started)
-		pthread_join(th, NULL); /* a failed round: still wait, the writer uses r */
-	pthread_mutex_destroy(&w.mu);
-	pthread_cond_destroy(&w.cv);
+	if (w && !ended && rc)
+		r->ckpt_left = w; /* a failed round: it goes on from its copy; waited for before the next */
+	else
+		hora_ckpt_writer_end(w, wrc != HORA_ERR_STALL); /* given up on: it ends by itself */
 	if (rc)
 		return rc;
-	if (r->tl && w.tc1 > w.tc0)
-		hora_timeline_span(r->tl, 0, "checkpoint", w.tc0, w.tc1, 0);
-	if (wrc && r->rank == 0)
-		snprintf(r->err, r->errlen, "%s", w.err);
-	else if (wrc)
+	if (r->tl && !wrc && tc1 > tc0)
+		hora_timeline_span(r->tl, 0, "checkpoint", tc0, tc1, 0);
+	if (wrc && r->rank != 0)
 		snprintf(r->err, r->errlen, "rank 0 stopped the job after epoch %d: it could not write its "
 					    "metrics or checkpoint (its log says why)", e);
 	return wrc;
@@ -1050,6 +1042,7 @@ int hora_train_run_comm(struct hora_comm *c, const struct hora_train_config *cfg
 		res->train_s = hora_clock_s() - t_train;
 	if (r->mf)
 		fclose(r->mf);
+	hora_ckpt_writer_end(r->ckpt_left, true); /* a checkpoint a failed round left: let it end */
 	hora_elastic_free(r);
 	free(r->order);
 	hora_dist_optim_destroy(r->dopt);
