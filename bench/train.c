@@ -67,6 +67,15 @@ static void replay_init(struct replay *r)
 	}
 }
 
+static void replay_free(struct replay *r)
+{
+	for (int i = 0; i < HORA_GEMM_TRACE_MAX; i++) {
+		free(r->a[i]);
+		free(r->b[i]);
+		free(r->c[i]);
+	}
+}
+
 static void replay_run(const struct replay *r)
 {
 	for (int i = 0; i < r->trace.n; i++) {
@@ -231,6 +240,7 @@ int hora_bench_train(int argc, char **argv)
 	free(ts);
 	free(tg);
 	free(idx);
+	replay_free(&rp); /* zeroed where replay_init filled nothing (--device cuda) */
 	hora_trainer_deinit(&tr);
 	hora_dataset_deinit(&train);
 	hora_dataset_deinit(&test);

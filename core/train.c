@@ -252,10 +252,13 @@ static int64_t job_double(double x)
  * the same sizes (MNIST and Fashion-MNIST) differ, at no cost worth naming */
 static uint32_t data_crc(const struct hora_dataset *d)
 {
+	/* crc32, not crc32_z: the zlib of Debian's package Depends (>= 1.2.6) */
 	const size_t row = (size_t)d->rows * (size_t)d->cols;
-	uLong c = crc32_z(crc32(0L, Z_NULL, 0), d->labels, (size_t)d->n);
-	for (int64_t k = 0; d->n > 0 && k < 64; k++)
-		c = crc32_z(c, d->images + (size_t)(k * d->n / 64) * row, row);
+	uLong c = crc32(0L, Z_NULL, 0);
+	for (size_t o = 0, n = (size_t)d->n; o < n; o += 1u << 30)
+		c = crc32(c, d->labels + o, (uInt)(n - o < 1u << 30 ? n - o : 1u << 30));
+	for (int64_t k = 0; d->n > 0 && k < 64 && row <= 1u << 30; k++)
+		c = crc32(c, d->images + (size_t)(k * d->n / 64) * row, (uInt)row);
 	return (uint32_t)c;
 }
 
