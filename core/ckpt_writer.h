@@ -2,8 +2,8 @@
  * of the parameters and the optimizer's state taken when it starts, so
  * that the caller may wait for it in short rounds (core/train.c end_epoch:
  * every rank waits in 200 ms broadcasts, never one receive longer than the
- * transport's io timeout), give up on it (train.stall_abort_s) or go on
- * training while it ends. */
+ * transport's io timeout) or give up on it (train.stall_abort_s: it ends
+ * by itself, from its own copy). */
 #ifndef HORA_CKPT_WRITER_H
 #define HORA_CKPT_WRITER_H
 

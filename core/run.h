@@ -21,8 +21,6 @@ struct progress {
 };
 
 /* One job on one rank: what hora_train_run_comm's steps share. */
-struct hora_ckpt_writer;
-
 struct run {
 	struct hora_comm *c;
 	const struct hora_train_config *cfg;
@@ -43,7 +41,6 @@ struct run {
 	struct hora_timeline *tl;
 	int64_t *order; /* this epoch's shuffle of the training set */
 	FILE *mf;       /* rank 0's metrics file */
-	struct hora_ckpt_writer *ckpt_left; /* rank 0: a checkpoint still being written after a failed round */
 	int metrics_last; /* the last epoch whose line it holds (a rollback does not write it twice) */
 	struct progress pg;
 	int first_epoch;

@@ -682,8 +682,6 @@ static int32_t start_checkpoint(struct run *r, int e, struct hora_ckpt_writer **
 				    .seed = cfg->seed, .nparams = r->tr.nparams, .batch = cfg->batch_size};
 	snprintf(cm.model, sizeof(cm.model), "%s", r->tr.ops->name);
 	snprintf(cm.optimizer, sizeof(cm.optimizer), "%s", optim_desc(&cfg->optim));
-	hora_ckpt_writer_end(r->ckpt_left, true); /* one a failed round left: it writes the same files */
-	r->ckpt_left = NULL;
 	const int delay_ms = hora_env_test_ckpt_delay_ms();
 	char why[256] = "";
 	if (r->several && (*w = hora_ckpt_writer_start(cfg->checkpoint_dir, &cm, r->tr.params, r->tr.optim,
@@ -725,6 +723,27 @@ static int32_t writer_round(struct run *r, struct hora_ckpt_writer *w, double *w
 	return EPOCH_WRITING;
 }
 
+/* A round failed (a worker died) while the checkpoint is being written:
+ * wait for it here, as a write without a thread would have been, so that
+ * no later write (this process's, or a new rank 0's in the same
+ * directory) meets it; up to stall_abort_s of its age, then it is left to
+ * end by itself, with a warning. */
+static void finish_after_failed_round(struct run *r, struct hora_ckpt_writer *w)
+{
+	const double stop = r->cfg->stall_abort_s;
+	int32_t v;
+	double t0, t1;
+	char why[256];
+	while (!hora_ckpt_writer_wait(w, EPOCH_ROUND_MS, &v, why, sizeof(why), &t0, &t1))
+		if (stop > 0 && hora_ckpt_writer_age(w) >= stop) {
+			HORA_LOGW("checkpoint: still writing to %s after %.0f s (train.stall_abort_s %g): left "
+				  "to end by itself", r->cfg->checkpoint_dir, hora_ckpt_writer_age(w), stop);
+			hora_ckpt_writer_end(w, false);
+			return;
+		}
+	hora_ckpt_writer_end(w, true);
+}
+
 /* rank 0's files: a failure there stops every rank, together. The
  * checkpoint (a large model, a network file system: it may take long) is
  * written on a thread while every rank waits in rounds of one broadcast
@@ -754,14 +773,17 @@ static int end_epoch(struct run *r, int e)
 		}
 	}
 	if (w && !ended && rc)
-		r->ckpt_left = w; /* a failed round: it goes on from its copy; waited for before the next */
+		finish_after_failed_round(r, w);
 	else
 		hora_ckpt_writer_end(w, wrc != HORA_ERR_STALL); /* given up on: it ends by itself */
 	if (rc)
 		return rc;
 	if (r->tl && !wrc && tc1 > tc0)
 		hora_timeline_span(r->tl, 0, "checkpoint", tc0, tc1, 0);
-	if (wrc && r->rank != 0)
+	if (wrc == HORA_ERR_STALL && r->rank != 0)
+		snprintf(r->err, r->errlen, "rank 0 stopped the job after epoch %d: its checkpoint write "
+					    "passed train.stall_abort_s (its log says where)", e);
+	else if (wrc && r->rank != 0)
 		snprintf(r->err, r->errlen, "rank 0 stopped the job after epoch %d: it could not write its "
 					    "metrics or checkpoint (its log says why)", e);
 	return wrc;
@@ -1045,7 +1067,6 @@ int hora_train_run_comm(struct hora_comm *c, const struct hora_train_config *cfg
 		res->train_s = hora_clock_s() - t_train;
 	if (r->mf)
 		fclose(r->mf);
-	hora_ckpt_writer_end(r->ckpt_left, true); /* a checkpoint a failed round left: let it end */
 	hora_elastic_free(r);
 	free(r->order);
 	hora_dist_optim_destroy(r->dopt);
