@@ -944,6 +944,13 @@ static int prepare(struct run *r)
 	 * state and starts the timeline */
 	if (r->several && !r->elastic && (rc = agree(r, &bar)))
 		return rc;
+	/* elastic: the sync compares the job after resume()'s broadcasts; a
+	 * worker resuming beside one that does not (train.resume on some
+	 * only) compares it first, as the sync will (the distributed
+	 * optimizer's settings are part of it), so that both name it */
+	if (r->several && r->elastic && cfg->resume && !joiner &&
+	    ((rc = hora_run_dist_optim(r)) || (rc = hora_run_agree_job(r, &bar))))
+		return rc;
 	hora_comm_set_stall(r->c, cfg->stall_warning_s, cfg->stall_abort_s);
 	if (cfg->timeline[0] && r->c && !r->elastic && (rc = start_timeline(r)))
 		return rc;

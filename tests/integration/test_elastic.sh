@@ -27,6 +27,9 @@
 #                 naming the missing worker
 #   join-5th      4 of a 5-worker file start (membership.min_members 4,
 #                 `hora worker` each), the 5th joins at epoch 5
+#   resume-one    after a 1-epoch job's checkpoint, 2 workers start again
+#                 with --resume on one only: both stop, naming train.resume
+#                 (before, the other trained on alone)
 # Each: every process that should finish exits 0 (the launcher: "training
 # completed"), the survivors' final parameters are bitwise identical (the
 # crc32 each prints), the sample accounting holds (HORA_TEST_SAMPLE_LOG and
@@ -254,4 +257,24 @@ grep -q 'joined at step [0-9]* as rank 4 of 5; received the committed state from
   "$T/join.4" || jrc=$?
 check "join-5th: the joiner got the committed state ($(grep -o 'received.*' "$T/join.4"))" $jrc
 verdict join-5th "$T/join.out" 5 $rc 4 # the joiner's line is the one above
+
+# train.resume on one worker only: both stop, naming it (the job is compared
+# before the resuming one's broadcasts meet the other's sync)
+P=$((12000 + RANDOM % 15000))
+EPOCHS=1 cluster "$T/res.yaml" 2 $P "  checkpoint: {dir: $T/ckpt, every_epochs: 1}"
+"$HORA" launch "$T/res.yaml" >"$T/res-first.out" 2>&1
+check "resume-one: a first job writes its checkpoint (exit $?)" "$([[ -f $T/ckpt/checkpoint.hora ]]; echo $?)"
+"$HORA" worker --config "$T/res.yaml" --proc 0 >"$T/res.0" 2>&1 &
+R0=$!
+"$HORA" worker --config "$T/res.yaml" --proc 1 --resume >"$T/res.1" 2>&1 &
+R1=$!
+PIDS+=($R0 $R1)
+rc0=0 rc1=0
+wait $R0 || rc0=$?
+wait $R1 || rc1=$?
+check "resume-one: the resuming worker stops naming train.resume (exit $rc1: $(grep -o 'train.resume is.*rank 0' "$T/res.1"))" \
+  "$([[ $rc1 != 0 ]] && grep -q 'train.resume is 1 here and 0 on rank 0' "$T/res.1"; echo $?)"
+check "resume-one: the other stops naming a different job (exit $rc0)" \
+  "$([[ $rc0 != 0 ]] && grep -q 'runs a different job than rank 0' "$T/res.0"; echo $?)"
+[[ $fail == 0 ]] || tail -n 5 "$T/res.0" "$T/res.1"
 exit $fail
