@@ -270,8 +270,8 @@ static void fill_meta(struct hora_ckpt_meta *m, const uint8_t *hdr, const struct
 	}
 }
 
-int hora_ckpt_read(const char *path, struct hora_ckpt_meta *m, float *params, size_t nparams,
-		   struct hora_optim *o, char *err, size_t errlen)
+int hora_ckpt_read_state(const char *path, struct hora_ckpt_meta *m, float *params, size_t nparams,
+			 uint8_t *state_out, size_t ob, char *err, size_t errlen)
 {
 	FILE *f = fopen(path, "rb");
 	if (!f) {
@@ -282,7 +282,6 @@ int hora_ckpt_read(const char *path, struct hora_ckpt_meta *m, float *params, si
 	uint8_t *state = NULL, *p = NULL;
 	struct header x;
 	struct stat st;
-	const size_t ob = hora_optim_state_bytes(o);
 	int rc = HORA_ERR_DATA;
 	if (fstat(fileno(f), &st) || !S_ISREG(st.st_mode)) {
 		snprintf(err, errlen, "checkpoint %s: not a regular file", path);
@@ -315,12 +314,28 @@ int hora_ckpt_read(const char *path, struct hora_ckpt_meta *m, float *params, si
 	/* only now, with everything verified, touch the caller's state */
 	fill_meta(m, hdr, &x);
 	memcpy(params, p, nparams * sizeof(float));
-	hora_optim_state_load(o, state, ob);
+	memcpy(state_out, state, ob);
 	rc = 0;
 out:
 	free(p);
 	free(state);
 	fclose(f);
+	return rc;
+}
+
+int hora_ckpt_read(const char *path, struct hora_ckpt_meta *m, float *params, size_t nparams,
+		   struct hora_optim *o, char *err, size_t errlen)
+{
+	const size_t ob = hora_optim_state_bytes(o);
+	uint8_t *state = malloc(ob ? ob : 1);
+	if (!state) {
+		snprintf(err, errlen, "checkpoint %s: out of memory", path);
+		return -ENOMEM;
+	}
+	int rc = hora_ckpt_read_state(path, m, params, nparams, state, ob, err, errlen);
+	if (!rc)
+		hora_optim_state_load(o, state, ob);
+	free(state);
 	return rc;
 }
 
@@ -370,16 +385,32 @@ static void add_hint(int rc, const struct hora_ckpt_meta *m, const struct hora_c
 					      "afresh without train.resume");
 }
 
-int hora_ckpt_resume(const char *dir, const struct hora_ckpt_job *job, struct hora_ckpt_meta *m,
-		     float *params, size_t nparams, struct hora_optim *o, char *err, size_t errlen)
+int hora_ckpt_resume_state(const char *dir, const struct hora_ckpt_job *job, struct hora_ckpt_meta *m,
+			   float *params, size_t nparams, uint8_t *state, size_t ob, char *err, size_t errlen)
 {
 	char cur[HORA_PATH_MAX + 32], prev[HORA_PATH_MAX + 32];
 	hora_ckpt_paths(dir, cur, prev, sizeof(cur));
 	memset(m, 0, sizeof(*m));
-	int rc = hora_ckpt_read(cur, m, params, nparams, o, err, errlen);
+	int rc = hora_ckpt_read_state(cur, m, params, nparams, state, ob, err, errlen);
 	if (!rc)
 		rc = check_job(cur, m, job, err, errlen);
 	if (rc)
 		add_hint(rc, m, job, cur, prev, err, errlen);
+	return rc;
+}
+
+int hora_ckpt_resume(const char *dir, const struct hora_ckpt_job *job, struct hora_ckpt_meta *m,
+		     float *params, size_t nparams, struct hora_optim *o, char *err, size_t errlen)
+{
+	const size_t ob = hora_optim_state_bytes(o);
+	uint8_t *state = malloc(ob ? ob : 1);
+	if (!state) {
+		snprintf(err, errlen, "checkpoint in %s: out of memory", dir);
+		return -ENOMEM;
+	}
+	int rc = hora_ckpt_resume_state(dir, job, m, params, nparams, state, ob, err, errlen);
+	if (!rc)
+		hora_optim_state_load(o, state, ob);
+	free(state);
 	return rc;
 }

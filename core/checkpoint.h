@@ -35,6 +35,11 @@ int hora_ckpt_write_state(const char *dir, const struct hora_ckpt_meta *m, const
  * reason and the file in err. */
 int hora_ckpt_read(const char *path, struct hora_ckpt_meta *m, float *params, size_t nparams,
 		   struct hora_optim *o, char *err, size_t errlen);
+/* The same into the optimizer's state as bytes (ob of them, as
+ * hora_optim_state_save writes them): no optimizer touched (a thread of
+ * its own may read while the caller waits). */
+int hora_ckpt_read_state(const char *path, struct hora_ckpt_meta *m, float *params, size_t nparams,
+			 uint8_t *state, size_t ob, char *err, size_t errlen);
 
 /* The job resuming: what its checkpoint must have been written by. */
 struct hora_ckpt_job {
@@ -51,6 +56,9 @@ struct hora_ckpt_job {
  * that wrote it for another job's checkpoint. m is filled as far as known. */
 int hora_ckpt_resume(const char *dir, const struct hora_ckpt_job *job, struct hora_ckpt_meta *m,
 		     float *params, size_t nparams, struct hora_optim *o, char *err, size_t errlen);
+/* The same into state bytes (hora_ckpt_read_state). */
+int hora_ckpt_resume_state(const char *dir, const struct hora_ckpt_job *job, struct hora_ckpt_meta *m,
+			   float *params, size_t nparams, uint8_t *state, size_t ob, char *err, size_t errlen);
 
 /* optimizer state (optim.c) */
 size_t hora_optim_state_bytes(const struct hora_optim *o);

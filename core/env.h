@@ -50,7 +50,8 @@ const char *hora_env_test_step_log(void);
  * the start's sync, so that the others meet a death there. */
 int hora_env_test_die_at_start(void);
 /* HORA_TEST_CKPT_DELAY_MS=N (test hook, 0: unset): rank 0 sleeps N ms
- * before it writes each checkpoint (a slow file system). */
+ * before it writes each checkpoint and before a resume reads one (a slow
+ * file system). */
 int hora_env_test_ckpt_delay_ms(void);
 
 /* HORA_LOG=error|warn|info|debug: sets the log level when given. 0 or

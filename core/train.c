@@ -13,7 +13,7 @@
  * global batch's mean gradient on every rank.
  */
 #include "checkpoint.h"
-#include "ckpt_writer.h"
+#include "ckpt_thread.h"
 #include "comm.h"
 #include "distopt.h"
 #include "env.h"
@@ -144,35 +144,111 @@ static const char *optim_desc(const struct hora_optim_config *o)
 	return o->momentum <= 0 ? "sgd" : o->nesterov ? "nesterov" : "momentum";
 }
 
+#define CKPT_BUSY INT32_MIN /* rank 0's answer while it still writes or reads its checkpoint */
+#define CKPT_ROUND_MS 200   /* a round's wait: far below any io timeout */
+
+/* rank 0's answer for this round: the thread's result, or CKPT_BUSY after
+ * up to CKPT_ROUND_MS (with a warning every stall_warning_s, and
+ * HORA_ERR_STALL past stall_abort_s); doing: "writing to", "reading from" */
+static int32_t ckpt_round(struct run *r, struct hora_ckpt_thread *t, const char *doing, double *warned,
+			  double *tc0, double *tc1)
+{
+	int32_t v;
+	if (hora_ckpt_thread_wait(t, CKPT_ROUND_MS, &v, r->err, r->errlen, tc0, tc1))
+		return v;
+	const double age = hora_ckpt_thread_age(t), warn = r->cfg->stall_warning_s, stop = r->cfg->stall_abort_s;
+	if (stop > 0 && age >= stop) {
+		snprintf(r->err, r->errlen, "checkpoint: still %s %s after %.0f s: the job stops "
+					    "(train.stall_abort_s %g)", doing, r->cfg->checkpoint_dir, age, stop);
+		return HORA_ERR_STALL;
+	}
+	if (warn > 0 && age >= *warned + warn) {
+		*warned = age;
+		HORA_LOGW("checkpoint: still %s %s after %.0f s; every rank waits for it", doing,
+			  r->cfg->checkpoint_dir, age);
+	}
+	return CKPT_BUSY;
+}
+
+/* Rank 0's read of the checkpoint (the result, err why it failed): on a
+ * thread of its own while every rank waits in rounds of one broadcast, as
+ * for a write (a large model, a network file system: no rank waits longer
+ * than a round in one receive, which would fail at the io timeout); alone,
+ * or without a thread, here. Every rank learns the result (*res). */
+static int read_checkpoint(struct run *r, const struct hora_ckpt_job *job, struct hora_ckpt_meta *cm,
+			   int32_t *res)
+{
+	const struct hora_train_config *cfg = r->cfg;
+	const bool several = r->c && hora_size(r->c) > 1, zero = hora_rank(r->c) == 0;
+	const int delay_ms = hora_env_test_ckpt_delay_ms();
+	struct hora_ckpt_thread *t = NULL;
+	char why[256] = "";
+	*res = 0;
+	if (zero && several &&
+	    !(t = hora_ckpt_thread_read(cfg->checkpoint_dir, job, r->tr.nparams, hora_optim_state_bytes(r->tr.optim),
+					delay_ms, why, sizeof(why))))
+		HORA_LOGW("%s: reading it without one", why);
+	if (zero && !t) {
+		if (delay_ms)
+			nanosleep(&(struct timespec){delay_ms / 1000, (long)(delay_ms % 1000) * 1000000}, NULL);
+		*res = hora_ckpt_resume(cfg->checkpoint_dir, job, cm, r->tr.params, r->tr.nparams, r->tr.optim,
+					r->err, r->errlen);
+	}
+	double warned = 0, t0, t1;
+	bool ended = !t;
+	int rc = 0;
+	while (several) {
+		int32_t v = t && !ended ? ckpt_round(r, t, "reading from", &warned, &t0, &t1) : *res;
+		ended = ended || v != CKPT_BUSY;
+		if ((rc = hora_broadcast(r->c, &v, 1, HORA_I32, 0))) {
+			snprintf(r->err, r->errlen, "resume: waiting for rank 0's checkpoint: %s",
+				 hora_comm_last_error(r->c));
+			break;
+		}
+		if (v != CKPT_BUSY) {
+			*res = v;
+			break;
+		}
+	}
+	if (t && !rc && !*res)
+		hora_ckpt_thread_take(t, cm, r->tr.params, r->tr.optim);
+	hora_ckpt_thread_end(t, false); /* unfinished (a stall, a failed round): it ends by itself */
+	return rc;
+}
+
 /* Rank 0 reads and verifies the checkpoint, then every rank gets its
  * parameters, optimizer state, epoch, step and RNG state. */
-static int resume(struct hora_comm *c, const struct hora_train_config *cfg, struct hora_trainer *tr,
-		  int *first_epoch, int64_t *step, uint64_t *rng, char *err, size_t errlen, bool any_size)
+static int resume(struct run *r)
 {
+	const struct hora_train_config *cfg = r->cfg;
+	struct hora_comm *c = r->c;
+	struct hora_trainer *tr = &r->tr;
 	const int rank = hora_rank(c), size = hora_size(c);
 	char cur[HORA_PATH_MAX + 32], prev[HORA_PATH_MAX + 32];
 	if (!cfg->checkpoint_dir[0]) {
-		snprintf(err, errlen, "train.resume needs train.checkpoint.dir");
+		snprintf(r->err, r->errlen, "train.resume needs train.checkpoint.dir");
 		return HORA_ERR_CONFIG;
 	}
 	hora_ckpt_paths(cfg->checkpoint_dir, cur, prev, sizeof(cur));
 	struct hora_ckpt_meta cm = {0};
-	int64_t hdr[5] = {0}; /* status, epoch, step, rng, workers */
-	int rc = 0;
-	if (rank == 0) {
-		const struct hora_ckpt_job job = {any_size ? 0 : size, cfg->seed, tr->ops->name, cfg->batch_size,
-						  optim_desc(&cfg->optim)};
-		rc = hora_ckpt_resume(cfg->checkpoint_dir, &job, &cm, tr->params, tr->nparams, tr->optim,
-				      err, errlen);
-		hdr[0] = rc;
-		hdr[1] = cm.epoch;
-		hdr[2] = cm.step;
-		memcpy(&hdr[3], &cm.rng, 8);
-		hdr[4] = cm.workers;
-	}
+	const struct hora_ckpt_job job = {r->elastic ? 0 : size, cfg->seed, tr->ops->name, cfg->batch_size,
+					  optim_desc(&cfg->optim)};
+	int32_t res;
+	int rc = read_checkpoint(r, &job, &cm, &res);
+	if (rc)
+		return rc;
+	if (res == HORA_ERR_STALL && rank)
+		snprintf(r->err, r->errlen, "rank 0 stopped the job: its read of the checkpoint in %s passed "
+					    "train.stall_abort_s (its log says where)", cfg->checkpoint_dir);
+	else if (res && rank)
+		snprintf(r->err, r->errlen, "rank 0 could not resume from %s (its log says why)", cur);
+	if (res)
+		return res;
+	int64_t hdr[4] = {cm.epoch, cm.step, 0, cm.workers}; /* epoch, step, rng, workers */
+	memcpy(&hdr[2], &cm.rng, 8);
 	if (c && size > 1) {
-		int r2 = hora_broadcast(c, hdr, 5, HORA_I64, 0);
-		if (!r2 && !hdr[0])
+		int r2 = hora_broadcast(c, hdr, 4, HORA_I64, 0);
+		if (!r2)
 			r2 = hora_broadcast_parameters(c, tr->params, tr->nparams, 0);
 		size_t ob = hora_optim_state_bytes(tr->optim);
 		uint8_t *st = malloc(ob ? ob : 4);
@@ -180,26 +256,20 @@ static int resume(struct hora_comm *c, const struct hora_train_config *cfg, stru
 			return -ENOMEM;
 		if (rank == 0)
 			hora_optim_state_save(tr->optim, st);
-		if (!r2 && !hdr[0] && !(r2 = hora_broadcast(c, st, ob / 4, HORA_I32, 0)) && rank)
+		if (!r2 && !(r2 = hora_broadcast(c, st, ob / 4, HORA_I32, 0)) && rank)
 			hora_optim_state_load(tr->optim, st, ob);
 		free(st);
 		if (r2) {
-			snprintf(err, errlen, "resume: sharing the checkpoint: %s", hora_comm_last_error(c));
+			snprintf(r->err, r->errlen, "resume: sharing the checkpoint: %s", hora_comm_last_error(c));
 			return r2;
 		}
-		if (rank && hdr[0]) {
-			snprintf(err, errlen, "rank 0 could not resume from %s (its log says why)", cur);
-			return (int)hdr[0];
-		}
 	}
-	if (hdr[0])
-		return (int)hdr[0];
-	*first_epoch = (int)hdr[1] + 1;
-	*step = hdr[2];
-	memcpy(rng, &hdr[3], 8);
+	r->first_epoch = (int)hdr[0] + 1;
+	r->step = hdr[1];
+	memcpy(&r->rng, &hdr[2], 8);
 	if (rank == 0 && !cfg->quiet)
-		printf("resumed from %s: %lld epoch(s) done, step %lld\n", cur, (long long)hdr[1],
-		       (long long)hdr[2]);
+		printf("resumed from %s: %lld epoch(s) done, step %lld\n", cur, (long long)hdr[0],
+		       (long long)hdr[1]);
 	return 0;
 }
 
@@ -675,7 +745,7 @@ static bool checkpoint_due(const struct run *r, int e)
 
 /* rank 0's checkpoint after epoch e: on a thread of its own (*w) where
  * there are other ranks to keep answering, else here (its result) */
-static int32_t start_checkpoint(struct run *r, int e, struct hora_ckpt_writer **w, double *tc0, double *tc1)
+static int32_t start_checkpoint(struct run *r, int e, struct hora_ckpt_thread **w, double *tc0, double *tc1)
 {
 	const struct hora_train_config *cfg = r->cfg;
 	struct hora_ckpt_meta cm = {.epoch = e, .workers = r->size, .step = r->step, .rng = r->rng,
@@ -684,7 +754,7 @@ static int32_t start_checkpoint(struct run *r, int e, struct hora_ckpt_writer **
 	snprintf(cm.optimizer, sizeof(cm.optimizer), "%s", optim_desc(&cfg->optim));
 	const int delay_ms = hora_env_test_ckpt_delay_ms();
 	char why[256] = "";
-	if (r->several && (*w = hora_ckpt_writer_start(cfg->checkpoint_dir, &cm, r->tr.params, r->tr.optim,
+	if (r->several && (*w = hora_ckpt_thread_write(cfg->checkpoint_dir, &cm, r->tr.params, r->tr.optim,
 							delay_ms, why, sizeof(why))))
 		return 0;
 	if (r->several)
@@ -698,50 +768,25 @@ static int32_t start_checkpoint(struct run *r, int e, struct hora_ckpt_writer **
 	return wrc;
 }
 
-#define EPOCH_WRITING INT32_MIN /* rank 0's answer while its checkpoint is still being written */
-#define EPOCH_ROUND_MS 200      /* a round's wait: far below any io timeout */
-
-/* rank 0's answer for this round: the write's result, or EPOCH_WRITING
- * after up to EPOCH_ROUND_MS (with a warning every stall_warning_s, and
- * HORA_ERR_STALL past stall_abort_s) */
-static int32_t writer_round(struct run *r, struct hora_ckpt_writer *w, double *warned, double *tc0, double *tc1)
-{
-	int32_t v;
-	if (hora_ckpt_writer_wait(w, EPOCH_ROUND_MS, &v, r->err, r->errlen, tc0, tc1))
-		return v;
-	const double age = hora_ckpt_writer_age(w), warn = r->cfg->stall_warning_s, stop = r->cfg->stall_abort_s;
-	if (stop > 0 && age >= stop) {
-		snprintf(r->err, r->errlen, "checkpoint: still writing to %s after %.0f s: the job stops "
-					    "(train.stall_abort_s %g)", r->cfg->checkpoint_dir, age, stop);
-		return HORA_ERR_STALL;
-	}
-	if (warn > 0 && age >= *warned + warn) {
-		*warned = age;
-		HORA_LOGW("checkpoint: still writing to %s after %.0f s; every rank waits for it",
-			  r->cfg->checkpoint_dir, age);
-	}
-	return EPOCH_WRITING;
-}
-
 /* A round failed (a worker died) while the checkpoint is being written:
  * wait for it here, as a write without a thread would have been, so that
  * no later write (this process's, or a new rank 0's in the same
  * directory) meets it; up to stall_abort_s of its age, then it is left to
  * end by itself, with a warning. */
-static void finish_after_failed_round(struct run *r, struct hora_ckpt_writer *w)
+static void finish_after_failed_round(struct run *r, struct hora_ckpt_thread *w)
 {
 	const double stop = r->cfg->stall_abort_s;
 	int32_t v;
 	double t0, t1;
 	char why[256];
-	while (!hora_ckpt_writer_wait(w, EPOCH_ROUND_MS, &v, why, sizeof(why), &t0, &t1))
-		if (stop > 0 && hora_ckpt_writer_age(w) >= stop) {
+	while (!hora_ckpt_thread_wait(w, CKPT_ROUND_MS, &v, why, sizeof(why), &t0, &t1))
+		if (stop > 0 && hora_ckpt_thread_age(w) >= stop) {
 			HORA_LOGW("checkpoint: still writing to %s after %.0f s (train.stall_abort_s %g): left "
-				  "to end by itself", r->cfg->checkpoint_dir, hora_ckpt_writer_age(w), stop);
-			hora_ckpt_writer_end(w, false);
+				  "to end by itself", r->cfg->checkpoint_dir, hora_ckpt_thread_age(w), stop);
+			hora_ckpt_thread_end(w, false);
 			return;
 		}
-	hora_ckpt_writer_end(w, true);
+	hora_ckpt_thread_end(w, true);
 }
 
 /* rank 0's files: a failure there stops every rank, together. The
@@ -751,7 +796,7 @@ static void finish_after_failed_round(struct run *r, struct hora_ckpt_writer *w)
  * round in one receive, which would fail at transport.io_timeout_ms. */
 static int end_epoch(struct run *r, int e)
 {
-	struct hora_ckpt_writer *w = NULL;
+	struct hora_ckpt_thread *w = NULL;
 	double tc0 = 0, tc1 = 0, warned = 0;
 	int32_t wrc = write_metrics_line(r, e);
 	if (!wrc && checkpoint_due(r, e))
@@ -759,15 +804,15 @@ static int end_epoch(struct run *r, int e)
 	int rc = 0;
 	bool ended = !w;
 	while (r->several) {
-		int32_t v = w && !ended ? writer_round(r, w, &warned, &tc0, &tc1) : wrc;
-		ended = ended || v != EPOCH_WRITING;
+		int32_t v = w && !ended ? ckpt_round(r, w, "writing to", &warned, &tc0, &tc1) : wrc;
+		ended = ended || v != CKPT_BUSY;
 		if (w && ended)
 			wrc = v;
 		if ((rc = hora_broadcast(r->c, &v, 1, HORA_I32, 0))) {
 			snprintf(r->err, r->errlen, "after epoch %d: %s", e, hora_comm_last_error(r->c));
 			break;
 		}
-		if (v != EPOCH_WRITING) {
+		if (v != CKPT_BUSY) {
 			wrc = v;
 			break;
 		}
@@ -775,7 +820,7 @@ static int end_epoch(struct run *r, int e)
 	if (w && !ended && rc)
 		finish_after_failed_round(r, w);
 	else
-		hora_ckpt_writer_end(w, wrc != HORA_ERR_STALL); /* given up on: it ends by itself */
+		hora_ckpt_thread_end(w, wrc != HORA_ERR_STALL); /* given up on: it ends by itself */
 	if (rc)
 		return rc;
 	if (r->tl && !wrc && tc1 > tc0)
@@ -955,7 +1000,7 @@ static int prepare(struct run *r)
 	if (cfg->timeline[0] && r->c && !r->elastic && (rc = start_timeline(r)))
 		return rc;
 	if (cfg->resume && !joiner &&
-	    (rc = resume(r->c, cfg, &r->tr, &r->first_epoch, &r->step, &r->rng, r->err, r->errlen, r->elastic)))
+	    (rc = resume(r)))
 		return rc;
 	r->epoch = r->first_epoch;
 	r->rng_epoch = r->rng;

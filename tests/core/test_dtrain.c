@@ -743,6 +743,73 @@ Test(dtrain, a_checkpoint_write_past_stall_abort_stops_every_rank, .init = setup
 	free(ck);
 }
 
+/* the same for the read: rank 0 reads the checkpoint (the hook: 5 s
+ * before it) while the others wait in rounds under a 2 s io timeout, and
+ * the resumed job ends where the uninterrupted one did */
+Test(dtrain, a_checkpoint_read_longer_than_the_io_timeout_fails_no_rank, .init = setup, .fini = teardown,
+     .timeout = 120)
+{
+	char *ck = th_path(dir, "ck");
+	struct hora_train_config cfg;
+	ckpt_cfg(&cfg, ck); /* checkpoints after epochs 2 (-> .prev) and 4 */
+	struct tc_train_rank a[3], b[3];
+	train_ranks(3, &cfg, a);
+	cr_assert_eq(a[0].rc, 0, "%s", a[0].err);
+	char cur[1200], prev[1200];
+	snprintf(cur, sizeof(cur), "%s/checkpoint.hora", ck);
+	snprintf(prev, sizeof(prev), "%s/checkpoint.prev.hora", ck);
+	cr_assert_eq(rename(prev, cur), 0, "%s", strerror(errno)); /* as if it had died after epoch 2 */
+	cfg.resume = 1;
+	cfg.checkpoint_every = 0; /* the hook delays the read alone */
+	setenv("HORA_TEST_CKPT_DELAY_MS", "5000", 1);
+	tc_pick_addrs(3);
+	for (int i = 0; i < 3; i++)
+		b[i] = (struct tc_train_rank){.r = i, .n = 3, .cfg = &cfg};
+	tc_threads(3, short_timeout_rank, b, sizeof(*b));
+	unsetenv("HORA_TEST_CKPT_DELAY_MS");
+	for (int i = 0; i < 3; i++) {
+		cr_assert_eq(b[i].rc, 0, "rank %d: %s", i, b[i].err);
+		cr_assert_eq(memcmp(b[i].res.params, a[i].res.params, a[i].res.nparams * sizeof(float)), 0,
+			     "rank %d: resumed parameters differ from the uninterrupted run", i);
+		hora_train_result_deinit(&a[i].res);
+		hora_train_result_deinit(&b[i].res);
+	}
+	free(ck);
+}
+
+/* a read that does not end stops the job at train.stall_abort_s, on every
+ * rank, naming it */
+Test(dtrain, a_checkpoint_read_past_stall_abort_stops_every_rank, .init = setup, .fini = teardown,
+     .timeout = 120)
+{
+	char *ck = th_path(dir, "ck");
+	struct hora_train_config cfg;
+	ckpt_cfg(&cfg, ck);
+	cfg.epochs = 2;
+	struct tc_train_rank rk[3];
+	train_ranks(3, &cfg, rk);
+	cr_assert_eq(rk[0].rc, 0, "%s", rk[0].err);
+	for (int i = 0; i < 3; i++)
+		hora_train_result_deinit(&rk[i].res);
+	cfg.resume = 1;
+	cfg.epochs = 4;
+	cfg.checkpoint_every = 0;
+	cfg.stall_abort_s = 10;
+	setenv("HORA_TEST_CKPT_DELAY_MS", "60000", 1);
+	train_ranks(3, &cfg, rk);
+	unsetenv("HORA_TEST_CKPT_DELAY_MS");
+	for (int i = 0; i < 3; i++)
+		cr_assert_eq(rk[i].rc, HORA_ERR_STALL, "rank %d: rc %d: %s", i, rk[i].rc, rk[i].err);
+	cr_assert(strstr(rk[0].err, "checkpoint: still reading from") && strstr(rk[0].err, "train.stall_abort_s 10"),
+		  "%s", rk[0].err);
+	for (int i = 1; i < 3; i++)
+		cr_assert(strstr(rk[i].err, "rank 0 stopped the job: its read of the checkpoint"), "rank %d: %s", i,
+			  rk[i].err);
+	for (int i = 0; i < 3; i++)
+		hora_train_result_deinit(&rk[i].res);
+	free(ck);
+}
+
 Test(dtrain, resume_equals_uninterrupted, .init = setup, .fini = teardown, .timeout = 120)
 {
 	char *ck = th_path(dir, "ck");
