@@ -27,7 +27,8 @@
 #
 # Environment: RATE=1gbit, LAYOUTS="2", RANKS=4 (for a host-count layout),
 # SIZES=16M:64M (hora --sizes), SHM=auto (--shm of both runs), ITERS=
-# (hora --iters), IPERF_TIME=5 (0: skip iperf3), SETTLE=5 (seconds between
+# (hora --iters), BIND=none (hora --bind: none, as the anchors, or core),
+# IPERF_TIME=5 (0: skip iperf3), SETTLE=5 (seconds between
 # runs, the kernel frees the namespaces of the last one), OUT=DIR (default
 # bench/results/allreduce-netns-hier), SUMMARY_ONLY=1. Needs root.
 set -euo pipefail
@@ -63,7 +64,7 @@ iperf() { # the practical rate of one host link: iperf3 between two hosts of the
 
 hora_run() { # layout on|off rep
   local l=$1 h=$2 r=$3 args=(--setup netns --rate "$RATE" --hosts "$1" --sizes "$SIZES" --hier "$2"
-                             --shm "${SHM:-auto}" --bind none)
+                             --shm "${SHM:-auto}" --bind "${BIND:-none}")
   [[ $l == *,* ]] || args+=(--ranks "$RANKS")
   [[ -n ${ITERS:-} ]] && args+=(--iters "$ITERS")
   settle
