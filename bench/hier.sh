@@ -80,16 +80,17 @@ if [[ -z ${SUMMARY_ONLY:-} ]]; then
     done
   done
 fi
-python3 - "$OUT" "$REPS" "$RATE" "$RANKS" $LAYOUTS <<'PY' | tee "$OUT/summary.txt"
+python3 - "$OUT" "$REPS" "$RATE" "$RANKS" "${BIND:-none}" $LAYOUTS <<'PY' | tee "$OUT/summary.txt"
 import json, os, re, sys, statistics as st
-out, reps, rate, ranks, layouts = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), sys.argv[5:]
+out, reps, rate, ranks, bind, layouts = (sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]),
+                                         sys.argv[5], sys.argv[6:])
 m = re.fullmatch(r"([0-9.]+)([kmg]?)bit", rate)
 rate_b = float(m.group(1)) * {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}[m.group(2)] / 8 if m else None
 ip = None
 if os.path.exists(f"{out}/iperf3.json"):
     ip = json.load(open(f"{out}/iperf3.json"))["end"]["sum_received"]["bits_per_second"] / 8
 print(f"# hierarchical vs flat ring allreduce, f32 sum, netns hosts, tbf {rate} per host egress, "
-      f"{reps} interleaved reps, medians of algbw GB/s")
+      f"{reps} interleaved reps, medians of algbw GB/s, ranks bound: {bind}")
 print(f"# link: tbf {rate_b / 1e9 if rate_b else float('nan'):.4f} GB/s"
       + (f", iperf3 (one TCP stream) {ip / 1e9:.4f} GB/s" if ip else ", no iperf3 figure"))
 print("# bound, H hosts, N ranks, hosts' ranks adjacent, rate_B per direction:"

@@ -405,6 +405,7 @@ int hora_ckpt_resume(const char *dir, const struct hora_ckpt_job *job, struct ho
 	const size_t ob = hora_optim_state_bytes(o);
 	uint8_t *state = malloc(ob ? ob : 1);
 	if (!state) {
+		memset(m, 0, sizeof(*m));
 		snprintf(err, errlen, "checkpoint in %s: out of memory", dir);
 		return -ENOMEM;
 	}

@@ -22,9 +22,8 @@ struct hora_ckpt_thread {
 	int delay_ms;
 	struct hora_ckpt_meta cm; /* written, or read */
 	char dir[HORA_PATH_MAX];
-	char model[sizeof(((struct hora_ckpt_meta *)0)->model)]; /* a read's job */
-	char optimizer[sizeof(((struct hora_ckpt_meta *)0)->optimizer)];
-	struct hora_ckpt_job job;
+	struct hora_ckpt_job job; /* a read's: its strings our own copies */
+	char *model, *optimizer;
 	float *params;
 	size_t nparams;
 	uint8_t *state;
@@ -38,6 +37,8 @@ static void thread_free(struct hora_ckpt_thread *t)
 	pthread_cond_destroy(&t->cv);
 	free(t->params);
 	free(t->state);
+	free(t->model);
+	free(t->optimizer);
 	free(t);
 }
 
@@ -66,12 +67,12 @@ static void *thread_main(void *arg)
 }
 
 /* t with room for nparams parameters and ob bytes of state (NULL: err) */
-static struct hora_ckpt_thread *thread_new(const char *dir, size_t nparams, size_t ob, int delay_ms, char *err,
-					   size_t errlen)
+static struct hora_ckpt_thread *thread_new(const char *dir, size_t nparams, size_t ob, int delay_ms,
+					   const char *what, char *err, size_t errlen)
 {
 	struct hora_ckpt_thread *t = calloc(1, sizeof(*t));
 	if (!t || !(t->params = malloc(nparams ? nparams * sizeof(float) : 1)) || !(t->state = malloc(ob ? ob : 1))) {
-		snprintf(err, errlen, "checkpoint: no memory for a copy of %zu parameters", nparams);
+		snprintf(err, errlen, "checkpoint: no memory for %s %zu parameters", what, nparams);
 		if (t)
 			free(t->params);
 		free(t);
@@ -81,17 +82,17 @@ static struct hora_ckpt_thread *thread_new(const char *dir, size_t nparams, size
 	t->ob = ob;
 	t->delay_ms = delay_ms;
 	snprintf(t->dir, sizeof(t->dir), "%s", dir);
-	return t;
-}
-
-static struct hora_ckpt_thread *thread_start(struct hora_ckpt_thread *t, char *err, size_t errlen)
-{
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* a clock step moves no round's end */
 	pthread_cond_init(&t->cv, &ca);
 	pthread_condattr_destroy(&ca);
 	pthread_mutex_init(&t->mu, NULL);
+	return t;
+}
+
+static struct hora_ckpt_thread *thread_start(struct hora_ckpt_thread *t, char *err, size_t errlen)
+{
 	t->t0 = hora_clock_s();
 	const int rc = pthread_create(&t->th, NULL, thread_main, t);
 	if (rc) {
@@ -107,7 +108,8 @@ struct hora_ckpt_thread *hora_ckpt_thread_write(const char *dir, const struct ho
 						const float *params, const struct hora_optim *o, int delay_ms,
 						char *err, size_t errlen)
 {
-	struct hora_ckpt_thread *t = thread_new(dir, m->nparams, hora_optim_state_bytes(o), delay_ms, err, errlen);
+	struct hora_ckpt_thread *t =
+		thread_new(dir, m->nparams, hora_optim_state_bytes(o), delay_ms, "a copy of", err, errlen);
 	if (!t)
 		return NULL;
 	memcpy(t->params, params, m->nparams * sizeof(float));
@@ -119,13 +121,16 @@ struct hora_ckpt_thread *hora_ckpt_thread_write(const char *dir, const struct ho
 struct hora_ckpt_thread *hora_ckpt_thread_read(const char *dir, const struct hora_ckpt_job *job, size_t nparams,
 					       size_t ob, int delay_ms, char *err, size_t errlen)
 {
-	struct hora_ckpt_thread *t = thread_new(dir, nparams, ob, delay_ms, err, errlen);
+	struct hora_ckpt_thread *t = thread_new(dir, nparams, ob, delay_ms, "reading", err, errlen);
 	if (!t)
 		return NULL;
 	t->reading = true;
-	snprintf(t->model, sizeof(t->model), "%s", job->model); /* the job's strings are the caller's */
-	snprintf(t->optimizer, sizeof(t->optimizer), "%s", job->optimizer);
-	t->job = *job;
+	if (!(t->model = strdup(job->model)) || !(t->optimizer = strdup(job->optimizer))) {
+		snprintf(err, errlen, "checkpoint: no memory to read it");
+		thread_free(t);
+		return NULL;
+	}
+	t->job = *job; /* its strings are the caller's: ours instead */
 	t->job.model = t->model;
 	t->job.optimizer = t->optimizer;
 	return thread_start(t, err, errlen);

@@ -71,6 +71,10 @@ struct run {
 /* Compare this rank's job with rank 0's on every rank; *bar becomes rank
  * 0's choice. 0, HORA_ERR_CONFIG (err says what differs) or the comm's code. */
 int hora_run_agree_job(struct run *r, int *bar);
+/* Rank 0's metrics file emptied for a job that does not resume, once the
+ * job is agreed on (it was opened for appending: a worker started wrongly
+ * loses no earlier job's lines). 0 or HORA_ERR_CONFIG (err says why). */
+int hora_run_fresh_metrics(struct run *r);
 /* The global batch, steps per epoch and total steps for the current size
  * (and batch rule). */
 void hora_run_schedule(struct run *r);

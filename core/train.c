@@ -187,7 +187,7 @@ static int read_checkpoint(struct run *r, const struct hora_ckpt_job *job, struc
 	if (zero && several &&
 	    !(t = hora_ckpt_thread_read(cfg->checkpoint_dir, job, r->tr.nparams, hora_optim_state_bytes(r->tr.optim),
 					delay_ms, why, sizeof(why))))
-		HORA_LOGW("%s: reading it without one", why);
+		HORA_LOGW("%s: rank 0 reads it on its main thread", why);
 	if (zero && !t) {
 		if (delay_ms)
 			nanosleep(&(struct timespec){delay_ms / 1000, (long)(delay_ms % 1000) * 1000000}, NULL);
@@ -413,10 +413,12 @@ static int set_up(struct run *r)
 	if (rc)
 		return rc;
 	r->grads_plain = r->tr.grads; /* hora_run_dist_optim may lend a region instead */
-	/* a resumed job adds to the metrics of the epochs before the checkpoint */
-	/* a joiner's rank 0 opens them after the sync (elastic.c), after the lines there */
+	/* opened for appending: a resumed job adds to the metrics of the epochs
+	 * before the checkpoint, and a fresh one empties the file only once the
+	 * job is agreed on (hora_run_fresh_metrics); a joiner's rank 0 opens
+	 * them after the sync (elastic.c), after the lines there */
 	const bool joiner = r->c && hora_comm_joined(r->c);
-	if (r->rank == 0 && cfg->metrics[0] && !joiner && !(r->mf = fopen(cfg->metrics, cfg->resume ? "a" : "w"))) {
+	if (r->rank == 0 && cfg->metrics[0] && !joiner && !(r->mf = fopen(cfg->metrics, "a"))) {
 		snprintf(r->err, r->errlen, "metrics: cannot open %s: %s", cfg->metrics, strerror(errno));
 		return HORA_ERR_CONFIG;
 	}
@@ -425,6 +427,18 @@ static int set_up(struct run *r)
 		return -ENOMEM;
 	}
 	return hora_run_dist_optim(r);
+}
+
+int hora_run_fresh_metrics(struct run *r)
+{
+	if (!r->mf || r->cfg->resume)
+		return 0;
+	if (fflush(r->mf) || ftruncate(fileno(r->mf), 0)) {
+		snprintf(r->err, r->errlen, "metrics: cannot empty %s: %s", r->cfg->metrics, strerror(errno));
+		return HORA_ERR_CONFIG;
+	}
+	r->metrics_last = 0;
+	return 0;
 }
 
 int hora_run_agree_job(struct run *r, int *bar)
@@ -991,10 +1005,12 @@ static int prepare(struct run *r)
 		return rc;
 	/* elastic: the sync compares the job after resume()'s broadcasts; a
 	 * worker resuming beside one that does not (train.resume on some
-	 * only) compares it first, as the sync will (the distributed
-	 * optimizer's settings are part of it), so that both name it */
-	if (r->several && r->elastic && cfg->resume && !joiner &&
-	    ((rc = hora_run_dist_optim(r)) || (rc = hora_run_agree_job(r, &bar))))
+	 * only) compares it first, with the same calls as the sync's, so that
+	 * the job stops at once, named (the rank that differs names
+	 * train.resume, rank 0 names that rank) */
+	if (r->several && r->elastic && cfg->resume && !joiner && (rc = hora_run_agree_job(r, &bar)))
+		return rc;
+	if (!r->elastic && (rc = hora_run_fresh_metrics(r)))
 		return rc;
 	hora_comm_set_stall(r->c, cfg->stall_warning_s, cfg->stall_abort_s);
 	if (cfg->timeline[0] && r->c && !r->elastic && (rc = start_timeline(r)))

@@ -236,6 +236,11 @@ Test(dtrain, a_worker_with_another_job_is_refused_on_every_rank, .init = setup, 
 	base_cfg(&a);
 	base_cfg(&b);
 	b.batch_size = 20;
+	/* rank 0's metrics file holds an earlier job's line: a refused job
+	 * leaves it (the file is emptied only once the job is agreed on) */
+	snprintf(a.metrics, sizeof(a.metrics), "%s/m.jsonl", dir);
+	FILE *f = fopen(a.metrics, "w");
+	cr_assert(f && fputs("{\"epoch\":1}\n", f) >= 0 && !fclose(f), "%s", a.metrics);
 	const struct hora_train_config *cfgs[2] = {&a, &b};
 	struct tc_train_rank rk[2];
 	train_ranks_each(2, cfgs, rk);
@@ -243,6 +248,11 @@ Test(dtrain, a_worker_with_another_job_is_refused_on_every_rank, .init = setup, 
 	cr_assert_eq(rk[1].rc, HORA_ERR_CONFIG, "rank 1: rc %d: %s", rk[1].rc, rk[1].err);
 	cr_assert(strstr(rk[1].err, "train.batch_size is 20 here and 10 on rank 0"), "%s", rk[1].err);
 	cr_assert(strstr(rk[0].err, "rank 1 runs a different job than rank 0"), "%s", rk[0].err);
+	char line[64] = "";
+	f = fopen(a.metrics, "r");
+	cr_assert(f && fgets(line, sizeof(line), f) && !strcmp(line, "{\"epoch\":1}\n"),
+		  "the earlier job's metrics line is gone: '%s'", line);
+	fclose(f);
 	for (int i = 0; i < 2; i++)
 		hora_train_result_deinit(&rk[i].res);
 }
@@ -675,6 +685,13 @@ Test(dtrain, a_checkpoint_rank_0_cannot_write_stops_every_rank, .init = setup, .
 /* one rank of the slow-checkpoint test: a 2 s transport.io_timeout_ms
  * (short, yet long enough that a loaded CI machine's scheduling does not
  * reach it) */
+static double mono_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 static void *short_timeout_rank(void *p)
 {
 	struct tc_train_rank *x = p;
@@ -704,10 +721,13 @@ Test(dtrain, a_checkpoint_write_longer_than_the_io_timeout_fails_no_rank, .init 
 	tc_pick_addrs(3);
 	for (int i = 0; i < 3; i++)
 		rk[i] = (struct tc_train_rank){.r = i, .n = 3, .cfg = &cfg};
+	const double t0 = mono_s();
 	tc_threads(3, short_timeout_rank, rk, sizeof(*rk));
+	const double took = mono_s() - t0;
 	unsetenv("HORA_TEST_CKPT_DELAY_MS");
 	for (int i = 0; i < 3; i++)
 		cr_assert_eq(rk[i].rc, 0, "rank %d: %s", i, rk[i].err);
+	cr_assert_geq(took, 5.0, "the job took %.1f s: the hook's 5 s write did not happen", took);
 	char cur[1200];
 	snprintf(cur, sizeof(cur), "%s/checkpoint.hora", ck);
 	cr_assert_eq(access(cur, R_OK), 0, "no %s", cur);
@@ -765,10 +785,14 @@ Test(dtrain, a_checkpoint_read_longer_than_the_io_timeout_fails_no_rank, .init =
 	tc_pick_addrs(3);
 	for (int i = 0; i < 3; i++)
 		b[i] = (struct tc_train_rank){.r = i, .n = 3, .cfg = &cfg};
+	const double t0 = mono_s();
 	tc_threads(3, short_timeout_rank, b, sizeof(*b));
+	const double took = mono_s() - t0;
 	unsetenv("HORA_TEST_CKPT_DELAY_MS");
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i < 3; i++)
 		cr_assert_eq(b[i].rc, 0, "rank %d: %s", i, b[i].err);
+	cr_assert_geq(took, 5.0, "the job took %.1f s: the hook's 5 s read did not happen", took);
+	for (int i = 0; i < 3; i++) {
 		cr_assert_eq(memcmp(b[i].res.params, a[i].res.params, a[i].res.nparams * sizeof(float)), 0,
 			     "rank %d: resumed parameters differ from the uninterrupted run", i);
 		hora_train_result_deinit(&a[i].res);
