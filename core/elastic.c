@@ -304,8 +304,8 @@ int hora_elastic_start(struct run *r)
 		rc = HORA_ERR_CONFIG;
 	else if (rc && (rc = hora_elastic_recover(r, rc)) == -EAGAIN)
 		rc = HORA_ERR_CONFIG; /* a worker died or left during the start's sync: the others go on */
-	if (!rc && !joiner) /* the job is agreed on: a fresh one's metrics start empty */
-		rc = hora_run_fresh_metrics(r);
+	if (!rc && !joiner) /* the job is agreed on */
+		hora_run_fresh_metrics(r);
 	if (!rc && joiner && !r->cfg->quiet)
 		printf("view %" PRIu64 ": joined at step %" PRId64 " as rank %d of %d; received the committed "
 		       "state from rank %d: %zu bytes in %.3f s\n", hora_comm_view(r->c), r->step, r->rank,

@@ -42,6 +42,8 @@ struct run {
 	int64_t *order; /* this epoch's shuffle of the training set */
 	FILE *mf;       /* rank 0's metrics file */
 	int metrics_last; /* the last epoch whose line it holds (a rollback does not write it twice) */
+	bool metrics_fresh; /* a job that does not resume, before its first epoch's end: rank 0
+			       empties its metrics file before the first line */
 	struct progress pg;
 	int first_epoch;
 	int64_t step, steps_per_epoch, total, global_bs;
@@ -71,10 +73,12 @@ struct run {
 /* Compare this rank's job with rank 0's on every rank; *bar becomes rank
  * 0's choice. 0, HORA_ERR_CONFIG (err says what differs) or the comm's code. */
 int hora_run_agree_job(struct run *r, int *bar);
-/* Rank 0's metrics file emptied for a job that does not resume, once the
- * job is agreed on (it was opened for appending: a worker started wrongly
- * loses no earlier job's lines). 0 or HORA_ERR_CONFIG (err says why). */
-int hora_run_fresh_metrics(struct run *r);
+/* Once the job is agreed on, on every rank: a job that does not resume
+ * starts rank 0's metrics afresh, the file (opened for appending) emptied
+ * by whichever rank 0 writes the first line (a worker started wrongly, or
+ * a job that dies before its first epoch ends, loses no earlier job's
+ * lines). */
+void hora_run_fresh_metrics(struct run *r);
 /* The global batch, steps per epoch and total steps for the current size
  * (and batch rule). */
 void hora_run_schedule(struct run *r);

@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <zlib.h>
 #include <time.h>
 #include <unistd.h>
@@ -414,9 +415,10 @@ static int set_up(struct run *r)
 		return rc;
 	r->grads_plain = r->tr.grads; /* hora_run_dist_optim may lend a region instead */
 	/* opened for appending: a resumed job adds to the metrics of the epochs
-	 * before the checkpoint, and a fresh one empties the file only once the
-	 * job is agreed on (hora_run_fresh_metrics); a joiner's rank 0 opens
-	 * them after the sync (elastic.c), after the lines there */
+	 * before the checkpoint, and a fresh one empties the file only at its
+	 * first line, once the job is agreed on (hora_run_fresh_metrics); a
+	 * joiner's rank 0 opens them after the sync (elastic.c), after the
+	 * lines there */
 	const bool joiner = r->c && hora_comm_joined(r->c);
 	if (r->rank == 0 && cfg->metrics[0] && !joiner && !(r->mf = fopen(cfg->metrics, "a"))) {
 		snprintf(r->err, r->errlen, "metrics: cannot open %s: %s", cfg->metrics, strerror(errno));
@@ -429,16 +431,11 @@ static int set_up(struct run *r)
 	return hora_run_dist_optim(r);
 }
 
-int hora_run_fresh_metrics(struct run *r)
+void hora_run_fresh_metrics(struct run *r)
 {
-	if (!r->mf || r->cfg->resume)
-		return 0;
-	if (fflush(r->mf) || ftruncate(fileno(r->mf), 0)) {
-		snprintf(r->err, r->errlen, "metrics: cannot empty %s: %s", r->cfg->metrics, strerror(errno));
-		return HORA_ERR_CONFIG;
-	}
-	r->metrics_last = 0;
-	return 0;
+	r->metrics_fresh = !r->cfg->resume;
+	if (r->metrics_fresh)
+		r->metrics_last = 0; /* a new rank 0 read the old lines' last epoch (elastic.c own_files) */
 }
 
 int hora_run_agree_job(struct run *r, int *bar)
@@ -743,6 +740,14 @@ static void print_epoch(struct run *r, const struct hora_model_stats *st)
 static int32_t write_metrics_line(struct run *r, int e)
 {
 	int32_t wrc = 0;
+	struct stat st;
+	/* a fresh job's first line: the earlier lines go (a regular file's:
+	 * a pipe or /dev/stdout has none to keep) */
+	if (r->mf && r->metrics_fresh && e > r->metrics_last &&
+	    (fflush(r->mf) || fstat(fileno(r->mf), &st) || (S_ISREG(st.st_mode) && ftruncate(fileno(r->mf), 0)))) {
+		snprintf(r->err, r->errlen, "metrics: cannot empty %s: %s", r->cfg->metrics, strerror(errno));
+		return HORA_ERR_CONFIG;
+	}
 	if (r->mf && e > r->metrics_last && (wrc = write_metrics(r->mf, &r->m)))
 		snprintf(r->err, r->errlen, "metrics: cannot write %s: %s", r->cfg->metrics, strerror(-wrc));
 	if (r->mf && !wrc && e > r->metrics_last)
@@ -837,6 +842,7 @@ static int end_epoch(struct run *r, int e)
 		hora_ckpt_thread_end(w, wrc != HORA_ERR_STALL); /* given up on: it ends by itself */
 	if (rc)
 		return rc;
+	r->metrics_fresh = false; /* a line was written (by this rank 0 or not): later ones append */
 	if (r->tl && !wrc && tc1 > tc0)
 		hora_timeline_span(r->tl, 0, "checkpoint", tc0, tc1, 0);
 	if (wrc == HORA_ERR_STALL && r->rank != 0)
@@ -1010,8 +1016,8 @@ static int prepare(struct run *r)
 	 * train.resume, rank 0 names that rank) */
 	if (r->several && r->elastic && cfg->resume && !joiner && (rc = hora_run_agree_job(r, &bar)))
 		return rc;
-	if (!r->elastic && (rc = hora_run_fresh_metrics(r)))
-		return rc;
+	if (!r->elastic)
+		hora_run_fresh_metrics(r);
 	hora_comm_set_stall(r->c, cfg->stall_warning_s, cfg->stall_abort_s);
 	if (cfg->timeline[0] && r->c && !r->elastic && (rc = start_timeline(r)))
 		return rc;

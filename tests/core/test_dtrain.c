@@ -682,9 +682,6 @@ Test(dtrain, a_checkpoint_rank_0_cannot_write_stops_every_rank, .init = setup, .
 		hora_train_result_deinit(&rk[i].res);
 }
 
-/* one rank of the slow-checkpoint test: a 2 s transport.io_timeout_ms
- * (short, yet long enough that a loaded CI machine's scheduling does not
- * reach it) */
 static double mono_s(void)
 {
 	struct timespec ts;
@@ -692,6 +689,9 @@ static double mono_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* one rank of the slow-checkpoint test: a 2 s transport.io_timeout_ms
+ * (short, yet long enough that a loaded CI machine's scheduling does not
+ * reach it) */
 static void *short_timeout_rank(void *p)
 {
 	struct tc_train_rank *x = p;

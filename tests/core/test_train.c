@@ -108,6 +108,14 @@ Test(core_train, metrics_jsonl_has_every_key_per_epoch)
 	free(m);
 }
 
+/* a metrics "file" that is none (/dev/null here; /dev/stdout, a pipe):
+ * written to, nothing to empty */
+Test(core_train, metrics_to_dev_null_trains)
+{
+	snprintf(cfg.metrics, sizeof(cfg.metrics), "/dev/null");
+	cr_assert_eq(hora_train_run(&cfg, NULL, err, sizeof(err)), 0, "%s", err);
+}
+
 Test(core_train, bad_data_is_a_data_error)
 {
 	char *p = th_path(dir, "t10k-labels-idx1-ubyte");
