@@ -434,8 +434,6 @@ static int set_up(struct run *r)
 void hora_run_fresh_metrics(struct run *r)
 {
 	r->metrics_fresh = !r->cfg->resume;
-	if (r->metrics_fresh)
-		r->metrics_last = 0; /* a new rank 0 read the old lines' last epoch (elastic.c own_files) */
 }
 
 int hora_run_agree_job(struct run *r, int *bar)
@@ -742,11 +740,14 @@ static int32_t write_metrics_line(struct run *r, int e)
 	int32_t wrc = 0;
 	struct stat st;
 	/* a fresh job's first line: the earlier lines go (a regular file's:
-	 * a pipe or /dev/stdout has none to keep) */
-	if (r->mf && r->metrics_fresh && e > r->metrics_last &&
-	    (fflush(r->mf) || fstat(fileno(r->mf), &st) || (S_ISREG(st.st_mode) && ftruncate(fileno(r->mf), 0)))) {
-		snprintf(r->err, r->errlen, "metrics: cannot empty %s: %s", r->cfg->metrics, strerror(errno));
-		return HORA_ERR_CONFIG;
+	 * a pipe or /dev/stdout has none to keep), and with them the last
+	 * epoch that a new rank 0 read in them (elastic.c own_files) */
+	if (r->mf && r->metrics_fresh) {
+		if (fflush(r->mf) || fstat(fileno(r->mf), &st) || (S_ISREG(st.st_mode) && ftruncate(fileno(r->mf), 0))) {
+			snprintf(r->err, r->errlen, "metrics: cannot empty %s: %s", r->cfg->metrics, strerror(errno));
+			return HORA_ERR_CONFIG;
+		}
+		r->metrics_last = 0;
 	}
 	if (r->mf && e > r->metrics_last && (wrc = write_metrics(r->mf, &r->m)))
 		snprintf(r->err, r->errlen, "metrics: cannot write %s: %s", r->cfg->metrics, strerror(-wrc));

@@ -20,6 +20,8 @@
 #                 again for the larger share
 #   die-at-start  worker 2 dies during the start's sync (a test hook): the
 #                 others re-form and train
+#   die0-at-start the same with worker 0, the metrics' writer: the new rank
+#                 0 empties an older job's metrics lines at its first line
 #   max3          train.elastic.max_workers 3: worker 3 is refused by name
 #   pause         min_workers 4: worker 2 killed, the others pause naming it,
 #                 it is started again 3 s later and training resumes
@@ -165,6 +167,21 @@ rc=$?
 grep -q 'worker 2 on 127.0.0.1 was killed by SIGKILL' "$T/das.out"
 check "die-at-start: worker 2 killed itself at the start's sync" $?
 verdict die-at-start "$T/das.out" 3 $rc 3
+
+# the same with worker 0 (rank 0, the metrics' writer) and a metrics file
+# holding an older job's lines: the new rank 0 empties them at its first
+# line, and the job's 30 lines alone are left
+P=$((12000 + RANDOM % 15000))
+cluster "$T/das0.yaml" 4 $P
+printf '{"epoch":40}\n{"epoch":41}\n' >"$T/das0.jsonl"
+HORA_TEST_DIE_AT_START=0 HORA_TEST_SAMPLE_LOG="$T/samples-die0-at-start" timeout 180 "$HORA" launch \
+  "$T/das0.yaml" --set "train.metrics=$T/das0.jsonl" >"$T/das0.out" 2>&1
+rc=$?
+grep -q 'worker 0 on 127.0.0.1 was killed by SIGKILL' "$T/das0.out"
+check "die0-at-start: worker 0 killed itself at the start's sync" $?
+check "die0-at-start: the metrics hold epochs 1..$EPOCHS alone ($(grep -c epoch "$T/das0.jsonl") lines)" \
+  "$([[ $(grep -o '"epoch":[0-9]*' "$T/das0.jsonl" | cut -d: -f2 | tr '\n' ' ') == "$(seq -s ' ' 1 "$EPOCHS") " ]]; echo $?)"
+verdict die0-at-start "$T/das0.out" 3 $rc 3
 
 # max_workers 3 of a 4-worker file: worker 3 is refused by name (exit 2, not
 # restarted), the other three train
