@@ -182,7 +182,7 @@ if command -v gnuplot >/dev/null; then
 set logscale x 2; set logscale y 10; set format y '%g'; set xtics ('8B' 8, '256B' 256, '4KiB' 4096, '64KiB' 65536, '1MiB' 1048576,
 '16MiB' 16777216, '64MiB' 67108864); set xlabel 'size'; set ylabel 'busbw (GB/s = 1e9 B/s)'; set key left top; set grid;
 set title 'allreduce f32 sum, $N ranks on one host: hora shared memory vs Open MPI shared memory, Gloo and Open MPI TCP';
-plot $plots" && echo "# plot: $OUT.png"
+plot $plots" && echo "# plot: ${OUT#"$ROOT"/}.png"
 else
   echo "# no gnuplot: no plot (deploy/install-deps.sh installs gnuplot-nox)" >&2
 fi
