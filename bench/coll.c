@@ -877,6 +877,8 @@ static int parse_args(const char *what, int argc, char **argv, struct opts *o, s
 	if (o->device && (o->crossover || o->with_memcpy))
 		return fprintf(stderr, "hora bench %s: --device cuda times the calls only (no --crossover, "
 				       "--with-memcpy)\n", what), 2;
+	if (o->bind == -1)
+		return fprintf(stderr, "hora bench %s: --bind is core or none\n", what), 2;
 	if (o->shm < 0 || o->hier < 0) {
 		usage(stderr);
 		fprintf(stderr, "hora bench %s: --shm is auto or off, --hier auto, on or off\n", what);

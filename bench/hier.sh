@@ -34,6 +34,7 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 REPS="${1:-3}"
+[[ ${BIND:-none} == none || ${BIND:-none} == core ]] || { echo "hier.sh: BIND is none or core (got '$BIND')" >&2; exit 2; }
 RATE="${RATE:-1gbit}" LAYOUTS="${LAYOUTS:-2}" RANKS="${RANKS:-4}" SIZES="${SIZES:-16M:64M}"
 OUT="${OUT:-$ROOT/bench/results/allreduce-netns-hier}" IPERF_TIME="${IPERF_TIME:-5}"
 HORA="$ROOT/build/hora"

@@ -145,6 +145,13 @@ static const char *optim_desc(const struct hora_optim_config *o)
 	return o->momentum <= 0 ? "sgd" : o->nesterov ? "nesterov" : "momentum";
 }
 
+/* the test hook's slow file system (HORA_TEST_CKPT_DELAY_MS) */
+static void ckpt_test_delay(int ms)
+{
+	if (ms)
+		nanosleep(&(struct timespec){ms / 1000, (long)(ms % 1000) * 1000000}, NULL);
+}
+
 #define CKPT_BUSY INT32_MIN /* rank 0's answer while it still writes or reads its checkpoint */
 #define CKPT_ROUND_MS 200   /* a round's wait: far below any io timeout */
 
@@ -190,8 +197,7 @@ static int read_checkpoint(struct run *r, const struct hora_ckpt_job *job, struc
 					delay_ms, why, sizeof(why))))
 		HORA_LOGW("%s: rank 0 reads it on its main thread", why);
 	if (zero && !t) {
-		if (delay_ms)
-			nanosleep(&(struct timespec){delay_ms / 1000, (long)(delay_ms % 1000) * 1000000}, NULL);
+		ckpt_test_delay(delay_ms);
 		*res = hora_ckpt_resume(cfg->checkpoint_dir, job, cm, r->tr.params, r->tr.nparams, r->tr.optim,
 					r->err, r->errlen);
 	}
@@ -245,10 +251,10 @@ static int resume(struct run *r)
 		snprintf(r->err, r->errlen, "rank 0 could not resume from %s (its log says why)", cur);
 	if (res)
 		return res;
-	int64_t hdr[4] = {cm.epoch, cm.step, 0, cm.workers}; /* epoch, step, rng, workers */
+	int64_t hdr[3] = {cm.epoch, cm.step, 0}; /* epoch, step, rng */
 	memcpy(&hdr[2], &cm.rng, 8);
 	if (c && size > 1) {
-		int r2 = hora_broadcast(c, hdr, 4, HORA_I64, 0);
+		int r2 = hora_broadcast(c, hdr, 3, HORA_I64, 0);
 		if (!r2)
 			r2 = hora_broadcast_parameters(c, tr->params, tr->nparams, 0);
 		size_t ob = hora_optim_state_bytes(tr->optim);
@@ -780,8 +786,7 @@ static int32_t start_checkpoint(struct run *r, int e, struct hora_ckpt_thread **
 	if (r->several)
 		HORA_LOGW("%s: writing it without one", why);
 	*tc0 = hora_clock_s();
-	if (delay_ms)
-		nanosleep(&(struct timespec){delay_ms / 1000, (long)(delay_ms % 1000) * 1000000}, NULL);
+	ckpt_test_delay(delay_ms);
 	/* on failure the previous checkpoint is still there */
 	const int32_t wrc = hora_ckpt_write(cfg->checkpoint_dir, &cm, r->tr.params, r->tr.optim, r->err, r->errlen);
 	*tc1 = hora_clock_s();

@@ -48,6 +48,7 @@ refuse() { # name, expected text, args...
 refuse "--shm on refused" "--shm is auto or off" --shm on
 refuse "--dirty without --in-place refused" "--dirty is for --in-place allreduce" --dirty
 refuse "--hier yes refused" "--hier auto, on or off" --hier yes
+refuse "--bind sometimes refused" "--bind is core or none" --bind sometimes
 refuse "--hosts without netns refused" "--hosts needs --setup netns" --hosts 2
 refuse "--hosts 3,1 with --ranks 3 refused" "--hosts 3,1 is 4 ranks, --ranks says 3" --setup netns --hosts 3,1 --ranks 3
 refuse "--hosts 5 with 4 ranks refused" "--hosts 5: more hosts than the 4 ranks" --setup netns --hosts 5 --ranks 4
