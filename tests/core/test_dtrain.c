@@ -706,6 +706,21 @@ static void *short_timeout_rank(void *p)
 	return NULL;
 }
 
+/* 3 ranks of cfg under a 2 s io timeout with the test hook's 5 s before
+ * each checkpoint write and read: the seconds the job took */
+static double slow_checkpoint_ranks(const struct hora_train_config *cfg, struct tc_train_rank *rk)
+{
+	setenv("HORA_TEST_CKPT_DELAY_MS", "5000", 1);
+	tc_pick_addrs(3);
+	for (int i = 0; i < 3; i++)
+		rk[i] = (struct tc_train_rank){.r = i, .n = 3, .cfg = cfg};
+	const double t0 = mono_s();
+	tc_threads(3, short_timeout_rank, rk, sizeof(*rk));
+	const double took = mono_s() - t0;
+	unsetenv("HORA_TEST_CKPT_DELAY_MS");
+	return took;
+}
+
 /* rank 0's checkpoint write takes longer than transport.io_timeout_ms (a
  * slow file system: the test hook sleeps 5 s before each write): the
  * others wait for it in short rounds, not in one receive that times out */
@@ -717,14 +732,7 @@ Test(dtrain, a_checkpoint_write_longer_than_the_io_timeout_fails_no_rank, .init 
 	ckpt_cfg(&cfg, ck);
 	cfg.epochs = 2; /* one checkpoint, after epoch 2 */
 	struct tc_train_rank rk[3];
-	setenv("HORA_TEST_CKPT_DELAY_MS", "5000", 1);
-	tc_pick_addrs(3);
-	for (int i = 0; i < 3; i++)
-		rk[i] = (struct tc_train_rank){.r = i, .n = 3, .cfg = &cfg};
-	const double t0 = mono_s();
-	tc_threads(3, short_timeout_rank, rk, sizeof(*rk));
-	const double took = mono_s() - t0;
-	unsetenv("HORA_TEST_CKPT_DELAY_MS");
+	const double took = slow_checkpoint_ranks(&cfg, rk);
 	for (int i = 0; i < 3; i++)
 		cr_assert_eq(rk[i].rc, 0, "rank %d: %s", i, rk[i].err);
 	cr_assert_geq(took, 5.0, "the job took %.1f s: the hook's 5 s write did not happen", took);
@@ -781,14 +789,7 @@ Test(dtrain, a_checkpoint_read_longer_than_the_io_timeout_fails_no_rank, .init =
 	cr_assert_eq(rename(prev, cur), 0, "%s", strerror(errno)); /* as if it had died after epoch 2 */
 	cfg.resume = 1;
 	cfg.checkpoint_every = 0; /* the hook delays the read alone */
-	setenv("HORA_TEST_CKPT_DELAY_MS", "5000", 1);
-	tc_pick_addrs(3);
-	for (int i = 0; i < 3; i++)
-		b[i] = (struct tc_train_rank){.r = i, .n = 3, .cfg = &cfg};
-	const double t0 = mono_s();
-	tc_threads(3, short_timeout_rank, b, sizeof(*b));
-	const double took = mono_s() - t0;
-	unsetenv("HORA_TEST_CKPT_DELAY_MS");
+	const double took = slow_checkpoint_ranks(&cfg, b);
 	for (int i = 0; i < 3; i++)
 		cr_assert_eq(b[i].rc, 0, "rank %d: %s", i, b[i].err);
 	cr_assert_geq(took, 5.0, "the job took %.1f s: the hook's 5 s read did not happen", took);
