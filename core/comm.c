@@ -18,6 +18,7 @@
  * the data path: the monitor sleeps in hora_net_membership_wait.
  */
 #include "comm.h"
+#include "comm_internal.h"
 #include "devcoll.h"
 #include "env.h"
 #include "log.h"
@@ -62,54 +63,6 @@ struct hora_request {
 	atomic_int done;        /* set (release, under mu) after status and times */
 	double t_start, t_end; /* execution, CLOCK_MONOTONIC seconds */
 	struct hora_request *next;
-};
-
-struct hora_comm {
-	struct hora_net_comm *net;
-	pthread_mutex_t mu;
-	pthread_cond_t cv;       /* queue changed, a request finished, inline call ended */
-	struct hora_request *head, *tail;
-	bool running;            /* the background thread is executing a request */
-	bool inline_busy;        /* a blocking call is executing on its caller's thread */
-	bool stop, started;
-	int waiters;             /* threads blocked on cv for a request (destroy waits for them) */
-	pthread_t thread;
-	int local_rank, local_size; /* ranks on this rank's host (same address) */
-	struct hora_net_loop *owned_loop;
-	struct hora_net_membership *owned_m;
-	/* the monitor thread (needs the membership): loss watcher, stall inspector */
-	struct hora_comm_member *members; /* size of them, rank order (NULL: not watched) */
-	uint64_t view_id;                 /* the view the communicator was formed over */
-	bool stall_on;                    /* hora_comm_set_stall was called (mu) */
-	double stall_warn_s, stall_abort_s;
-	pthread_t monitor;
-	bool monitor_started;
-	_Atomic bool monitor_stop;
-	/* HORA_ERR_STALL or HORA_ERR_LOST once the monitor stopped the job
-	 * (stop_msg is written before, read after: release/acquire); written by
-	 * the monitor thread only */
-	_Atomic int stopped;
-	/* a stop is being decided (the stall report being made, the view
-	 * without a dead member awaited): a call that fails meanwhile waits */
-	_Atomic bool stop_pending;
-	char stop_msg[1280];
-	struct hora_fusion_override fusion; /* set by hora_init before any call */
-	/* elastic training (hora_comm_set_elastic): a lost rank interrupts with
-	 * HORA_ERR_VIEW and hora_comm_reform builds the next net comm */
-	struct hora_comm_elastic el;
-	bool elastic;
-	pthread_mutex_t net_mu; /* c->net against the status callback during a re-form */
-	int last_rank;          /* the rank before a re-form that failed (net NULL) */
-	enum hora_algo algo;    /* for the next net comm */
-	/* what hora_comm_open_channel needs to form another net comm over the
-	 * same ranks (hora_comm_create_net; NULL for other communicators) */
-	struct chan_cfg *chan;
-	/* collectives on device buffers (devcoll.c): NULL until the first;
-	 * used by the thread executing a request (one at a time) */
-	struct hora_devcoll *_Atomic dev;
-	/* hora_comm_mem_alloc's memory (thread-safe itself; NULL: ordinary
-	 * memory only); every net comm borrows it */
-	struct hora_net_shm_regions *regions;
 };
 
 struct chan_cfg {
@@ -394,7 +347,7 @@ static void count_local_members(struct hora_comm *c);
 /* the monitor thread, once (c->mu held) */
 static void monitor_start(struct hora_comm *c)
 {
-	if (c->owned_m && !c->monitor_started && hora_net_comm_size(c->net) > 1 &&
+	if (c->owned_m && c->net && !c->monitor_started && hora_net_comm_size(c->net) > 1 &&
 	    !pthread_create(&c->monitor, NULL, monitor_main, c))
 		c->monitor_started = true;
 }
@@ -855,6 +808,7 @@ static int submit_async(struct hora_request tmpl, struct hora_request **req)
 	struct hora_comm *c = tmpl.c;
 	if (!c)
 		return -EINVAL;
+	hora_comm_keep_claim(c);
 	struct hora_request *r = malloc(sizeof(*r));
 	if (!r)
 		return -ENOMEM;
@@ -875,6 +829,7 @@ static int run_blocking(struct hora_request r)
 	struct hora_comm *c = r.c;
 	if (!c)
 		return -EINVAL;
+	hora_comm_keep_claim(c);
 	pthread_mutex_lock(&c->mu);
 	if (!c->head && !c->running && !c->inline_busy) {
 		c->inline_busy = true; /* nothing ahead of us: run here, no hand-off */
@@ -979,6 +934,7 @@ void hora_comm_destroy(struct hora_comm *c)
 {
 	if (!c)
 		return;
+	hora_comm_keep_claim(c);
 	pthread_mutex_lock(&c->mu);
 	c->stop = true;
 	pthread_cond_broadcast(&c->cv);
@@ -1247,7 +1203,9 @@ int hora_comm_reform(struct hora_comm *c, char *err, size_t errlen)
 {
 	if (!c->elastic)
 		return snprintf(err, errlen, "not an elastic communicator"), -EINVAL;
+	hora_comm_keep_claim(c);
 	pthread_mutex_lock(&c->mu);
+	c->ready_done = false; /* the next formation's rounds are to come */
 	while (c->head || c->running || c->inline_busy)
 		pthread_cond_wait(&c->cv, &c->mu);
 	pthread_mutex_unlock(&c->mu);

@@ -115,5 +115,15 @@ bool hora_comm_joiners(struct hora_comm *c);
  * net comm: every call fails with the code and err's message. (Public as
  * hora_elastic_reform, which first waits for the view to change.) */
 int hora_comm_reform(struct hora_comm *c, char *err, size_t errlen);
+/* comm_keep.c. Every rank of an elastic formation calls
+ * hora_comm_await_ready before the sync that follows it (a joiner's keeper
+ * has run them for it): rounds until every rank of it is ready. 0, or the
+ * failed round's code (a rank died: re-form again). Once per formation. */
+int hora_comm_await_ready(struct hora_comm *c);
+/* A joiner, admitted: start its keeper, which answers the others' rounds
+ * until a call of its own; not claimed within wait_s (<= 0: 600) it makes
+ * the worker leave the job. 0 or -errno (no thread: the first call of its
+ * own runs the rounds). */
+int hora_comm_keep_start(struct hora_comm *c, double wait_s);
 
 #endif

@@ -244,7 +244,12 @@ static int sync_view(struct run *r, int *root, size_t *bytes)
 	r->several = r->size > 1;
 	r->talk = r->rank == 0 && !r->cfg->quiet;
 	const struct commit *from;
-	int rc = hora_run_dist_optim(r);
+	int rc = hora_comm_await_ready(r->c); /* a joiner may still load */
+	if (rc)
+		return snprintf(r->err, r->errlen, "%s: %s",
+				hora_comm_joined(r->c) ? "joining the job" : "waiting for a joining worker to be ready",
+				hora_comm_last_error(r->c)), rc;
+	rc = hora_run_dist_optim(r);
 	if (!rc && r->several && (rc = hora_run_agree_job(r, &r->bar)) == HORA_ERR_CONFIG &&
 	    r->es->slot[r->es->latest].valid) {
 		/* a joiner of another job (no commit of its own: it stops on this
@@ -374,29 +379,55 @@ static bool view_changes(struct run *r)
 	return true;
 }
 
+static bool has_uid(const struct hora_comm_member *m, int n, uint64_t uid)
+{
+	for (int i = 0; i < n; i++)
+		if (m[i].uid == uid)
+			return true;
+	return false;
+}
+
+/* After a re-form of a recovery: keep the members of this formation that
+ * were not among the old ones (joiners), once each (seen: *nseen of them,
+ * grown here; on ENOMEM some go unnamed). */
+static void note_joiners(struct run *r, const struct hora_comm_member *old, int n,
+			 struct hora_comm_member **seen, int *nseen)
+{
+	const struct hora_comm_member *now = hora_comm_members(r->c);
+	const int size = hora_size(r->c);
+	for (int j = 0; now && j < size; j++) {
+		if (has_uid(old, n, now[j].uid) || has_uid(*seen, *nseen, now[j].uid))
+			continue;
+		struct hora_comm_member *g = realloc(*seen, (size_t)(*nseen + 1) * sizeof(*g));
+		if (!g)
+			return;
+		*seen = g;
+		g[(*nseen)++] = now[j];
+	}
+}
+
 /* "lost worker 2 (127.0.0.1:29503)", "worker 3 (...) joined", from the
- * members before (old, n) and now */
-static void changes(struct run *r, const struct hora_comm_member *old, int n, char *out, size_t len)
+ * members before (old, n) and now; "worker 4 (...) joined and was gone
+ * again" for one of seen (joiners of an earlier formation of this
+ * recovery) that is not among them now */
+static void changes(struct run *r, const struct hora_comm_member *old, int n, const struct hora_comm_member *seen,
+		    int nseen, char *out, size_t len)
 {
 	const struct hora_comm_member *now = hora_comm_members(r->c);
 	size_t k = 0;
 	out[0] = 0;
-	for (int i = 0; i < n && k + 100 < len; i++) {
-		bool in = false;
-		for (int j = 0; j < r->size; j++)
-			in = in || now[j].uid == old[i].uid;
-		if (!in)
+	for (int i = 0; i < n && k + 100 < len; i++)
+		if (!has_uid(now, r->size, old[i].uid))
 			k += (size_t)snprintf(out + k, len - k, "%slost worker %d (%s)", k ? ", " : "",
 					      old[i].worker, old[i].addr);
-	}
-	for (int j = 0; j < r->size && k + 100 < len; j++) {
-		bool in = false;
-		for (int i = 0; i < n; i++)
-			in = in || now[j].uid == old[i].uid;
-		if (!in)
+	for (int j = 0; j < r->size && k + 100 < len; j++)
+		if (!has_uid(old, n, now[j].uid))
 			k += (size_t)snprintf(out + k, len - k, "%sworker %d (%s) joined", k ? ", " : "",
 					      now[j].worker, now[j].addr);
-	}
+	for (int i = 0; i < nseen && k + 100 < len; i++)
+		if (!has_uid(now, r->size, seen[i].uid))
+			k += (size_t)snprintf(out + k, len - k, "%sworker %d (%s) joined and was gone again",
+					      k ? ", " : "", seen[i].worker, seen[i].addr);
 	if (!k)
 		snprintf(out, len, "the same workers");
 }
@@ -412,17 +443,19 @@ int hora_elastic_recover(struct run *r, int rc)
 	if (!old)
 		return -ENOMEM;
 	memcpy(old, hora_comm_members(r->c), (size_t)n * sizeof(*old));
-	int root = 0;
+	int root = 0, nseen = 0;
 	size_t bytes = 0;
+	struct hora_comm_member *seen = NULL; /* joiners of this recovery's formations */
 	for (int tries = 0;; tries++) {
 		if ((rc = hora_comm_reform(r->c, r->err, r->errlen)))
 			break;
+		note_joiners(r, old, n, &seen, &nseen);
 		if (!(rc = sync_view(r, &root, &bytes)) || fatal(rc) || tries == 20 || !view_changes(r))
 			break;
 	}
 	if (!rc) {
 		char what[1024], back[160];
-		changes(r, old, n, what, sizeof(what));
+		changes(r, old, n, seen, nseen, what, sizeof(what));
 		hora_timeline_span(r->tl, 0, "view_change", t0, hora_clock_s(), 0);
 		if (r->es->stale) /* a minority side's: the newest lineage won */
 			snprintf(back, sizeof(back), "discarded its stale state (view %" PRIu64 ") for", r->es->stale);
@@ -434,6 +467,7 @@ int hora_elastic_recover(struct run *r, int rc)
 		fflush(stdout);
 	}
 	free(old);
+	free(seen);
 	return rc;
 }
 

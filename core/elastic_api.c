@@ -40,15 +40,11 @@ static int fatal(int rc)
 	       rc == HORA_ERR_STALL || rc == -ENOMEM || rc == HORA_ERR_NOJOB;
 }
 
-int hora_elastic_reform(struct hora_comm *c, int rc, char *err, size_t errlen)
+/* A failure that is no view change yet: the failure detector's time
+ * (longer while a rank is suspected) to say so. 0: re-form; else the code
+ * to return, with err. */
+static int await_change(struct hora_comm *c, int rc, char *err, size_t errlen)
 {
-	if (!hora_elastic_on(c))
-		return snprintf(err, errlen, "not an elastic communicator (train.elastic is off in the cluster "
-					     "file, or there is none)"), -EINVAL;
-	if (fatal(rc))
-		return snprintf(err, errlen, "%s: a re-form cannot mend it", hora_comm_last_error(c)), rc;
-	/* a failure that is no view change yet: the failure detector's time
-	 * (longer while a rank is suspected) to say so */
 	const double deadline = hora_clock_s() + hora_comm_detect_s(c);
 	while (!hora_comm_view_changed(c) && !hora_comm_joiners(c)) {
 		if (hora_clock_s() > deadline && !hora_comm_suspect(c)) {
@@ -62,5 +58,26 @@ int hora_elastic_reform(struct hora_comm *c, int rc, char *err, size_t errlen)
 		}
 		usleep(20000);
 	}
-	return hora_comm_reform(c, err, errlen);
+	return 0;
+}
+
+int hora_elastic_reform(struct hora_comm *c, int rc, char *err, size_t errlen)
+{
+	if (!hora_elastic_on(c))
+		return snprintf(err, errlen, "not an elastic communicator (train.elastic is off in the cluster "
+					     "file, or there is none)"), -EINVAL;
+	if (fatal(rc))
+		return snprintf(err, errlen, "%s: a re-form cannot mend it", hora_comm_last_error(c)), rc;
+	/* a death during the readiness rounds (a joiner still loading) is one
+	 * more view change: re-form again, as core/elastic.c's recovery */
+	for (int tries = 0;; tries++) {
+		int k = await_change(c, rc, err, errlen);
+		if (k || (k = hora_comm_reform(c, err, errlen)))
+			return k;
+		if (!(rc = hora_comm_await_ready(c)))
+			return 0;
+		snprintf(err, errlen, "waiting for a joining worker to be ready: %s", hora_comm_last_error(c));
+		if (fatal(rc) || tries == 20)
+			return rc;
+	}
 }

@@ -107,6 +107,14 @@ int hora_env_test_ckpt_delay_ms(void)
 	return v && !*end && ms > 0 && ms < 3600000 ? (int)ms : 0;
 }
 
+int hora_env_test_load_delay_ms(void)
+{
+	const char *v = env_get("HORA_TEST_LOAD_DELAY_MS");
+	char *end;
+	const long ms = v ? strtol(v, &end, 10) : 0;
+	return v && !*end && ms > 0 && ms < 3600000 ? (int)ms : 0;
+}
+
 int hora_env_progress(void)
 {
 	const char *v = env_get("HORA_PROGRESS");

@@ -53,6 +53,10 @@ int hora_env_test_die_at_start(void);
  * before it writes each checkpoint and before a resume reads one (a slow
  * file system). */
 int hora_env_test_ckpt_delay_ms(void);
+/* HORA_TEST_LOAD_DELAY_MS=N (test hook, 0: unset): the trainer sleeps N ms
+ * before it loads its data (a slow file system; a joiner slower to be ready
+ * than transport.io_timeout_ms). */
+int hora_env_test_load_delay_ms(void);
 
 /* HORA_LOG=error|warn|info|debug: sets the log level when given. 0 or
  * HORA_ERR_CONFIG naming the variable and the accepted values. */

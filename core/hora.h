@@ -687,7 +687,9 @@ HORA_API int hora_dist_optim_step(struct hora_dist_optim *d, float *params, doub
  * program) makes an elastic communicator: a worker that dies, freezes or
  * leaves makes the call in flight and later ones fail with HORA_ERR_VIEW
  * (not HORA_ERR_LOST), and a worker started after the job began joins it:
- * its hora_init returns once the others re-formed with it. The program
+ * its hora_init returns once the others re-formed with it, and they wait
+ * (in hora_elastic_reform) until its first call of any kind on c: load
+ * data and build the model before it, for up to train.elastic.wait_s. The program
  * keeps its own state: it commits it (a copy) at points every rank reaches
  * alike, and after a re-form every rank agrees on one commit and takes it
  * from one rank that has it (the Python binding's hora.torch.elastic does
@@ -713,7 +715,11 @@ HORA_API uint64_t hora_elastic_view(const struct hora_comm *c);
  * when hora_elastic_pending agreed): waits up to the failure-detection time
  * for the view to change when it has not yet, then forms the communicator
  * of the workers alive (and the joiners), at most train.elastic.max_workers,
- * waiting for min_workers. Every request on c must be finished. Returns 0,
+ * waiting for min_workers, then waits until every worker of it is ready
+ * (a joiner is ready at its first call after hora_init: until then its
+ * own thread keeps the others waiting, so no call of theirs times out
+ * while it loads; a joiner not ready within train.elastic.wait_s leaves
+ * the job). Every request on c must be finished. Returns 0,
  * rc itself when it was no view change (every worker alive: the error
  * stands), -EAGAIN for rc 0 with nothing to re-form for, or the reason the
  * job cannot go on (HORA_ERR_STALL, HORA_ERR_NOJOB, fewer than min_workers

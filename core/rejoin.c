@@ -300,6 +300,11 @@ int hora_rejoin_join(struct joining *j, bool joiner, struct hora_comm **out, cha
 	struct hora_comm_elastic el = {.next = rejoin_next, .arg = rj, .free_arg = rejoin_free,
 				       .pending = rejoin_pending, .joined = joiner, .detect_s = detect_s};
 	hora_comm_set_elastic(*out, &el);
+	/* the others wait in readiness rounds from now on; the keeper answers
+	 * them until this worker's first call (its data and model are loaded) */
+	if (joiner && (rc = hora_comm_keep_start(*out, j->o->elastic->wait_s)))
+		HORA_LOGW("worker %d: no thread to answer the job's readiness rounds (%s): the others wait for "
+			  "this worker's first call within transport.io_timeout_ms", j->o->proc, strerror(-rc));
 	if (joiner)
 		HORA_LOGI("worker %d joined the running job: rank %d of %d in view %llu after %.2f s",
 			  j->o->proc, hora_rank(*out), hora_size(*out), (unsigned long long)nx.view,

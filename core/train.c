@@ -390,6 +390,9 @@ static int load_data(struct run *r)
 {
 	const struct hora_train_config *cfg = r->cfg;
 	char msg[HORA_PATH_MAX + 512];
+	const int delay_ms = hora_env_test_load_delay_ms();
+	if (delay_ms)
+		usleep((useconds_t)delay_ms * 1000);
 	int rc = hora_dataset_load_dir(&r->train, cfg->data, "train", 256, msg, sizeof(msg));
 	if (!rc)
 		rc = hora_dataset_load_dir(&r->test, cfg->data, "test", 256, msg, sizeof(msg));
@@ -1019,9 +1022,14 @@ static int prepare(struct run *r)
 	 * worker resuming beside one that does not (train.resume on some
 	 * only) compares it first, with the same calls as the sync's, so that
 	 * the job stops at once, named (the rank that differs names
-	 * train.resume, rank 0 names that rank) */
-	if (r->several && r->elastic && cfg->resume && !joiner && (rc = hora_run_agree_job(r, &bar)))
-		return rc;
+	 * train.resume, rank 0 names that rank); after the readiness rounds
+	 * that begin the sync (comm_keep.c: once per formation) */
+	if (r->several && r->elastic && cfg->resume && !joiner) {
+		if ((rc = hora_comm_await_ready(r->c)))
+			return snprintf(r->err, r->errlen, "the start: %s", hora_comm_last_error(r->c)), rc;
+		if ((rc = hora_run_agree_job(r, &bar)))
+			return rc;
+	}
 	if (!r->elastic)
 		hora_run_fresh_metrics(r);
 	hora_comm_set_stall(r->c, cfg->stall_warning_s, cfg->stall_abort_s);

@@ -104,6 +104,10 @@ int main(int argc, char **argv)
 		return fprintf(stderr, "not elastic\n"), 1;
 	if (!hora_elastic_joined(c))
 		commit(0, x);
+	/* a joiner that loads its data for this long before its first call */
+	const char *load_ms = getenv("ELASTIC_PROG_JOIN_LOAD_MS");
+	if (load_ms && hora_elastic_joined(c))
+		usleep((useconds_t)atoi(load_ms) * 1000);
 	printf("rank %d of %d: %s\n", hora_rank(c), hora_size(c), hora_elastic_joined(c) ? "joined" : "started");
 	fflush(stdout);
 	rc = sync_state(c, &step, x);

@@ -29,6 +29,10 @@
 #                 naming the missing worker
 #   join-5th      4 of a 5-worker file start (membership.min_members 4,
 #                 `hora worker` each), the 5th joins at epoch 5
+#   slow-join     the same with a joiner that loads for 5 s, above
+#                 transport.io_timeout_ms 1500: the others wait for it
+#   gone-join     a joiner that loads for 8 s, above train.elastic.wait_s 3:
+#                 it leaves, the others re-form without it and finish
 #   resume-one    after a 1-epoch job's checkpoint, 2 workers start again
 #                 with --resume on worker 1 only: both stop, worker 1 naming
 #                 train.resume, rank 0 naming worker 1 (before, rank 0
@@ -253,29 +257,70 @@ check "kill9-seed: the seed got SIGKILL while the job trained" $?
 wait $L
 verdict kill9-seed "$T/seed-job.out" 4 $? 0
 
-# a joiner: 4 of 5 workers start, the 5th joins at epoch 5
-P=$((12000 + RANDOM % 15000))
-cluster "$T/join.yaml" 5 $P "" "" "  min_members: 4"
-JP=()
-for g in 0 1 2 3; do
-  HORA_TEST_SAMPLE_LOG="$T/samples-join-5th" "$HORA" worker --config "$T/join.yaml" --proc $g \
-    >"$T/join.$g" 2>&1 &
-  JP+=($!)
-done
-PIDS+=("${JP[@]}")
-for _ in $(seq 1200); do grep -q 'epoch 5/' "$T/join.0" && break; sleep 0.1; done
-HORA_TEST_SAMPLE_LOG="$T/samples-join-5th" "$HORA" worker --config "$T/join.yaml" --proc 4 \
-  >"$T/join.4" 2>&1 &
-JP+=($!)
-PIDS+=($!)
-rc=0
-for p in "${JP[@]}"; do wait "$p" || rc=$?; done
-cat "$T"/join.[0-4] >"$T/join.out"
-jrc=0
+# join NAME DELAY_MS [extra train.elastic lines] [extra membership lines]:
+# 4 of 5 workers start (membership.min_members 4, `hora worker` each), the
+# 5th joins at epoch 5, after sleeping DELAY_MS before it loads its data
+# (HORA_TEST_LOAD_DELAY_MS). Leaves $T/NAME.[0-4], $T/NAME.out (all five)
+# and $rc (the first 4 workers' worst exit), $jrc (the joiner's exit).
+join() {
+  local name=$1 delay=$2 P=$((12000 + RANDOM % 15000)) g JP=()
+  cluster "$T/$name.yaml" 5 $P "${3:-}" "" "  min_members: 4${4:-}"
+  for g in 0 1 2 3; do
+    HORA_TEST_SAMPLE_LOG="$T/samples-$name" "$HORA" worker --config "$T/$name.yaml" --proc $g \
+      >"$T/$name.$g" 2>&1 &
+    JP+=($!)
+  done
+  PIDS+=("${JP[@]}")
+  for _ in $(seq 1200); do grep -q 'epoch 5/' "$T/$name.0" && break; sleep 0.1; done
+  HORA_TEST_LOAD_DELAY_MS=$delay HORA_TEST_SAMPLE_LOG="$T/samples-$name" "$HORA" worker \
+    --config "$T/$name.yaml" --proc 4 >"$T/$name.4" 2>&1 &
+  local J=$!
+  PIDS+=($J)
+  rc=0 jrc=0
+  for g in "${JP[@]}"; do
+    timeout 120 tail --pid="$g" -f /dev/null
+    kill -0 "$g" 2>/dev/null && { check "$name: worker $g ended within 120 s" 1; kill -KILL "$g"; }
+    wait "$g" || rc=$?
+  done
+  timeout 60 tail --pid=$J -f /dev/null
+  kill -0 $J 2>/dev/null && { check "$name: the joiner ended within 60 s of the others" 1; kill -KILL $J; }
+  wait $J || jrc=$?
+  cat "$T/$name".[0-4] >"$T/$name.out"
+}
+
+# a joiner: the 5th joins at epoch 5
+join join-5th 0
 grep -q 'joined at step [0-9]* as rank 4 of 5; received the committed state from rank [0-9]: [0-9]* bytes' \
-  "$T/join.4" || jrc=$?
-check "join-5th: the joiner got the committed state ($(grep -o 'received.*' "$T/join.4"))" $jrc
-verdict join-5th "$T/join.out" 5 $rc 4 # the joiner's line is the one above
+  "$T/join-5th.4"
+check "join-5th: the joiner got the committed state ($(grep -o 'received.*' "$T/join-5th.4"); exit $jrc)" \
+  "$([[ $? == 0 && $jrc == 0 ]]; echo $?)"
+verdict join-5th "$T/join-5th.out" 5 $rc 4 # the joiner's line is the one above
+
+# a joiner slower to load than transport.io_timeout_ms (5 s against 1.5 s):
+# the others wait in readiness rounds its keeper answers (they failed on
+# the sync's first broadcast before: the job ended)
+join slow-join 5000 "" "
+transport:
+  io_timeout_ms: 1500"
+grep -q 'joined at step [0-9]* as rank 4 of 5; received the committed state' "$T/slow-join.4"
+check "slow-join: the joiner got the committed state after its 5 s load (exit $jrc)" \
+  "$([[ $? == 0 && $jrc == 0 ]]; echo $?)"
+w="$(grep -o 'waited [0-9.]* s for a joining worker to be ready' "$T/slow-join.0")"
+check "slow-join: worker 0 waited for it ($w)" \
+  "$(awk '{ exit !($2 >= 4.5) }' <<<"${w:-waited 0}"; echo $?)"
+verdict slow-join "$T/slow-join.out" 5 $rc 4
+
+# a joiner that makes no call of its own within train.elastic.wait_s (3 s;
+# its load takes 8): it leaves the job, the other four re-form without it
+# and finish, naming it; the joiner fails (an exit, no signal) naming wait_s
+join gone-join 8000 "    wait_s: 3"
+check "gone-join: the joiner fails naming train.elastic.wait_s (exit $jrc)" \
+  "$([[ $jrc -ge 1 && $jrc -le 125 ]] &&
+    grep -q 'made no call of its own since (train.elastic.wait_s 3): it left the job' "$T/gone-join.4"; echo $?)"
+check "gone-join: the others name it ($(grep -c 'joined and was gone again' "$T/gone-join.out") lines)" \
+  "$([[ $(grep -c 'worker 4 (127.0.0.1:[0-9]*) joined and was gone again at step' "$T/gone-join.out") == 4 ]]; echo $?)"
+rm -f "$T/samples-gone-join.4" # it trained no sample (an empty log, if any)
+verdict gone-join "$T/gone-join.out" 4 $rc 4
 
 # train.resume on one worker only: both stop at once (the job is compared
 # before the resuming one's broadcasts meet the other's sync): worker 1

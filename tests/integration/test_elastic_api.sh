@@ -7,7 +7,9 @@
 #     lost or applied twice across the roll-back);
 #  2. worker 2 is killed and started again: it joins the running job (its
 #     hora_init returns once the others re-formed with it), receives the
-#     state, and all three finish with the exact value;
+#     state, and all three finish with the exact value; again with the
+#     restarted worker loading for 3 s (ELASTIC_PROG_JOIN_LOAD_MS) before
+#     its first call, above transport.io_timeout_ms 1000;
 #  3. without train.elastic the same program is refused (not elastic), and
 #     a re-form is refused on a communicator that is not elastic.
 set -uo pipefail
@@ -38,6 +40,7 @@ membership:
   suspect_timeout_ms: 500
 YAML
   [[ $1 == 1 ]] && printf 'train:\n  elastic: {min_workers: 2}\n' >>"$T/c.yaml"
+  [[ -n ${2:-} ]] && printf '%s\n' "$2" >>"$T/c.yaml"
 }
 start() { # worker
   HORA_CONFIG="$T/c.yaml" HORA_PROC=$1 timeout 60 "$PROG" "$STEPS" "$COMMIT" "$SLEEP_US" \
@@ -69,21 +72,30 @@ for g in 0 1; do
   [[ $rc == 0 ]] || { echo "  rc=$rc"; tail -5 "$T/out$g" | sed 's/^/  | /'; }
 done
 
-# 2. killed and started again: it joins
-file 1; rm -f "$T"/out*
-for g in 0 1 2; do start $g; done
-started 2; sleep 1
-kill_worker 2
-: >"$T/out2"
-start 2
-for g in 0 1 2; do
-  wait "${W[$g]}"; rc=$?
-  [[ $rc == 0 ]] && done_ok $g 3
-  check "worker 2 restarted: worker $g finishes as one of 3 with $WANT" $?
-  [[ $rc == 0 ]] || { echo "  rc=$rc"; tail -5 "$T/out$g" | sed 's/^/  | /'; }
-done
-grep -q "joined" "$T/out2" && grep -q "took the commit at step [1-9]" "$T/out2"
-check "the restarted worker joined the running job and took a commit after step 0" $?
+# 2. killed and started again: it joins. rejoin LABEL LOAD_MS [YAML]: the
+# restarted worker sleeps LOAD_MS before its first call (a program
+# loading its data; ELASTIC_PROG_JOIN_LOAD_MS), YAML goes in the file
+rejoin() {
+  file 1 "${3:-}"; rm -f "$T"/out*
+  for g in 0 1 2; do start $g; done
+  started 2; sleep 1
+  kill_worker 2
+  : >"$T/out2"
+  ELASTIC_PROG_JOIN_LOAD_MS=$2 start 2
+  for g in 0 1 2; do
+    wait "${W[$g]}"; rc=$?
+    [[ $rc == 0 ]] && done_ok $g 3
+    check "worker 2 $1: worker $g finishes as one of 3 with $WANT" $?
+    [[ $rc == 0 ]] || { echo "  rc=$rc"; tail -5 "$T/out$g" | sed 's/^/  | /'; }
+  done
+  grep -q "joined" "$T/out2" && grep -q "took the commit at step [1-9]" "$T/out2"
+  check "worker 2 $1: it joined the running job and took a commit after step 0" $?
+}
+rejoin restarted 0
+# the same, the restarted worker loading for 3 s before its first call,
+# above transport.io_timeout_ms 1000: the others wait in
+# hora_elastic_reform's readiness rounds (its keeper answers them)
+rejoin "restarted, 3 s to load" 3000 "transport: {io_timeout_ms: 1000}"
 
 # 3. not elastic
 file 0; rm -f "$T"/out*
