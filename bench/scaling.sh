@@ -138,16 +138,20 @@ print(f'efficiency {sys.argv[1]}, per repetition: ' + ' '.join(f'{x:.3f}' for x 
 
 if [[ $LO == 1 ]]; then
   local_file 1; local_file 2
-  # the two CPUs' cache-line round trip, before and after the runs: what
-  # every cross-core transfer of the shared-memory average pays (the host
-  # places a VM's vCPUs; it moves between runs)
+  # the two CPUs' cache-line round trip, before and after the runs and
+  # before each repetition's 2 workers: what every cross-core transfer of
+  # the shared-memory average pays (the host places a VM's vCPUs; it moves
+  # between runs)
   XCPU_BEFORE="$("$HORA" bench xcpu 2>&1 | sed "s/ (median.*//" || true)"
   one=() two=() twooff=() nocomm=() twocopy=() onecpu1=() twoalso=()
   CPU_LAST=$(python3 -c "import os; a = sorted(os.sched_getaffinity(0)); print(a[1] if len(a) > 1 else a[0])")
   two_sets=() two_label="" # --compare-shm: the 2 workers' runs name the setting they compare
   (( CMP_SHM )) && two_sets=(--set transport.shm=auto) two_label=", transport.shm=auto"
+  xc=() # the round trip right before each repetition's 2 workers
   for r in $(seq "$REPS"); do
-    one+=("$(run "$TMP/lo1.yaml")"); two+=("$(run "$TMP/lo2.yaml" "${two_sets[@]}")")
+    one+=("$(run "$TMP/lo1.yaml")")
+    xc+=("$("$HORA" bench xcpu 2>&1 | sed -n 's/.*round trip \([0-9]*\) ns.*/\1/p' | head -n 1)")
+    two+=("$(run "$TMP/lo2.yaml" "${two_sets[@]}")")
     (( CMP_SHM )) && twooff+=("$(run "$TMP/lo2.yaml" --set transport.shm=off)")
     (( LO_OFF )) && nocomm+=("$(run "$TMP/lo2.yaml" --set train.communication=false)")
     [[ -n $ALSO ]] && twoalso+=("$(run "$TMP/lo2.yaml" "${two_sets[@]}" --set "$ALSO")")
@@ -162,6 +166,7 @@ if [[ $LO == 1 ]]; then
   echo "2 workers (CPU 0, 1)$two_label: $m2   runs: ${two[*]}"
   python3 -c "print(f'efficiency 2 workers$two_label: {$m2 / (2 * $m1):.3f}')"
   paired "2 workers$two_label" "${one[*]}" "${two[*]}"
+  echo "cache-line round trip CPU 0 <-> CPU 1 before each repetition's 2 workers (ns): ${xc[*]}"
   # a variant of the 2 workers: its median, efficiency, paired efficiency
   # and (with a label for it) its ratio to the 2 workers' median
   variant() { # label ratio-label runs...
