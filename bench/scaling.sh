@@ -34,7 +34,10 @@
 # samples/s per run = median over epochs 2..E of the job's samples_per_s (all
 # workers); each figure is the median of --reps runs, interleaved; lo also
 # prints the efficiency of each repetition's own pair and their median
-# (robust to the machine drifting between repetitions). Needs
+# (robust to the machine drifting between repetitions), and the two CPUs'
+# cache-line round trip (`hora bench xcpu`: ~120 ns with the vCPUs on one
+# L3, 430-510 across) before and after the runs and before each
+# repetition's 2 workers. Needs
 # the data (deploy/get-data.sh) and root for netns. data/mnist has 8,000
 # training images: at batch 1024 an epoch is 4 steps of 2 workers, so per
 # epoch costs weigh in; data/fashion-mnist (60,000) measures the steady state.
