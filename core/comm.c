@@ -421,11 +421,16 @@ static size_t stall_missing(struct hora_comm *c, uint64_t seq, char *out, size_t
  * loss, lost_rank is the rank their errors name). */
 static void monitor_stop_job(struct hora_comm *c, int code, const char *msg, int lost_rank)
 {
-	snprintf(c->stop_msg, sizeof(c->stop_msg), "%s", msg);
 	pthread_mutex_lock(&c->mu);
-	atomic_store_explicit(&c->stopped, code, memory_order_release);
+	const bool first = !atomic_load_explicit(&c->stopped, memory_order_acquire);
+	if (first) { /* a joiner's keeper that gave up stopped it first (comm_keep.c) */
+		snprintf(c->stop_msg, sizeof(c->stop_msg), "%s", msg);
+		atomic_store_explicit(&c->stopped, code, memory_order_release);
+	}
 	pthread_cond_broadcast(&c->cv); /* a call that failed meanwhile waits for this */
 	pthread_mutex_unlock(&c->mu);
+	if (!first)
+		return;
 	if (code == HORA_ERR_LOST || code == HORA_ERR_VIEW)
 		hora_net_comm_interrupt_lost(c->net, lost_rank,
 					     "a rank was declared dead by the failure detector");
@@ -934,7 +939,7 @@ void hora_comm_destroy(struct hora_comm *c)
 {
 	if (!c)
 		return;
-	hora_comm_keep_claim(c);
+	hora_comm_keep_abandon(c);
 	pthread_mutex_lock(&c->mu);
 	c->stop = true;
 	pthread_cond_broadcast(&c->cv);
@@ -1086,6 +1091,7 @@ static void wait_idle(struct hora_comm *c)
 
 int hora_comm_set_small_bytes(struct hora_comm *c, size_t bytes)
 {
+	hora_comm_keep_claim(c); /* the keeper's rounds run with the settings before it */
 	if (!c->net)
 		return atomic_load(&c->stopped); /* a re-form failed: every call fails so */
 	wait_idle(c);
@@ -1096,6 +1102,7 @@ int hora_comm_set_small_bytes(struct hora_comm *c, size_t bytes)
 
 int hora_comm_set_neighbor_check(struct hora_comm *c, int on)
 {
+	hora_comm_keep_claim(c); /* the keeper's rounds run with the settings before it */
 	if (!c->net)
 		return atomic_load(&c->stopped);
 	wait_idle(c);
@@ -1108,6 +1115,7 @@ int hora_comm_set_algorithm(struct hora_comm *c, enum hora_algo algo)
 {
 	if (algo < HORA_ALGO_AUTO || algo > HORA_ALGO_DIRECT_RING)
 		return -EINVAL;
+	hora_comm_keep_claim(c);
 	if (!c->net)
 		return atomic_load(&c->stopped);
 	wait_idle(c);

@@ -69,6 +69,7 @@ struct hora_comm {
 	pthread_t keeper;
 	bool keeping;     /* the keeper is in its rounds */
 	bool keep_claimed; /* a call of this worker's own has come */
+	bool keep_abandon; /* the worker ends first (hora_comm_destroy) */
 	bool ready_done;  /* this formation's readiness rounds ended on this rank */
 	double keep_wait_s; /* a keeper not claimed this long leaves the job */
 };
@@ -77,5 +78,8 @@ struct hora_comm {
  * first claims the communicator: the keeper ends its rounds, saying this
  * worker is ready, and is joined). Cheap when there is none. */
 void hora_comm_keep_claim(struct hora_comm *c);
+/* hora_comm_destroy's: a keeper still in its rounds gives up (the worker
+ * leaves; the others re-form without it) and is joined. */
+void hora_comm_keep_abandon(struct hora_comm *c);
 
 #endif

@@ -18,12 +18,13 @@
  * keeper ran them, goes straight to the sync.
  *
  * A keeper not claimed within train.elastic.wait_s (the caller's code
- * hangs) makes the joiner leave the job: it leaves the membership and
- * breaks the communicator, so that the others' round fails at once and
- * they re-form without it; every call of the joiner's fails with
- * HORA_ERR_STALL saying why. A
- * keeper whose round fails (a rank of the formation died) ends: the
- * joiner's first call fails and its own recovery re-forms.
+ * hangs), one whose round fails (a rank of the formation died: the others
+ * re-form, which they could not with this worker's main thread still
+ * loading) and one whose worker ends before its first call
+ * (hora_comm_destroy) make the joiner leave the job: it leaves the
+ * membership and breaks the communicator, so that the others' round fails
+ * at once and they re-form without it; every call of the joiner's fails
+ * with HORA_ERR_STALL saying why.
  */
 #include "comm_internal.h"
 #include "log.h"
@@ -39,7 +40,7 @@
 
 static _Thread_local bool in_keeper; /* this thread is a keeper: its calls claim nothing */
 
-/* Wait on c->cv (mu held) until claimed or ms have passed. */
+/* Wait on c->cv (mu held) until claimed, abandoned or ms have passed. */
 static void keep_nap(struct hora_comm *c, int ms)
 {
 	struct timespec ts;
@@ -47,33 +48,42 @@ static void keep_nap(struct hora_comm *c, int ms)
 	ts.tv_nsec += (long)ms * 1000000L;
 	ts.tv_sec += ts.tv_nsec / 1000000000L;
 	ts.tv_nsec %= 1000000000L;
-	while (!c->keep_claimed && pthread_cond_timedwait(&c->cv, &c->mu, &ts) != ETIMEDOUT)
+	while (!c->keep_claimed && !c->keep_abandon && pthread_cond_timedwait(&c->cv, &c->mu, &ts) != ETIMEDOUT)
 		;
 }
 
-/* The keeper gives up: the joiner leaves the job, and its calls fail. */
-static int keep_give_up(struct hora_comm *c, double waited)
+/* The keeper gives up (why: what happened): the worker leaves the job, the
+ * communicator breaks (the others' round fails now, naming this rank, not
+ * at their io timeout) and every call of this worker's fails with
+ * HORA_ERR_STALL and the message. Its stop wins over the monitor's (which
+ * stops first): this worker is out of the membership, it cannot re-form. */
+static int keep_give_up(struct hora_comm *c, const char *why)
 {
-	snprintf(c->stop_msg, sizeof(c->stop_msg),
-		 "this worker was admitted to the job %.0f s ago and made no call of its own since "
-		 "(train.elastic.wait_s %.0f): it left the job, which went on without it",
-		 waited, c->keep_wait_s);
+	atomic_store(&c->monitor_stop, true);
+	pthread_mutex_lock(&c->mu);
+	snprintf(c->stop_msg, sizeof(c->stop_msg), "%s: this worker left the job before it was ready", why);
 	atomic_store_explicit(&c->stopped, HORA_ERR_STALL, memory_order_release);
+	pthread_cond_broadcast(&c->cv);
+	pthread_mutex_unlock(&c->mu);
 	HORA_LOGW("%s", c->stop_msg);
 	if (c->owned_m)
 		hora_net_membership_leave(c->owned_m);
-	/* the others' round fails now (naming this rank), not at their io timeout */
 	hora_net_comm_fail(c->net, HORA_ERR_STALL, c->stop_msg);
 	return HORA_ERR_STALL;
 }
 
 /* Rounds until every rank says 1. keeper: say 1 once claimed, until then
- * 0, a round every KEEP_ROUND_MS; others say 1 at once. */
+ * 0, a round every KEEP_ROUND_MS; others say 1 at once. A keeper ends on
+ * its own only by giving up: not claimed within wait_s, a round failed
+ * (a rank of the formation died: the others re-form, and they could not
+ * with this worker's main thread still loading; so it leaves them), or
+ * the worker ends (hora_comm_destroy) before its first call. */
 static int rounds(struct hora_comm *c, bool keeper)
 {
 	const double t0 = hora_clock_s();
 	const int io_ms = c->net ? hora_net_comm_io_timeout_ms(c->net) : 0;
 	const int nap_ms = io_ms > 0 && io_ms / 4 < KEEP_ROUND_MS ? io_ms / 4 : KEEP_ROUND_MS;
+	char why[400];
 	for (int n = 0;; n++) {
 		int32_t v = 1;
 		if (keeper) {
@@ -81,17 +91,30 @@ static int rounds(struct hora_comm *c, bool keeper)
 			if (n)
 				keep_nap(c, nap_ms);
 			v = c->keep_claimed;
+			const bool abandon = c->keep_abandon && !v;
 			pthread_mutex_unlock(&c->mu);
-			if (!v && hora_clock_s() - t0 > c->keep_wait_s)
-				return keep_give_up(c, hora_clock_s() - t0);
+			if (abandon)
+				return keep_give_up(c, "the worker ended before its first call");
+			if (!v && hora_clock_s() - t0 > c->keep_wait_s) {
+				snprintf(why, sizeof(why), "admitted to the job %.0f s ago, this worker made no call "
+					 "since (its data or model still loading: train.elastic.wait_s %.0f)",
+					 hora_clock_s() - t0, c->keep_wait_s);
+				return keep_give_up(c, why);
+			}
 		}
 		const int rc = hora_allreduce(c, &v, &v, 1, HORA_I32, HORA_MIN);
+		if (rc && keeper) {
+			snprintf(why, sizeof(why), "a readiness round of view %llu failed while this worker loaded "
+				 "(%s)", (unsigned long long)hora_comm_view(c), hora_comm_last_error(c));
+			return keep_give_up(c, why);
+		}
 		if (rc)
 			return rc;
 		if (v) {
 			if (!keeper && hora_clock_s() - t0 >= 1.0)
-				HORA_LOGI("view %llu: waited %.1f s for a joining worker to be ready (its data, its "
-					  "model)", (unsigned long long)hora_comm_view(c), hora_clock_s() - t0);
+				HORA_LOGI("view %llu: waited %.1f s for every worker of it to be ready (a joiner "
+					  "loading its data or model, or a slower start)",
+					  (unsigned long long)hora_comm_view(c), hora_clock_s() - t0);
 			return 0;
 		}
 	}
@@ -136,6 +159,21 @@ void hora_comm_keep_claim(struct hora_comm *c)
 	while (c->keeping)
 		pthread_cond_wait(&c->cv, &c->mu);
 	const bool join = atomic_exchange(&c->keeper_live, false); /* the first claimer joins it */
+	pthread_mutex_unlock(&c->mu);
+	if (join)
+		pthread_join(c->keeper, NULL);
+}
+
+void hora_comm_keep_abandon(struct hora_comm *c)
+{
+	if (!atomic_load_explicit(&c->keeper_live, memory_order_acquire))
+		return;
+	pthread_mutex_lock(&c->mu);
+	c->keep_abandon = true;
+	pthread_cond_broadcast(&c->cv);
+	while (c->keeping)
+		pthread_cond_wait(&c->cv, &c->mu);
+	const bool join = atomic_exchange(&c->keeper_live, false);
 	pthread_mutex_unlock(&c->mu);
 	if (join)
 		pthread_join(c->keeper, NULL);

@@ -246,9 +246,8 @@ static int sync_view(struct run *r, int *root, size_t *bytes)
 	const struct commit *from;
 	int rc = hora_comm_await_ready(r->c); /* a joiner may still load */
 	if (rc)
-		return snprintf(r->err, r->errlen, "%s: %s",
-				hora_comm_joined(r->c) ? "joining the job" : "waiting for a joining worker to be ready",
-				hora_comm_last_error(r->c)), rc;
+		return snprintf(r->err, r->errlen, "the readiness rounds of view %llu: %s",
+				(unsigned long long)hora_comm_view(r->c), hora_comm_last_error(r->c)), rc;
 	rc = hora_run_dist_optim(r);
 	if (!rc && r->several && (rc = hora_run_agree_job(r, &r->bar)) == HORA_ERR_CONFIG &&
 	    r->es->slot[r->es->latest].valid) {

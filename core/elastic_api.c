@@ -76,7 +76,8 @@ int hora_elastic_reform(struct hora_comm *c, int rc, char *err, size_t errlen)
 			return k;
 		if (!(rc = hora_comm_await_ready(c)))
 			return 0;
-		snprintf(err, errlen, "waiting for a joining worker to be ready: %s", hora_comm_last_error(c));
+		snprintf(err, errlen, "the readiness rounds of view %llu: %s", (unsigned long long)hora_comm_view(c),
+			 hora_comm_last_error(c));
 		if (fatal(rc) || tries == 20)
 			return rc;
 	}

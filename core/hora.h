@@ -40,7 +40,9 @@ enum hora_err {
 	HORA_ERR_DATA = -10002,   /* a data file is missing or malformed */
 	HORA_ERR_MODEL = -10003,  /* a model could not be loaded or built */
 	HORA_ERR_DIVERGED = -10004, /* training produced a non-finite loss */
-	HORA_ERR_STALL = -10005,    /* the stall inspector stopped the job (stall_abort_s);
+	HORA_ERR_STALL = -10005,    /* the stall inspector stopped the job (stall_abort_s),
+				       or an elastic joiner left before it was ready
+				       (train.elastic.wait_s; core/comm_keep.c);
 				       `hora` exits 3 on it */
 	HORA_ERR_LOST = -10006,     /* the failure detector declared a worker of the job dead
 				       (a crash, or a frozen or hung process) and elastic
@@ -142,7 +144,8 @@ struct hora_elastic_config {
 	int min_workers;   /* below this training pauses (default 1) */
 	int max_workers;   /* joiners beyond this are refused (0: the file's worker count) */
 	int commit_steps;  /* steps between in-memory commits (default 20) */
-	double wait_s;     /* longest pause below min_workers before failing (default 600) */
+	double wait_s;     /* longest pause below min_workers before failing, and longest an
+			      admitted joiner may take to be ready (default 600) */
 	enum hora_elastic_batch batch;
 	int restart;       /* `hora launch` restarts a local worker that died */
 	int restart_limit; /* at most this many times per worker (default 3) */
@@ -688,8 +691,10 @@ HORA_API int hora_dist_optim_step(struct hora_dist_optim *d, float *params, doub
  * leaves makes the call in flight and later ones fail with HORA_ERR_VIEW
  * (not HORA_ERR_LOST), and a worker started after the job began joins it:
  * its hora_init returns once the others re-formed with it, and they wait
- * (in hora_elastic_reform) until its first call of any kind on c: load
- * data and build the model before it, for up to train.elastic.wait_s. The program
+ * (in hora_elastic_reform) until its first collective (blocking or async),
+ * hora_comm_set_* or hora_finalize on c: load data and build the model
+ * before it, for up to train.elastic.wait_s (past it the joiner leaves and
+ * its calls fail with HORA_ERR_STALL). The program
  * keeps its own state: it commits it (a copy) at points every rank reaches
  * alike, and after a re-form every rank agrees on one commit and takes it
  * from one rank that has it (the Python binding's hora.torch.elastic does
@@ -721,7 +726,7 @@ HORA_API uint64_t hora_elastic_view(const struct hora_comm *c);
  * while it loads; a joiner not ready within train.elastic.wait_s leaves
  * the job). Every request on c must be finished. Returns 0,
  * rc itself when it was no view change (every worker alive: the error
- * stands), -EAGAIN for rc 0 with nothing to re-form for, or the reason the
+ * stands), the last failed readiness round's code after 21 re-forms, -EAGAIN for rc 0 with nothing to re-form for, or the reason the
  * job cannot go on (HORA_ERR_STALL, HORA_ERR_NOJOB, fewer than min_workers
  * for train.elastic.wait_s, ...), with the reason in err. */
 HORA_API int hora_elastic_reform(struct hora_comm *c, int rc, char *err, size_t errlen);

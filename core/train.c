@@ -1026,7 +1026,8 @@ static int prepare(struct run *r)
 	 * that begin the sync (comm_keep.c: once per formation) */
 	if (r->several && r->elastic && cfg->resume && !joiner) {
 		if ((rc = hora_comm_await_ready(r->c)))
-			return snprintf(r->err, r->errlen, "the start: %s", hora_comm_last_error(r->c)), rc;
+			return snprintf(r->err, r->errlen, "the readiness rounds of view %llu: %s",
+					(unsigned long long)hora_comm_view(r->c), hora_comm_last_error(r->c)), rc;
 		if ((rc = hora_run_agree_job(r, &bar)))
 			return rc;
 	}

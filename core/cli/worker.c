@@ -668,7 +668,8 @@ static int run_training(const struct node_opts *o, const struct hora_cluster_con
 	set_leave(NULL); /* a signal from now on exits without it: finalize leaves */
 	hora_finalize(c);
 	if (rc == HORA_ERR_STALL)
-		return 3; /* the stall inspector's report is in err, printed above */
+		return 3; /* the stall inspector's report, or a joiner that left before it was
+			     ready (core/comm_keep.c), is in err, printed above */
 	if (rc == HORA_ERR_LOST)
 		return 4; /* a worker declared dead, named in err (printed above) */
 	if (rc == HORA_ERR_NOJOB)

@@ -96,6 +96,8 @@ rejoin restarted 0
 # above transport.io_timeout_ms 1000: the others wait in
 # hora_elastic_reform's readiness rounds (its keeper answers them)
 rejoin "restarted, 3 s to load" 3000 "transport: {io_timeout_ms: 1000}"
+grep -q "waited [2-9].[0-9] s for every worker of it to be ready" "$T/out0"
+check "worker 0 waited for the slow one in the readiness rounds ($(grep -o 'waited [0-9.]* s' "$T/out0"))" $?
 
 # 3. not elastic
 file 0; rm -f "$T"/out*
