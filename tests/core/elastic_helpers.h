@@ -5,8 +5,10 @@
  * job (hora_init_with, elastic) and train a small generated data set;
  * worker 2 starts once they have trained a while (their first commit after
  * step 4) and joins the running job: the others re-form at their next
- * commit, it receives the committed state, and all three finish with
- * bitwise identical parameters. */
+ * commit, wait in readiness rounds its keeper thread answers while it
+ * sleeps 700 ms before training (core/comm_keep.c), it receives the
+ * committed state, and all three finish with bitwise identical
+ * parameters. */
 #ifndef HORA_TESTS_ELASTIC_HELPERS_H
 #define HORA_TESTS_ELASTIC_HELPERS_H
 
@@ -24,6 +26,7 @@ struct te_rank {
 	const char *file;
 	const struct hora_train_config *cfg;
 	int proc, rc;
+	int load_ms; /* a joiner sleeps this long between hora_init and training */
 	struct hora_train_result res;
 	char err[1024];
 };
@@ -40,6 +43,8 @@ static inline void *te_main(void *p)
 	struct hora_comm *c;
 	if ((x->rc = hora_init_with(&o, &c, x->err, sizeof(x->err))))
 		return NULL;
+	if (x->load_ms && hora_elastic_joined(c)) /* its keeper answers the others meanwhile */
+		usleep((useconds_t)x->load_ms * 1000);
 	x->rc = hora_train_run_comm(c, x->cfg, &x->res, x->err, sizeof(x->err));
 	hora_finalize(c);
 	return NULL;
@@ -79,7 +84,7 @@ static inline char *te_join_run(const char *dir, int port_base, struct hora_trai
 	cfg->elastic.commit_steps = 4;
 	pthread_t th[3];
 	for (int i = 0; i < 3; i++)
-		rk[i] = (struct te_rank){.file = file, .cfg = cfg, .proc = i};
+		rk[i] = (struct te_rank){.file = file, .cfg = cfg, .proc = i, .load_ms = i == 2 ? 700 : 0};
 	for (int i = 0; i < 2; i++)
 		pthread_create(&th[i], NULL, te_main, &rk[i]);
 	for (int t = 0; t < 600; t++) { /* the job trains: an epoch is done */
