@@ -27,6 +27,7 @@ struct te_rank {
 	const struct hora_train_config *cfg;
 	int proc, rc;
 	int load_ms; /* a joiner sleeps this long between hora_init and training */
+	bool quit;   /* ... and then ends (hora_finalize) without a call of its own */
 	struct hora_train_result res;
 	char err[1024];
 };
@@ -45,6 +46,10 @@ static inline void *te_main(void *p)
 		return NULL;
 	if (x->load_ms && hora_elastic_joined(c)) /* its keeper answers the others meanwhile */
 		usleep((useconds_t)x->load_ms * 1000);
+	if (x->quit && hora_elastic_joined(c)) { /* its keeper leaves the job for it */
+		hora_finalize(c);
+		return NULL;
+	}
 	x->rc = hora_train_run_comm(c, x->cfg, &x->res, x->err, sizeof(x->err));
 	hora_finalize(c);
 	return NULL;
@@ -64,10 +69,12 @@ static inline void te_config(const char *dir, struct hora_train_config *cfg)
 }
 
 /* Returns the cluster file (caller frees); rk[i].res for the caller to free.
+ * quit: the joiner ends after its 700 ms without training (its keeper
+ * leaves the job: the others re-form as 2 and finish).
  * The joiner starts when worker 0's metrics file (in dir) has its first
  * epoch: the job is running. */
 static inline char *te_join_run(const char *dir, int port_base, struct hora_train_config *cfg,
-				struct te_rank rk[3])
+				struct te_rank rk[3], bool quit)
 {
 	char *file = th_path(dir, "elastic.yaml");
 	FILE *f = fopen(file, "w");
@@ -84,7 +91,8 @@ static inline char *te_join_run(const char *dir, int port_base, struct hora_trai
 	cfg->elastic.commit_steps = 4;
 	pthread_t th[3];
 	for (int i = 0; i < 3; i++)
-		rk[i] = (struct te_rank){.file = file, .cfg = cfg, .proc = i, .load_ms = i == 2 ? 700 : 0};
+		rk[i] = (struct te_rank){.file = file, .cfg = cfg, .proc = i, .load_ms = i == 2 ? 700 : 0,
+					 .quit = i == 2 && quit};
 	for (int i = 0; i < 2; i++)
 		pthread_create(&th[i], NULL, te_main, &rk[i]);
 	for (int t = 0; t < 600; t++) { /* the job trains: an epoch is done */

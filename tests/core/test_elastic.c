@@ -15,7 +15,7 @@ Test(elastic, a_joiner_gets_the_committed_state_and_ends_identical, .timeout = 2
 	struct hora_train_config cfg;
 	te_config(dir, &cfg);
 	struct te_rank rk[3];
-	char *file = te_join_run(dir, th_port_base(8), &cfg, rk);
+	char *file = te_join_run(dir, th_port_base(8), &cfg, rk, false);
 	for (int i = 0; i < 3; i++)
 		cr_assert_eq(rk[i].rc, 0, "worker %d: %s", i, rk[i].err);
 	/* the joiner took the job's step count with the commit it was given */
@@ -29,6 +29,31 @@ Test(elastic, a_joiner_gets_the_committed_state_and_ends_identical, .timeout = 2
 			  "worker %d: the last epoch had %d workers in view %llu", i, rk[i].res.last.workers,
 			  (unsigned long long)rk[i].res.last.view);
 	for (int i = 0; i < 3; i++)
+		hora_train_result_deinit(&rk[i].res);
+	th_rmrf(dir);
+	free(file);
+	free(dir);
+}
+
+/* a joiner that ends before its first call (a program that fails while it
+ * loads): its keeper leaves the job for it, the other two re-form as 2
+ * and finish with identical parameters */
+Test(elastic, a_joiner_that_ends_before_its_first_call_leaves_the_others_training, .timeout = 240)
+{
+	char *dir = th_tmpdir();
+	struct hora_train_config cfg;
+	te_config(dir, &cfg);
+	struct te_rank rk[3];
+	char *file = te_join_run(dir, th_port_base(8), &cfg, rk, true);
+	for (int i = 0; i < 2; i++) {
+		cr_assert_eq(rk[i].rc, 0, "worker %d: %s", i, rk[i].err);
+		cr_assert(rk[i].res.last.workers == 2 && rk[i].res.last.view > 2,
+			  "worker %d: the last epoch had %d workers in view %llu (the joiner in view 2, gone after)",
+			  i, rk[i].res.last.workers, (unsigned long long)rk[i].res.last.view);
+	}
+	cr_assert_eq(memcmp(rk[1].res.params, rk[0].res.params, rk[0].res.nparams * sizeof(float)), 0,
+		     "worker 1 ends with other parameters than worker 0");
+	for (int i = 0; i < 2; i++)
 		hora_train_result_deinit(&rk[i].res);
 	th_rmrf(dir);
 	free(file);

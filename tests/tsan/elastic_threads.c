@@ -6,7 +6,9 @@
  * end with bitwise identical parameters. The scenario is
  * tests/core/elastic_helpers.h's te_join_run, the one test_elastic.c checks
  * with Criterion.
- *   elastic_threads [PORT_BASE] */
+ * With "quit" the joiner ends before its first call instead (its keeper
+ * leaves the job for it) and the other two finish as 2.
+ *   elastic_threads [PORT_BASE|0] [quit] */
 #include "tests/core/elastic_helpers.h"
 
 #include <stdio.h>
@@ -16,19 +18,21 @@
 
 int main(int argc, char **argv)
 {
-	const int port = argc > 1 ? atoi(argv[1]) : th_port_base(8);
+	const int port = argc > 1 && atoi(argv[1]) > 0 ? atoi(argv[1]) : th_port_base(8);
+	const bool quit = argc > 2 && !strcmp(argv[2], "quit");
 	char *dir = th_tmpdir();
 	struct hora_train_config cfg;
 	te_config(dir, &cfg);
 	struct te_rank rk[3];
-	char *file = te_join_run(dir, port, &cfg, rk);
+	char *file = te_join_run(dir, port, &cfg, rk, quit);
 	int bad = 0;
-	for (int i = 0; i < 3; i++) {
+	const int n = quit ? 2 : 3; /* quit: the joiner ends before training */
+	for (int i = 0; i < n; i++) {
 		if (rk[i].rc)
 			fprintf(stderr, "worker %d: %s\n", i, rk[i].err), bad = 1;
 		else if (memcmp(rk[i].res.params, rk[0].res.params, rk[0].res.nparams * sizeof(float)))
 			fprintf(stderr, "worker %d ends with other parameters than worker 0\n", i), bad = 1;
-		else if (rk[i].res.last.workers != 3)
+		else if (rk[i].res.last.workers != n)
 			fprintf(stderr, "worker %d: the last epoch had %d workers\n", i, rk[i].res.last.workers),
 				bad = 1;
 		hora_train_result_deinit(&rk[i].res);
