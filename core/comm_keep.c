@@ -11,7 +11,8 @@
  * says 1. The joiner's rounds run on a thread of their own, the keeper
  * (hora_comm_keep_start, from hora_rejoin_join), one every KEEP_ROUND_MS,
  * saying 0 until a call of the joiner's own claims the communicator
- * (hora_comm_keep_claim, at every entry of comm.c): then 1, and the keeper
+ * (hora_comm_keep_claim: its collectives, blocking or async,
+ * hora_comm_set_* and re-forms; not rank or size queries): then 1, and the keeper
  * ends. The others' rounds each wait in the allreduce for the keeper's
  * next one, so no collective waits longer than a round. Each formation's
  * rounds run once per rank (ready_done): the joiner's main thread, whose
@@ -21,7 +22,7 @@
  * hangs), one whose round fails (a rank of the formation died: the others
  * re-form, which they could not with this worker's main thread still
  * loading) and one whose worker ends before its first call
- * (hora_comm_destroy) make the joiner leave the job: it leaves the
+ * (hora_comm_destroy), each while not claimed, make the joiner leave the job: it leaves the
  * membership and breaks the communicator, so that the others' round fails
  * at once and they re-form without it; every call of the joiner's fails
  * with HORA_ERR_STALL saying why.
@@ -61,7 +62,8 @@ static int keep_give_up(struct hora_comm *c, const char *why)
 {
 	atomic_store(&c->monitor_stop, true);
 	pthread_mutex_lock(&c->mu);
-	snprintf(c->stop_msg, sizeof(c->stop_msg), "%s: this worker left the job before it was ready", why);
+	if (!atomic_load_explicit(&c->stopped, memory_order_acquire)) /* else the monitor's message stays */
+		snprintf(c->stop_msg, sizeof(c->stop_msg), "%s: this worker left the job before it was ready", why);
 	atomic_store_explicit(&c->stopped, HORA_ERR_STALL, memory_order_release);
 	pthread_cond_broadcast(&c->cv);
 	pthread_mutex_unlock(&c->mu);
@@ -104,6 +106,11 @@ static int rounds(struct hora_comm *c, bool keeper)
 		}
 		const int rc = hora_allreduce(c, &v, &v, 1, HORA_I32, HORA_MIN);
 		if (rc && keeper) {
+			pthread_mutex_lock(&c->mu);
+			const bool ready = c->keep_claimed && !c->keep_abandon;
+			pthread_mutex_unlock(&c->mu);
+			if (ready) /* claimed meanwhile: its own call fails and it re-forms */
+				return rc;
 			snprintf(why, sizeof(why), "a readiness round of view %llu failed while this worker loaded "
 				 "(%s)", (unsigned long long)hora_comm_view(c), hora_comm_last_error(c));
 			return keep_give_up(c, why);

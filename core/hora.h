@@ -691,10 +691,11 @@ HORA_API int hora_dist_optim_step(struct hora_dist_optim *d, float *params, doub
  * leaves makes the call in flight and later ones fail with HORA_ERR_VIEW
  * (not HORA_ERR_LOST), and a worker started after the job began joins it:
  * its hora_init returns once the others re-formed with it, and they wait
- * (in hora_elastic_reform) until its first collective (blocking or async),
- * hora_comm_set_* or hora_finalize on c: load data and build the model
- * before it, for up to train.elastic.wait_s (past it the joiner leaves and
- * its calls fail with HORA_ERR_STALL). The program
+ * (in hora_elastic_reform) until its first collective (blocking or async)
+ * or hora_comm_set_* on c: load data and build the model before it, for
+ * up to train.elastic.wait_s (past it, or when it ends with hora_finalize
+ * first, or loses a worker of the job meanwhile, the joiner leaves the job
+ * and its calls fail with HORA_ERR_STALL; the others go on). The program
  * keeps its own state: it commits it (a copy) at points every rank reaches
  * alike, and after a re-form every rank agrees on one commit and takes it
  * from one rank that has it (the Python binding's hora.torch.elastic does

@@ -49,8 +49,8 @@ if [[ ${HORA_SKIP_TSAN:-0} != 1 ]]; then
   build-tsan/tests/tsan_apair
   build-tsan/tests/tsan_link_shm
   build-tsan/tests/tsan_lost
-  build-tsan/tests/tsan_elastic
-  build-tsan/tests/tsan_elastic 0 quit
+  timeout 900 build-tsan/tests/tsan_elastic # a deadlock fails the run, not hangs it
+  timeout 900 build-tsan/tests/tsan_elastic 0 quit
   unset TSAN_OPTIONS
 fi
 

@@ -19,7 +19,7 @@
 #include <stdatomic.h>
 
 #ifndef TE_EPOCHS
-#define TE_EPOCHS 100 /* long enough for the joiner to find the job running */
+#define TE_EPOCHS 400 /* long enough for the joiner to find the job running (100 was not, once in ~10) */
 #endif
 
 struct te_rank {
@@ -28,6 +28,7 @@ struct te_rank {
 	int proc, rc;
 	int load_ms; /* a joiner sleeps this long between hora_init and training */
 	bool quit;   /* ... and then ends (hora_finalize) without a call of its own */
+	bool joined; /* out: hora_init_with made this worker a joiner of a running job */
 	struct hora_train_result res;
 	char err[1024];
 };
@@ -44,6 +45,7 @@ static inline void *te_main(void *p)
 	struct hora_comm *c;
 	if ((x->rc = hora_init_with(&o, &c, x->err, sizeof(x->err))))
 		return NULL;
+	x->joined = hora_elastic_joined(c);
 	if (x->load_ms && hora_elastic_joined(c)) /* its keeper answers the others meanwhile */
 		usleep((useconds_t)x->load_ms * 1000);
 	if (x->quit && hora_elastic_joined(c)) { /* its keeper leaves the job for it */

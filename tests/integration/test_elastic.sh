@@ -33,6 +33,8 @@
 #                 transport.io_timeout_ms 2000: the others wait for it
 #   gone-join     a joiner that loads for 8 s, above train.elastic.wait_s 3:
 #                 it leaves, the others re-form without it and finish
+#   die-while-join worker 3 killed while an admitted joiner loads: the
+#                 joiner leaves (exit 3), the three others finish
 #   resume-one    after a 1-epoch job's checkpoint, 2 workers start again
 #                 with --resume on worker 1 only: both stop, worker 1 naming
 #                 train.resume, rank 0 naming worker 1 (before, rank 0
@@ -257,7 +259,9 @@ check "kill9-seed: the seed got SIGKILL while the job trained" $?
 wait $L
 verdict kill9-seed "$T/seed-job.out" 4 $? 0
 
-# join NAME DELAY_MS [extra train.elastic lines] [extra membership lines]:
+# join NAME DELAY_MS [extra train.elastic lines] [extra membership lines]
+# (KILL_WHILE_JOINING=G: kill -9 of worker G once the joiner is admitted;
+# its exit does not count in $rc):
 # 4 of 5 workers start (membership.min_members 4, `hora worker` each), the
 # 5th joins at epoch 5, after sleeping DELAY_MS before it loads its data
 # (HORA_TEST_LOAD_DELAY_MS). Leaves $T/NAME.[0-4], $T/NAME.out (all five)
@@ -274,13 +278,17 @@ join() {
   for _ in $(seq 1200); do grep -q 'epoch 5/' "$T/$name.0" && break; sleep 0.1; done
   HORA_TEST_LOAD_DELAY_MS=$delay HORA_TEST_SAMPLE_LOG="$T/samples-$name" "$HORA" worker \
     --config "$T/$name.yaml" --proc 4 >"$T/$name.4" 2>&1 &
-  local J=$!
+  local J=$! k=${KILL_WHILE_JOINING:-}
   PIDS+=($J)
+  if [[ -n $k ]]; then # kill -9 of worker k once the joiner is admitted (it loads)
+    for _ in $(seq 300); do grep -q 'joined the running job' "$T/$name.4" && break; sleep 0.1; done
+    kill -KILL "${JP[$k]}"
+  fi
   rc=0 jrc=0
-  for g in "${JP[@]}"; do
-    timeout 120 tail --pid="$g" -f /dev/null
-    kill -0 "$g" 2>/dev/null && { check "$name: worker $g ended within 120 s" 1; kill -KILL "$g"; }
-    wait "$g" || rc=$?
+  for g in 0 1 2 3; do
+    timeout 120 tail --pid="${JP[$g]}" -f /dev/null
+    kill -0 "${JP[$g]}" 2>/dev/null && { check "$name: worker $g ended within 120 s" 1; kill -KILL "${JP[$g]}"; }
+    wait "${JP[$g]}" || [[ $g == "$k" ]] || rc=$?
   done
   timeout 60 tail --pid=$J -f /dev/null
   kill -0 $J 2>/dev/null && { check "$name: the joiner ended within 60 s of the others" 1; kill -KILL $J; }
@@ -322,6 +330,16 @@ check "gone-join: the others name it ($(grep -c 'joined and was gone again' "$T/
   "$([[ $(grep -c 'worker 4 (127.0.0.1:[0-9]*) joined and was gone again at step' "$T/gone-join.out") == 4 ]]; echo $?)"
 rm -f "$T/samples-gone-join.4" # it trained no sample (an empty log, if any)
 verdict gone-join "$T/gone-join.out" 4 $rc 4
+
+# a worker of the job dies while an admitted joiner loads: the others
+# re-form, which the joiner's main thread could not take part in, so its
+# keeper leaves the job (exit 3, naming the failed round); the three left
+# re-form without both and finish
+KILL_WHILE_JOINING=3 join die-while-join 6000
+check "die-while-join: the joiner leaves naming the failed round (exit $jrc)" \
+  "$([[ $jrc == 3 ]] && grep -q 'a readiness round of view [0-9]* failed while this worker loaded.*this worker left the job before it was ready' "$T/die-while-join.4"; echo $?)"
+rm -f "$T/samples-die-while-join.4"
+verdict die-while-join "$T/die-while-join.out" 3 $rc 3
 
 # train.resume on one worker only: both stop at once (the job is compared
 # before the resuming one's broadcasts meet the other's sync): worker 1

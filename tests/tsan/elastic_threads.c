@@ -27,12 +27,14 @@ int main(int argc, char **argv)
 	char *file = te_join_run(dir, port, &cfg, rk, quit);
 	int bad = 0;
 	const int n = quit ? 2 : 3; /* quit: the joiner ends before training */
+	if (rk[2].rc || !rk[2].joined)
+		fprintf(stderr, "worker 2 did not join the running job: %s\n", rk[2].err), bad = 1;
 	for (int i = 0; i < n; i++) {
 		if (rk[i].rc)
 			fprintf(stderr, "worker %d: %s\n", i, rk[i].err), bad = 1;
 		else if (memcmp(rk[i].res.params, rk[0].res.params, rk[0].res.nparams * sizeof(float)))
 			fprintf(stderr, "worker %d ends with other parameters than worker 0\n", i), bad = 1;
-		else if (rk[i].res.last.workers != n)
+		else if (rk[i].res.last.workers != n || (quit && rk[i].res.last.view <= 2))
 			fprintf(stderr, "worker %d: the last epoch had %d workers\n", i, rk[i].res.last.workers),
 				bad = 1;
 		hora_train_result_deinit(&rk[i].res);
