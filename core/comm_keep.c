@@ -35,6 +35,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 
 #define KEEP_ROUND_MS 100 /* at most: a quarter of transport.io_timeout_ms where that is less */
@@ -61,9 +62,13 @@ static void keep_nap(struct hora_comm *c, int ms)
 static int keep_give_up(struct hora_comm *c, const char *why)
 {
 	atomic_store(&c->monitor_stop, true);
+	char msg[sizeof(c->stop_msg)];
+	snprintf(msg, sizeof(msg), "%s: this worker left the job before it was ready", why);
 	pthread_mutex_lock(&c->mu);
-	if (!atomic_load_explicit(&c->stopped, memory_order_acquire)) /* else the monitor's message stays */
-		snprintf(c->stop_msg, sizeof(c->stop_msg), "%s: this worker left the job before it was ready", why);
+	/* the monitor's stop, if it came first (a death while this worker
+	 * loaded), is in why; nothing of this worker's reads the message
+	 * before its first call, which waits for the keeper */
+	memcpy(c->stop_msg, msg, sizeof(msg));
 	atomic_store_explicit(&c->stopped, HORA_ERR_STALL, memory_order_release);
 	pthread_cond_broadcast(&c->cv);
 	pthread_mutex_unlock(&c->mu);
