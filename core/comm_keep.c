@@ -161,27 +161,15 @@ int hora_comm_keep_start(struct hora_comm *c, double wait_s)
 	return -rc;
 }
 
-void hora_comm_keep_claim(struct hora_comm *c)
+/* Tell a live keeper this worker is ready (claim) or ends (abandon), wait
+ * for it to end its rounds, and join it (the first caller to see it does). */
+static void keep_end(struct hora_comm *c, bool abandon)
 {
-	if (!atomic_load_explicit(&c->keeper_live, memory_order_acquire) || in_keeper)
-		return;
 	pthread_mutex_lock(&c->mu);
-	c->keep_claimed = true;
-	pthread_cond_broadcast(&c->cv);
-	while (c->keeping)
-		pthread_cond_wait(&c->cv, &c->mu);
-	const bool join = atomic_exchange(&c->keeper_live, false); /* the first claimer joins it */
-	pthread_mutex_unlock(&c->mu);
-	if (join)
-		pthread_join(c->keeper, NULL);
-}
-
-void hora_comm_keep_abandon(struct hora_comm *c)
-{
-	if (!atomic_load_explicit(&c->keeper_live, memory_order_acquire))
-		return;
-	pthread_mutex_lock(&c->mu);
-	c->keep_abandon = true;
+	if (abandon)
+		c->keep_abandon = true;
+	else
+		c->keep_claimed = true;
 	pthread_cond_broadcast(&c->cv);
 	while (c->keeping)
 		pthread_cond_wait(&c->cv, &c->mu);
@@ -189,6 +177,18 @@ void hora_comm_keep_abandon(struct hora_comm *c)
 	pthread_mutex_unlock(&c->mu);
 	if (join)
 		pthread_join(c->keeper, NULL);
+}
+
+void hora_comm_keep_claim(struct hora_comm *c)
+{
+	if (atomic_load_explicit(&c->keeper_live, memory_order_acquire) && !in_keeper)
+		keep_end(c, false);
+}
+
+void hora_comm_keep_abandon(struct hora_comm *c)
+{
+	if (atomic_load_explicit(&c->keeper_live, memory_order_acquire))
+		keep_end(c, true);
 }
 
 int hora_comm_await_ready(struct hora_comm *c)
