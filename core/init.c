@@ -297,6 +297,10 @@ int hora_init_with(const struct hora_init_opts *o, struct hora_comm **out, char 
 		if (!rc)
 			rc = form_comm(j, out, err, errlen);
 	}
+	/* a worker that failed its start says so to the others at once (they
+	 * see it left), rather than leave them to wait for it */
+	if (rc && j->mem)
+		hora_net_membership_leave(j->mem);
 	hora_net_membership_destroy(j->mem);
 	hora_net_loop_destroy(j->loop);
 	memset(j->secret, 0, sizeof(j->secret));

@@ -13,6 +13,15 @@
  * (the view id in every handshake: a peer that formed over another view is
  * refused, and both try again with the newest). Below min_workers it says
  * who is missing every 10 s and fails after wait_s.
+ *
+ * What no wait can mend fails at once: this worker's own TCP address that
+ * it cannot listen on (a port another process holds); a worker of the
+ * job's first view that left gracefully before the job's first
+ * communicator formed (it failed its start, or was stopped: the others
+ * stop with it rather than train a job it was part of without it); and a
+ * worker left alone, below min_workers, after every other worker it
+ * trained with left gracefully (they finished, or were stopped: nobody
+ * comes back to a job whose workers all left).
  */
 #include "joining.h"
 #include "log.h"
@@ -30,6 +39,11 @@ struct rejoin {
 	struct hora_init_opts o;
 	struct hora_elastic_config el;
 	struct hora_net_membership *mem; /* the communicator's */
+	/* the latest uid of each worker index that took part in a view this
+	 * worker waited in (0: none yet); the caller's thread only */
+	uint64_t last[HORA_SWIM_MAX_VIEW];
+	bool formed;  /* a communicator was formed: the job started */
+	bool joiner;  /* came in as a joiner of a running job */
 };
 
 /* The participants of view v (uids, rank order); returns how many. */
@@ -112,6 +126,70 @@ static int form(const struct rejoin *rj, uint64_t id, const uint64_t *p, int n, 
 	return 0;
 }
 
+/* remember the participants of a view by worker index */
+static void note_seen(struct rejoin *rj, const uint64_t *p, int n)
+{
+	for (int i = 0; i < n; i++) {
+		const int g = (int)(p[i] >> 40) - 1;
+		if (g >= 0 && g < HORA_SWIM_MAX_VIEW)
+			rj->last[g] = p[i];
+	}
+}
+
+/* "worker 2 (127.0.0.1:29503)" appended to out at *k, comma separated */
+static void name_worker(const struct rejoin *rj, int g, char *out, size_t len, size_t *k)
+{
+	char addr[80];
+	if (*k + 100 >= len || hora_joining_name(&rj->j.cc, (uint64_t)(g + 1) << 40, addr))
+		return;
+	*k += (size_t)snprintf(out + *k, len - *k, "%sworker %d (%s)", *k ? ", " : "", g, addr);
+}
+
+/* A worker of the job that left gracefully, seen by this worker, and no
+ * point in waiting for it. Before the job's first communicator (a starter,
+ * not a joiner): any worker of it that left stops the job (err names it).
+ * After: only when this worker is alone (n == 1 participant) below
+ * min_workers and every other worker it saw left (none died: a dead one
+ * may be restarted). HORA_ERR_LOST with err, or 0. */
+static int gone_for_good(const struct rejoin *rj, int n, char *err, size_t errlen)
+{
+	char who[1024] = "";
+	size_t k = 0;
+	int left = 0;
+	const bool start = !rj->formed && !rj->joiner;
+	if (!start && (n != 1 || n >= rj->el.min_workers))
+		return 0;
+	for (int g = 0; g < HORA_SWIM_MAX_VIEW; g++) {
+		if (!rj->last[g] || rj->last[g] == rj->j.uid)
+			continue;
+		const int st = hora_net_membership_state(rj->mem, rj->last[g]);
+		if (st == HORA_SWIM_LEFT) {
+			left++;
+			name_worker(rj, g, who, sizeof(who), &k);
+		} else if (!start) {
+			return 0; /* alive, suspected, or dead and maybe restarted */
+		}
+	}
+	if (!left)
+		return 0;
+	if (start)
+		snprintf(err, errlen, "%s left the job while it started, before its first communicator "
+				      "formed (its own output says why): the job stops", who);
+	else
+		snprintf(err, errlen, "worker %d is alone: every other worker of the job left it (%s: "
+				      "finished or stopped), below train.elastic.min_workers %d: it stops rather "
+				      "than wait train.elastic.wait_s %.0f s for workers that left",
+			 rj->o.proc, who, rj->el.min_workers, rj->el.wait_s);
+	return HORA_ERR_LOST;
+}
+
+/* a failure to form that no retry mends: this worker cannot listen on its
+ * own address (a port another process holds, an address not of this host) */
+static bool form_fatal(int rc)
+{
+	return rc == -EADDRINUSE || rc == -EADDRNOTAVAIL || rc == -EACCES;
+}
+
 /* whether every participant but this worker is ALIVE in the table */
 static bool all_alive(const struct rejoin *rj, const uint64_t *p, int n)
 {
@@ -153,11 +231,19 @@ static int rejoin_next(void *arg, uint64_t old_view, struct hora_comm_next *out,
 		hora_net_membership_view(rj->mem, &v, &myrank, &paused, why, sizeof(why));
 		n = participants(rj, &v, p);
 		const int me = index_of(p, n, rj->j.uid);
+		int rc = 0;
+		if (v.id && !paused)
+			note_seen(rj, p, n);
+		if (v.id && !paused && me >= 0 && (rc = gone_for_good(rj, n, err, errlen)))
+			return rc;
 		if (v.id && !paused && me >= 0 && n >= rj->el.min_workers && all_alive(rj, p, n)) {
 			const double left = deadline - hora_clock_s();
-			if (!form(rj, v.id, p, n, me, left < 3 ? (left > 0.2 ? (int)(left * 1e3) : 200) : 3000, out,
-				  e2, sizeof(e2)))
-				return 0;
+			rc = form(rj, v.id, p, n, me, left < 3 ? (left > 0.2 ? (int)(left * 1e3) : 200) : 3000, out,
+				  e2, sizeof(e2));
+			if (!rc)
+				return rj->formed = true, 0;
+			if (form_fatal(rc))
+				return snprintf(err, errlen, "%s", e2), rc;
 			HORA_LOGD("forming the communicator of view %llu (try %d): %s", (unsigned long long)v.id,
 				  tries + 1, e2);
 		} else if (v.id && !paused && myrank >= 0 && me < 0 && !index_taken(p, n, rj->j.uid)) {
@@ -279,6 +365,14 @@ int hora_rejoin_join(struct joining *j, bool joiner, struct hora_comm **out, cha
 		return -ENOMEM;
 	const double t0 = hora_clock_s();
 	struct hora_comm_next nx = {0};
+	rj->joiner = joiner;
+	if (!joiner) { /* the job's first view: who starts it */
+		struct hora_swim_view first;
+		int frank;
+		uint64_t p[HORA_SWIM_MAX_VIEW];
+		hora_net_membership_first_view(j->mem, &first, &frank);
+		note_seen(rj, p, participants(rj, &first, p));
+	}
 	int rc = rejoin_next(rj, 0, &nx, err, errlen);
 	if (!rc && (rc = hora_comm_from_net(nx.net, (enum hora_algo)j->cc.coll.algorithm, out)))
 		hora_net_comm_destroy(nx.net);

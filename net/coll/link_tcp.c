@@ -430,7 +430,11 @@ static int listen_setup(struct link_tcp *t, char *err, size_t errlen)
 	if (rc)
 		return rc;
 	hora_hostport_split(cfg->addrs[me], host, sizeof(host), &port);
-	return hora_net_listen(t->loop, host, port, &port, err, errlen);
+	char e2[256] = "";
+	if ((rc = hora_net_listen(t->loop, host, port, &port, e2, sizeof(e2))))
+		snprintf(err, errlen, "rank %d: cannot listen on TCP %s: %s%s", me, cfg->addrs[me],
+			 strerror(-rc), rc == -EADDRINUSE ? " (another process holds this port)" : "");
+	return rc;
 }
 
 int hora_net_link_tcp_create(const struct hora_net_comm_cfg *cfg, struct hora_net_link **out, char *err,
