@@ -208,16 +208,20 @@ static int last_epoch(FILE *f)
 	return e;
 }
 
-/* rank 0's files follow rank 0 (a new one goes on after the lines there) */
+/* rank 0's files follow rank 0 (a new one goes on after the lines there);
+ * before the job agreement, which stops every rank when rank 0 cannot
+ * open them (a job of one: here) */
 static int own_files(struct run *r)
 {
+	r->metrics_errno = 0;
 	if (r->rank == 0 && r->cfg->metrics[0] && !r->mf) {
-		if (!(r->mf = fopen(r->cfg->metrics, "a+"))) {
+		if (!(r->mf = fopen(r->cfg->metrics, "a+")) && (r->metrics_errno = errno) && !r->several) {
 			snprintf(r->err, r->errlen, "metrics: cannot open %s: %s", r->cfg->metrics,
 				 strerror(errno));
 			return HORA_ERR_CONFIG;
 		}
-		r->metrics_last = last_epoch(r->mf);
+		if (r->mf)
+			r->metrics_last = last_epoch(r->mf);
 	}
 	if (r->rank != 0 && r->mf) {
 		fclose(r->mf);
@@ -249,8 +253,10 @@ static int sync_view(struct run *r, int *root, size_t *bytes)
 		return snprintf(r->err, r->errlen, "the readiness rounds of view %llu: %s",
 				(unsigned long long)hora_comm_view(r->c), hora_comm_last_error(r->c)), rc;
 	rc = hora_run_dist_optim(r);
+	if (!rc)
+		rc = own_files(r);
 	if (!rc && r->several && (rc = hora_run_agree_job(r, &r->bar)) == HORA_ERR_CONFIG &&
-	    r->es->slot[r->es->latest].valid) {
+	    r->es->slot[r->es->latest].valid && !r->duty_failed) {
 		/* a joiner of another job (no commit of its own: it stops on this
 		 * error); the others re-form without it once it is gone */
 		HORA_LOGW("not admitting a worker: %s", r->err);
@@ -270,7 +276,7 @@ static int sync_view(struct run *r, int *root, size_t *bytes)
 	r->pg.steps = r->steps_per_epoch;
 	if (r->samples)
 		fprintf(r->samples, "v %" PRIu64 " %" PRId64 "\n", hora_comm_view(r->c), r->step);
-	return own_files(r);
+	return 0;
 }
 
 int hora_elastic_start(struct run *r)
@@ -434,7 +440,7 @@ static void changes(struct run *r, const struct hora_comm_member *old, int n, co
 int hora_elastic_recover(struct run *r, int rc)
 {
 	const double t0 = r->t_step ? r->t_step : hora_clock_s(); /* the last step that ended */
-	if (fatal(rc) || (rc != HORA_ERR_VIEW && !view_changes(r)))
+	if (fatal(rc) || r->duty_failed || (rc != HORA_ERR_VIEW && !view_changes(r)))
 		return rc;
 	const int64_t at = r->step;
 	const int n = r->size;

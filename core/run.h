@@ -42,6 +42,8 @@ struct run {
 	int64_t *order; /* this epoch's shuffle of the training set */
 	FILE *mf;       /* rank 0's metrics file */
 	int metrics_last; /* the last epoch whose line it holds (a rollback does not write it twice) */
+	int metrics_errno; /* rank 0 could not open its metrics file (the job agreement stops
+			      every rank with it) */
 	bool metrics_fresh; /* a job that does not resume, before its first epoch's end: rank 0
 			       empties its metrics file before the first line */
 	struct progress pg;
@@ -57,6 +59,8 @@ struct run {
 	uint64_t rng_epoch;
 	int order_of;
 	int bar; /* rank 0's progress-bar choice */
+	bool duty_failed; /* rank 0's metrics or checkpoint failed, every rank told: the job
+			     stops on every rank (elastic: no re-form, no worker was lost) */
 	/* elastic training (elastic.c) */
 	bool elastic;
 	int n0;                       /* workers at the start (batch: global keeps n0 x batch) */

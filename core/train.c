@@ -295,7 +295,8 @@ enum { JOB_SEED, JOB_EPOCHS, JOB_BATCH, JOB_TRAIN_N, JOB_TEST_N, JOB_INPUTS, JOB
        JOB_ELASTIC, JOB_GOSSIP, JOB_GOSSIP_TOPOLOGY, JOB_GOSSIP_PERIOD, JOB_GOSSIP_SELF_WEIGHT,
        JOB_GOSSIP_CONSENSUS, JOB_GOSSIP_MODE, JOB_GOSSIP_ADAPTIVE, JOB_BALANCE, JOB_OPTIM, JOB_LR,
        JOB_MOMENTUM, JOB_NESTEROV, JOB_BETA1, JOB_BETA2, JOB_EPS, JOB_WD, JOB_WARMUP, JOB_SCHEDULE,
-       JOB_SCALE_LR, JOB_EL_BATCH, JOB_EL_COMMIT, JOB_EL_MIN, JOB_EL_MAX, JOB_DATA, JOB_BAR, JOB_N };
+       JOB_SCALE_LR, JOB_EL_BATCH, JOB_EL_COMMIT, JOB_EL_MIN, JOB_EL_MAX, JOB_DATA, JOB_BAR,
+       JOB_METRICS_ERRNO, JOB_N };
 /* the settings compared as the bits of a double (printed as numbers) */
 #define JOB_DOUBLES                                                                                    \
 	((1ull << JOB_LR) | (1ull << JOB_MOMENTUM) | (1ull << JOB_BETA1) | (1ull << JOB_BETA2) |      \
@@ -352,6 +353,12 @@ static void job_value(char *buf, size_t n, int k, int64_t v)
 		snprintf(buf, n, "%lld", (long long)v);
 }
 
+/* Rank 0's job to every rank, which compares its own; all learn the
+ * highest rank that differs and the first setting it differs in (who:
+ * (rank + 1) x 64 + setting), so that every rank names it. A barrier
+ * after a refusal keeps every rank until all know it: one that left at
+ * once could fail another's allreduce (a comm error, and elastic ranks
+ * would take it for a lost worker); its own failure changes nothing. */
 static int agree_on_job(struct hora_comm *c, int64_t *v, char *err, size_t errlen)
 {
 	int64_t mine[JOB_N];
@@ -365,7 +372,7 @@ static int agree_on_job(struct hora_comm *c, int64_t *v, char *err, size_t errle
 	for (int k = 0; k < JOB_BAR && bad < 0; k++)
 		if (mine[k] != v[k])
 			bad = k;
-	int32_t who = bad >= 0 ? hora_rank(c) + 1 : 0;
+	int32_t who = bad >= 0 ? (hora_rank(c) + 1) * 64 + bad : 0;
 	if ((rc = hora_allreduce(c, &who, &who, 1, HORA_I32, HORA_MAX))) {
 		snprintf(err, errlen, "agreeing on the job: %s", hora_comm_last_error(c));
 		return rc;
@@ -378,12 +385,13 @@ static int agree_on_job(struct hora_comm *c, int64_t *v, char *err, size_t errle
 				      "and %s on rank 0; every worker needs the same train section, data and "
 				      "HORA_* settings", hora_rank(c), job_name[bad], here, there);
 	} else if (who)
-		snprintf(err, errlen, "rank %d runs a different job than rank 0 (its log names the setting); "
-				      "every worker needs the same train section, data and HORA_* settings",
-			 (int)who - 1);
+		snprintf(err, errlen, "rank %d runs a different job than rank 0: %s differs (its log gives "
+				      "both values); every worker needs the same train section, data and HORA_* "
+				      "settings", (int)(who / 64) - 1, job_name[who % 64]);
+	if (who)
+		hora_barrier(c);
 	return who ? HORA_ERR_CONFIG : 0;
 }
-
 
 /* the training and test sets, which must fit each other */
 static int load_data(struct run *r)
@@ -429,7 +437,8 @@ static int set_up(struct run *r)
 	 * joiner's rank 0 opens them after the sync (elastic.c), after the
 	 * lines there */
 	const bool joiner = r->c && hora_comm_joined(r->c);
-	if (r->rank == 0 && cfg->metrics[0] && !joiner && !(r->mf = fopen(cfg->metrics, "a"))) {
+	if (r->rank == 0 && cfg->metrics[0] && !joiner && !(r->mf = fopen(cfg->metrics, "a")) &&
+	    (r->metrics_errno = errno) && !r->several) {
 		snprintf(r->err, r->errlen, "metrics: cannot open %s: %s", cfg->metrics, strerror(errno));
 		return HORA_ERR_CONFIG;
 	}
@@ -474,18 +483,36 @@ int hora_run_agree_job(struct run *r, int *bar)
 		[JOB_SCALE_LR] = o->scale_lr_by_size != 0, [JOB_EL_BATCH] = r->elastic ? el->batch : 0,
 		[JOB_EL_COMMIT] = r->elastic ? el->commit_steps : 0, [JOB_EL_MIN] = r->elastic ? el->min_workers : 0,
 		[JOB_EL_MAX] = r->elastic ? el->max_workers : 0,
-		[JOB_DATA] = (int64_t)((uint64_t)data_crc(&r->train) << 32 | data_crc(&r->test)), [JOB_BAR] = *bar};
+		[JOB_DATA] = (int64_t)((uint64_t)data_crc(&r->train) << 32 | data_crc(&r->test)), [JOB_BAR] = *bar,
+		[JOB_METRICS_ERRNO] = r->metrics_errno};
 	int rc = agree_on_job(r->c, job, r->err, r->errlen);
 	if (!rc)
 		*bar = (int)job[JOB_BAR];
+	if (!rc && job[JOB_METRICS_ERRNO]) { /* rank 0's duty: every rank stops (not a lost worker) */
+		snprintf(r->err, r->errlen, "%smetrics: cannot open %s: %s", r->rank ? "rank 0 stopped the job: " : "",
+			 cfg->metrics, strerror((int)job[JOB_METRICS_ERRNO]));
+		r->duty_failed = true;
+		rc = HORA_ERR_CONFIG;
+		hora_barrier(r->c); /* as after a refusal (agree_on_job) */
+	}
 	return rc;
 }
 
 /* Every rank checks its job against rank 0's and takes rank 0's bar choice
- * (*bar) and initial parameters (Horovod's broadcast). */
+ * (*bar) and initial parameters (Horovod's broadcast). The first call is
+ * one round of the shape of an elastic formation's readiness rounds
+ * (comm_keep.c: an allreduce of one int32, MIN, 1: ready), so that a
+ * worker without train.elastic beside elastic ones reaches the job
+ * agreement with them, which refuses train.elastic by name on every
+ * worker, rather than failing on mismatched collectives while the
+ * elastic ones re-form without it. */
 static int agree(struct run *r, int *bar)
 {
-	int rc = hora_run_agree_job(r, bar);
+	int32_t ready = 1;
+	int rc = hora_allreduce(r->c, &ready, &ready, 1, HORA_I32, HORA_MIN);
+	if (rc)
+		return snprintf(r->err, r->errlen, "agreeing on the job: %s", hora_comm_last_error(r->c)), rc;
+	rc = hora_run_agree_job(r, bar);
 	if (rc)
 		return rc;
 	if ((rc = hora_broadcast_parameters(r->c, r->tr.params, r->tr.nparams, 0)))
@@ -817,6 +844,28 @@ static void finish_after_failed_round(struct run *r, struct hora_ckpt_thread *w)
 	hora_ckpt_thread_end(w, true);
 }
 
+/* Rank 0's metrics or checkpoint failed after epoch e, and every rank
+ * knows it (end_epoch's rounds): every rank stops with rank 0's reason
+ * (the file and the cause), and none re-forms (r->duty_failed: no worker
+ * of an elastic job was lost, the job's own duty failed). The barrier
+ * keeps rank 0 (whose exit would fail the others' calls) until every rank
+ * has the reason; its own failure changes nothing. */
+static void share_duty_error(struct run *r, int e)
+{
+	char why[512];
+	r->duty_failed = true;
+	if (!r->several)
+		return;
+	snprintf(why, sizeof(why), "%s", r->rank == 0 ? r->err : "");
+	const int rc = hora_broadcast(r->c, why, sizeof(why) / 4, HORA_I32, 0);
+	why[sizeof(why) - 1] = 0;
+	if (r->rank != 0)
+		snprintf(r->err, r->errlen, "rank 0 stopped the job after epoch %d: %s", e,
+			 rc ? "it could not write its metrics or checkpoint (its log says why)" : why);
+	if (!rc)
+		hora_barrier(r->c);
+}
+
 /* rank 0's files: a failure there stops every rank, together. The
  * checkpoint (a large model, a network file system: it may take long) is
  * written on a thread while every rank waits in rounds of one broadcast
@@ -854,12 +903,8 @@ static int end_epoch(struct run *r, int e)
 	r->metrics_fresh = false; /* a line was written (by this rank 0 or not): later ones append */
 	if (r->tl && !wrc && tc1 > tc0)
 		hora_timeline_span(r->tl, 0, "checkpoint", tc0, tc1, 0);
-	if (wrc == HORA_ERR_STALL && r->rank != 0)
-		snprintf(r->err, r->errlen, "rank 0 stopped the job after epoch %d: its checkpoint write "
-					    "passed train.stall_abort_s (its log says where)", e);
-	else if (wrc && r->rank != 0)
-		snprintf(r->err, r->errlen, "rank 0 stopped the job after epoch %d: it could not write its "
-					    "metrics or checkpoint (its log says why)", e);
+	if (wrc)
+		share_duty_error(r, e);
 	return wrc;
 }
 
