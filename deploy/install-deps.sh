@@ -6,6 +6,7 @@ set -euo pipefail
 
 PKGS=(
   build-essential cmake pkg-config git ca-certificates
+  file                              # cpack -G DEB (tests/install): CPackDeb runs it for the shlibs file
   liburing-dev libyaml-dev libcriterion-dev zlib1g-dev
   libopenblas-dev libsodium-dev
   libgfortran-12-dev                # libopenblas.a needs it: the static link of tests/install

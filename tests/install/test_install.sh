@@ -25,8 +25,11 @@ set -uo pipefail
 BUILD=$(cd "${1:?usage: test_install.sh BUILD SRC [SANFLAGS]}" && pwd)
 SRC=$(cd "${2:?usage: test_install.sh BUILD SRC [SANFLAGS]}" && pwd)
 SANFLAGS=${3:-}
-for tool in cmake pkg-config nm readelf dpkg-deb cpack cc; do
-	command -v "$tool" >/dev/null || { echo "SKIP: $tool not found"; exit 77; }
+# file: CPackDeb runs it to find the ELF files for the shlibs control file
+# ("CPackDeb: file utility is not available" without it); Debian's minbase
+# lacks it, deploy/install-deps.sh installs it
+for tool in cmake pkg-config nm readelf dpkg-deb cpack file cc; do
+	command -v "$tool" >/dev/null || { echo "SKIP: $tool not found (deploy/install-deps.sh installs it)"; exit 77; }
 done
 T=$(mktemp -d /tmp/hora-install.XXXXXX)
 trap 'rm -rf "$T"' EXIT

@@ -4,7 +4,9 @@ written to a temp dir, free ports) and HORA_PROC, exactly as `hora run`
 starts them, and stopped by PID at the end.
 
 The package is found through PYTHONPATH (CTest sets <build>/python); a
-worker is `python3 tests/python/workers/<script>.py ARGS`.
+worker is `python3 tests/python/workers/<script>.py ARGS`, with stdout and
+stderr pipes and Python's default buffering (PYTHONUNBUFFERED removed): a
+worker flushes what it prints before os._exit.
 """
 import os
 import random
@@ -70,6 +72,11 @@ class Job:
             if train:  # a train section, e.g. "elastic: {min_workers: 1}" (hora.torch.elastic)
                 f.write("train:\n  %s\n" % train)
         e = dict(os.environ)
+        # Python's own buffering, as under a user's shell: stdout is a pipe
+        # here, block-buffered, and a line printed before os._exit without a
+        # flush is lost; PYTHONUNBUFFERED=1 (set on some CI machines) would
+        # hide that
+        e.pop("PYTHONUNBUFFERED", None)
         e["HORA_CONFIG"] = self.cluster
         e["HORA_SECRET"] = secrets.token_hex(16)
         e["HORA_LOG"] = e.get("HORA_LOG", "warn")

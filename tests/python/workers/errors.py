@@ -31,16 +31,18 @@ print("READY", flush=True)
 if case == "mismatch":
     try:
         hora.allreduce(np.ones(10 + r, dtype=np.float32))
-        print("RESULT no error")
+        print("RESULT no error", flush=True)
     except hora.HoraError as e:
-        print("RESULT HoraError code=%d msg=%s" % (e.code, e.message))
+        print("RESULT HoraError code=%d msg=%s" % (e.code, e.message), flush=True)
     t0 = time.monotonic()
     try:
         hora.barrier()
-        print("RESULT later call: no error")
+        print("RESULT later call: no error", flush=True)
     except hora.HoraError as e:
-        print("RESULT later HoraError code=%d in %.3f s" % (e.code, time.monotonic() - t0))
-    os._exit(0)  # the communicator is broken: no graceful leave to wait for
+        print("RESULT later HoraError code=%d in %.3f s" % (e.code, time.monotonic() - t0), flush=True)
+    # the communicator is broken: no graceful leave to wait for; os._exit skips
+    # Python's flush of stdout (a pipe: block-buffered), hence flush=True above
+    os._exit(0)
 
 if case == "lost":
     if r == n - 1:
