@@ -25,6 +25,7 @@
 #include "checkpoint.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <sodium.h>
 #include <stdio.h>
@@ -359,13 +360,37 @@ static int check_job(const char *path, const struct hora_ckpt_meta *m, const str
 	return 0;
 }
 
+/* Whether the previous checkpoint could be resumed from in place of the
+ * current one: read whole (into buffers of its own: the caller's state is
+ * not touched) and of this job. why: why not, empty when it is missing. */
+static bool prev_usable(const char *prev, const struct hora_ckpt_job *j, size_t nparams, size_t ob, char *why,
+			size_t whylen)
+{
+	why[0] = 0;
+	if (access(prev, F_OK))
+		return false;
+	struct hora_ckpt_meta m;
+	float *p = malloc(nparams ? nparams * sizeof(float) : 1);
+	uint8_t *st = malloc(ob ? ob : 1);
+	int rc = p && st ? hora_ckpt_read_state(prev, &m, p, nparams, st, ob, why, whylen) : -ENOMEM;
+	if (rc == -ENOMEM)
+		snprintf(why, whylen, "checkpoint %s: out of memory to check it", prev);
+	else if (!rc)
+		rc = check_job(prev, &m, j, why, whylen);
+	free(p);
+	free(st);
+	return !rc;
+}
+
 /* What to do about it, after the reason in err: a damaged or missing file
- * can be replaced by the previous checkpoint; a checkpoint of another job
- * cannot (the previous one was written by that job too). */
-static void add_hint(int rc, const struct hora_ckpt_meta *m, const struct hora_ckpt_job *j,
-		     const char *cur, const char *prev, char *err, size_t errlen)
+ * can be replaced by the previous checkpoint when that one is whole and of
+ * this job; a checkpoint of another job cannot (the previous one was
+ * written by that job too). */
+static void add_hint(int rc, const struct hora_ckpt_meta *m, const struct hora_ckpt_job *j, size_t nparams,
+		     size_t ob, const char *cur, const char *prev, char *err, size_t errlen)
 {
 	size_t k = strlen(err);
+	char why[HORA_PATH_MAX + 512];
 	if (k >= errlen)
 		return;
 	if (rc == HORA_ERR_CONFIG && m->nparams && j->workers && m->workers != j->workers)
@@ -377,9 +402,12 @@ static void add_hint(int rc, const struct hora_ckpt_meta *m, const struct hora_c
 		snprintf(err + k, errlen - k, "; resume it with the settings that wrote it, or start "
 					      "afresh with another train.checkpoint.dir or without "
 					      "train.resume");
-	else if (!access(prev, R_OK))
-		snprintf(err + k, errlen - k, "; the previous checkpoint %s is kept (move it to %s to "
+	else if (prev_usable(prev, j, nparams, ob, why, sizeof(why)))
+		snprintf(err + k, errlen - k, "; the previous checkpoint %s is whole (move it to %s to "
 					      "resume from it)", prev, cur);
+	else if (why[0])
+		snprintf(err + k, errlen - k, "; the previous checkpoint is no use either (%s): start "
+					      "afresh without train.resume", why);
 	else
 		snprintf(err + k, errlen - k, "; there is no previous checkpoint to fall back on: start "
 					      "afresh without train.resume");
@@ -395,8 +423,10 @@ int hora_ckpt_resume_state(const char *dir, const struct hora_ckpt_job *job, str
 	if (!rc)
 		rc = check_job(cur, m, job, err, errlen);
 	if (rc)
-		add_hint(rc, m, job, cur, prev, err, errlen);
-	return rc;
+		add_hint(rc, m, job, nparams, ob, cur, prev, err, errlen);
+	/* a checkpoint that is missing or cannot be read is bad input, as a
+	 * damaged one is (hora worker exits 2 for both) */
+	return rc < 0 && rc > -4096 && rc != -ENOMEM ? HORA_ERR_DATA : rc;
 }
 
 int hora_ckpt_resume(const char *dir, const struct hora_ckpt_job *job, struct hora_ckpt_meta *m,

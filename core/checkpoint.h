@@ -52,8 +52,11 @@ struct hora_ckpt_job {
 /* Read <dir>/checkpoint.hora for job: hora_ckpt_read, then the job that
  * wrote it compared with this one (HORA_ERR_CONFIG when it differs). On
  * failure err ends with the hint that fits the cause: the previous
- * checkpoint for a damaged or missing file, the worker count or settings
- * that wrote it for another job's checkpoint. m is filled as far as known. */
+ * checkpoint for a damaged or missing file when it is whole and of this
+ * job (else why it is no use), the worker count or settings that wrote it
+ * for another job's checkpoint. m is filled as far as known. Returns 0,
+ * HORA_ERR_CONFIG (another job's), HORA_ERR_DATA (damaged, missing or
+ * unreadable) or -ENOMEM. */
 int hora_ckpt_resume(const char *dir, const struct hora_ckpt_job *job, struct hora_ckpt_meta *m,
 		     float *params, size_t nparams, struct hora_optim *o, char *err, size_t errlen);
 /* The same into state bytes (hora_ckpt_read_state). */

@@ -146,6 +146,9 @@ static int set_device(void *base, const char *key, const char *v, int line, int 
  * would hand every rank one rank's model, not the average) */
 static int gossip_elastic(const struct hora_train_config *c, const char *key, char *err, size_t errlen)
 {
+	if (c->gossip.on && c->elastic.on && !strcmp(key, "train.sync"))
+		return hora_cfg_bad(err, errlen, "train.sync: gossip is not available with train.elastic in "
+						 "this build (use one of them)");
 	if (c->gossip.on && c->elastic.on)
 		return hora_cfg_bad(err, errlen, "%s: train.sync: gossip with train.elastic is not available "
 						 "in this build (use one of them)", key);

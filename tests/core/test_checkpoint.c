@@ -269,9 +269,22 @@ Test(core_checkpoint_resume, a_damaged_checkpoint_gets_the_previous_one_hint, .i
 	cr_assert(strstr(err, cur) && strstr(err, "is corrupt (checksum mismatch"), "%s", err);
 	cr_assert(strstr(err, "the previous checkpoint") && strstr(err, "move it to"), "%s", err);
 	cr_assert_null(strstr(err, "not supported"), "%s", err);
+	/* both damaged: the previous one is named damaged, not offered (the
+	 * hint was "move it to ... to resume" for it too) */
+	flip(prev, 12, 0x10);
+	rc = hora_train_run(&cfg, &res, err, sizeof(err));
+	cr_assert_eq(rc, HORA_ERR_DATA, "rc %d: %s", rc, err);
+	cr_assert(strstr(err, "the previous checkpoint is no use either (checkpoint") && strstr(err, prev),
+		  "%s", err);
+	cr_assert_null(strstr(err, "move it"), "%s", err);
 	cr_assert_eq(unlink(prev), 0);
 	rc = hora_train_run(&cfg, &res, err, sizeof(err));
 	cr_assert_eq(rc, HORA_ERR_DATA, "rc %d: %s", rc, err);
 	cr_assert(strstr(err, "no previous checkpoint to fall back on"), "%s", err);
+	/* none at all: bad input like a damaged one (it was -ENOENT: hora worker exited 1) */
+	cr_assert_eq(unlink(cur), 0);
+	rc = hora_train_run(&cfg, &res, err, sizeof(err));
+	cr_assert_eq(rc, HORA_ERR_DATA, "rc %d: %s", rc, err);
+	cr_assert(strstr(err, cur) && strstr(err, "No such file or directory"), "%s", err);
 	free(ck);
 }

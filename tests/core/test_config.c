@@ -404,6 +404,8 @@ Test(core_config, the_gossip_section_turns_it_on_and_every_key_is_checked)
 		 "c.yaml:3:26: train.elastic.min_workers: train.sync: gossip with train.elastic is not available"},
 		{"  elastic: {min_workers: 2}\n  gossip: {period: 2}\n",
 		 "c.yaml:3:20: train.gossip.period: train.sync: gossip with train.elastic is not available"},
+		{"  elastic: {min_workers: 2}\n  sync: gossip\n", /* the key once, not "train.sync: train.sync:" */
+		 "c.yaml:3:9: train.sync: gossip is not available with train.elastic in this build"},
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		char y[256];
