@@ -472,6 +472,42 @@ static int gone_scan(struct hora_comm *c, bool left)
 	return -1;
 }
 
+/* Whether the others dropped this worker while it could not answer
+ * (frozen past the failure detector's time, cut off): an installed view
+ * newer than the communicator's lacks it, or (elastic) holds exactly the
+ * communicator's members again, which only a view without one of them in
+ * between makes (views change only with their members): the others have
+ * moved on over a communicator this one never formed. why: the message. */
+static bool self_dropped(struct hora_comm *c, char *why, size_t n)
+{
+	if (!c->members || !c->owned_m || !c->net)
+		return false;
+	struct hora_swim_view v;
+	int myrank;
+	bool paused;
+	hora_net_membership_view(c->owned_m, &v, &myrank, &paused, NULL, 0);
+	if (v.id <= c->view_id)
+		return false;
+	const int size = hora_net_comm_size(c->net), me = hora_net_comm_rank(c->net);
+	const struct hora_comm_member *mb = &c->members[me];
+	const char *how = NULL;
+	if (!view_has(&v, mb->uid)) {
+		how = "lacks it";
+	} else if (c->elastic && v.n == size) {
+		bool same = true;
+		for (int r = 0; r < size && same; r++)
+			same = view_has(&v, c->members[r].uid);
+		if (same)
+			how = "holds it again after a view without it";
+	}
+	if (!how)
+		return false;
+	snprintf(why, n, "this worker (rank %d, worker %d, %s) was declared dead by the others while it did not "
+		 "answer (frozen or cut off for longer than the failure detector's time): view %llu %s",
+		 me, mb->worker, mb->addr, (unsigned long long)v.id, how);
+	return true;
+}
+
 /* The first rank of the communicator (not this one) that the failure
  * detector declared dead: DEAD in the member table, or missing from an
  * installed view newer than the communicator's without having left
@@ -623,6 +659,13 @@ static void *monitor_main(void *arg)
 		int myrank;
 		hora_net_membership_view(c->owned_m, &v, &myrank, &known_paused, NULL, 0);
 		known = v.id;
+		char why[384];
+		if (self_dropped(c, why, sizeof(why))) {
+			/* elastic: it re-forms as a joiner (its stale state discarded) */
+			monitor_stop_job(c, c->elastic ? HORA_ERR_VIEW : HORA_ERR_LOST, why,
+					 hora_net_comm_rank(c->net));
+			break;
+		}
 		const int r = lost_scan(c);
 		if (r >= 0 && lost_decide(c, r))
 			break;

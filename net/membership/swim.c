@@ -104,6 +104,7 @@ struct hora_swim {
 	struct hora_swim_out *out;
 	int out_head, out_n;
 	bool left;
+	int64_t last_call; /* the clock at the last tick or input (pause detection) */
 };
 
 void hora_swim_cfg_default(struct hora_swim_cfg *c)
@@ -842,10 +843,49 @@ static void probe_timers(struct hora_swim *s, int64_t now)
 	}
 }
 
+/* This member's clock jumped: it was frozen (SIGSTOP, a swap storm, a VM
+ * paused) or starved for longer than a probe period. What its timers say now
+ * is about itself, not the others: its probes end without suspicion, its
+ * suspicions start again (refutations may wait in its socket), and it tells
+ * every member at once, with a higher incarnation, that it is alive, so a
+ * suspicion the others raised meanwhile is refuted before it turns into a
+ * death (Lifeguard's local health, reduced to its clock). */
+static void resumed(struct hora_swim *s, int64_t now)
+{
+	s->st.pauses++;
+	s->probe[0].uid = s->probe[1].uid = 0;
+	for (int i = 1; i < s->n; i++)
+		if (s->mem[i].m.state == HORA_SWIM_SUSPECT)
+			s->mem[i].m.state_since_ms = now;
+	if (!s->joined)
+		return;
+	s->mem[0].m.incarnation++;
+	changed(s, &s->mem[0], now);
+	for (int j = 1; j < s->n; j++)
+		if (s->mem[j].m.state != HORA_SWIM_LEFT) { /* the dead too: they may think us dead */
+			uint8_t buf[HORA_SWIM_MTU];
+			struct msg m;
+			msg_begin(s, &m, buf, T_NEWS, 0, 0);
+			msg_upd(&m, &s->mem[0].m);
+			msg_send(s, &m, s->mem[j].m.addr);
+		}
+}
+
+/* Every tick and input first: a gap of a probe period or more since the
+ * last one is a pause of this process (the tick is due every 50 ms at most). */
+static void clock_check(struct hora_swim *s, int64_t now)
+{
+	if (s->last_call && now - s->last_call >= s->cfg.probe_interval_ms && !s->left)
+		resumed(s, now);
+	if (now > s->last_call)
+		s->last_call = now;
+}
+
 void hora_swim_tick(struct hora_swim *s, int64_t now)
 {
 	if (s->left)
 		return;
+	clock_check(s, now);
 	if (!s->joined && s->nseeds && now >= s->next_join) {
 		uint8_t buf[HORA_SWIM_MTU];
 		struct msg m;
@@ -860,7 +900,7 @@ void hora_swim_tick(struct hora_swim *s, int64_t now)
 	for (int i = 1; i < s->n; i++) {
 		struct mem *x = &s->mem[i];
 		if (x->m.state == HORA_SWIM_SUSPECT &&
-		    now - x->m.state_since_ms >= s->cfg.suspect_timeout_ms)
+		    now - x->m.state_since_ms >= s->cfg.suspect_timeout_ms + s->cfg.probe_interval_ms)
 			declare_dead(s, x, now);
 		else if (x->m.state == HORA_SWIM_DEAD && !x->refused && in_view(&s->view, x->m.uid) &&
 			 now - x->proof_sent >= s->cfg.probe_interval_ms)
@@ -1189,6 +1229,7 @@ void hora_swim_input(struct hora_swim *s, int64_t now, struct hora_swim_addr fro
 {
 	s->st.recv_msgs++;
 	s->st.recv_bytes += len;
+	clock_check(s, now);
 	struct in_msg m;
 	if (!in_parse(s, b, len, &m) || !in_fresh(s, &m) || s->left || !in_updates(s, now, &m))
 		return;

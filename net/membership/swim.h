@@ -98,6 +98,8 @@ struct hora_swim_stats {
 	uint64_t suspicions, refutations; /* raised here: suspected someone / refuted about me */
 	uint64_t views_refused; /* first views refused by the first-view rule */
 	uint64_t refusals;      /* port-unreachable answers about a member (hora_swim_refused) */
+	uint64_t pauses;        /* this member's clock jumped a probe period between two calls:
+				   it was frozen or starved, and told every member it is alive */
 };
 
 struct hora_swim;

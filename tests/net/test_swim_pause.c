@@ -1,0 +1,117 @@
+/* test_swim_pause.c - a member that freezes and resumes (SIGSTOP/SIGCONT,
+ * a swap storm, a VM paused), on the simulated network of swim_sim.h with
+ * the real state machine: datagrams sent to it wait in its socket, its
+ * timers stand still.
+ *  - Shorter than suspect_timeout + 2 probe periods (1.4 s): nobody ever
+ *    takes it for dead and no view changes, whoever freezes (the
+ *    coordinator too) and wherever in a probe period the freeze starts.
+ *  - Longer: a view without it is agreed within suspect_timeout + 3
+ *    periods (+ a commit round); once it resumes it is back in a view of
+ *    every member within a few periods, and no other member was ever taken
+ *    for dead, by it or by anyone.
+ * Times are the simulation's clock, not wall time. */
+#include "swim_sim.h"
+
+#define T_MS 200
+#define SUSPECT_MS 1000
+
+/* whether any running member holds member `who` DEAD */
+static bool anyone_holds_dead(int who)
+{
+	for (int i = 0; i < n; i++) {
+		if (i == who || frozen[i] || down[i])
+			continue;
+		struct hora_swim_member m[MAXN];
+		const int k = hora_swim_members(sw[i], m, MAXN);
+		for (int j = 0; j < k; j++)
+			if (m[j].uid == 1000 + (uint64_t)who && m[j].state == HORA_SWIM_DEAD)
+				return true;
+	}
+	return false;
+}
+
+/* the highest view id any member installed */
+static uint64_t top_view(void)
+{
+	uint64_t top = 0;
+	for (int i = 0; i < n; i++) {
+		struct hora_swim_view v;
+		int rank;
+		bool paused;
+		view_of(i, &v, &rank, &paused);
+		if (v.id > top)
+			top = v.id;
+	}
+	return top;
+}
+
+/* 6 members in steady state, at offset ms into a probe period */
+static void steady(int offset)
+{
+	start(6, 6);
+	cr_assert_geq(until_agreed(6, 10000), 0);
+	run_ms(3000 + T_MS - (int)(now % T_MS));
+	run_ms(offset);
+}
+
+Test(net_swim_pause, a_freeze_shorter_than_detection_changes_nothing)
+{
+	static const int offsets[] = {0, 20, 55, 130, 199};
+	static const int freezes[] = {300, 800, 1200, 1350};
+	for (int victim = 0; victim < 6; victim++)
+		for (size_t o = 0; o < sizeof(offsets) / sizeof(offsets[0]); o++)
+			for (size_t f = 0; f < sizeof(freezes) / sizeof(freezes[0]); f++) {
+				steady(offsets[o]);
+				const uint64_t v0 = agreed(6);
+				frozen[victim] = true;
+				for (int t = 0; t < freezes[f]; t += 5) {
+					run_ms(5);
+					cr_assert(!anyone_holds_dead(victim), "victim %d, freeze %d ms at +%d: "
+						  "declared dead after %d ms", victim, freezes[f], offsets[o], t);
+				}
+				thaw(victim);
+				for (int t = 0; t < 3000; t += 5) {
+					run_ms(5);
+					cr_assert(!anyone_holds_dead(victim), "victim %d, freeze %d ms at +%d: "
+						  "declared dead %d ms after it resumed", victim, freezes[f],
+						  offsets[o], t);
+				}
+				cr_assert_eq(top_view(), v0, "victim %d, freeze %d ms at +%d: the view changed",
+					     victim, freezes[f], offsets[o]);
+				cr_assert_eq(agreed(6), v0);
+				struct hora_swim_stats st;
+				hora_swim_stats_get(sw[victim], &st);
+				cr_assert_eq(st.pauses, freezes[f] >= T_MS, "the victim saw %llu pauses",
+					     (unsigned long long)st.pauses);
+				stop();
+			}
+}
+
+Test(net_swim_pause, a_longer_freeze_is_a_death_and_the_member_comes_back)
+{
+	static const int offsets[] = {0, 90, 199};
+	for (int victim = 0; victim < 6; victim++)
+		for (size_t o = 0; o < sizeof(offsets) / sizeof(offsets[0]); o++) {
+			steady(offsets[o]);
+			frozen[victim] = true;
+			int64_t gone = -1;
+			for (int t = 0; t < 2500; t += 5) {
+				run_ms(5);
+				if (gone < 0 && agreed(5))
+					gone = t + 5;
+			}
+			cr_assert_geq(gone, SUSPECT_MS + 2 * T_MS, "victim %d at +%d: a view without it after %lld ms",
+				      victim, offsets[o], (long long)gone);
+			cr_assert_leq(gone, SUSPECT_MS + 3 * T_MS + 100, "victim %d at +%d: no view without it "
+				      "within the detection time (%lld ms)", victim, offsets[o], (long long)gone);
+			thaw(victim);
+			const int64_t back = until_agreed(6, 5000);
+			cr_assert_geq(back, 0, "victim %d at +%d: not back in a view of 6", victim, offsets[o]);
+			cr_assert_leq(back, 3 * T_MS, "victim %d at +%d: back after %lld ms", victim, offsets[o],
+				      (long long)back);
+			for (int i = 0; i < n; i++)
+				cr_assert(i == victim || !anyone_holds_dead(i), "victim %d at +%d: member %d was "
+					  "taken for dead", victim, offsets[o], i);
+			stop();
+		}
+}
