@@ -7,11 +7,31 @@
 #   4. builds the Release tree (warnings as errors) and runs every test (the
 #      Python package's pytest suite, tests/python, among them: test_python).
 # Exits non-zero on any failure. Env: HORA_FUZZ_SECONDS (default 30 per target),
-# HORA_SKIP_SANITIZE=1 / HORA_SKIP_TSAN=1 / HORA_SKIP_FUZZ=1 to shorten a local run.
+# HORA_SKIP_SANITIZE=1 / HORA_SKIP_TSAN=1 / HORA_SKIP_FUZZ=1 to shorten a local run,
+# HORA_TEST_KEEP=1 (tests that keep their temp dir), JOBS (build jobs, default 2).
+# The tests run with the variables that change what they see cleared (the
+# line "cleared ..." names those that were set): Python's (PYTHONUNBUFFERED
+# hides a worker that does not flush before os._exit), hora's own (an
+# exported HORA_SECRET, HORA_LOG, HORA_PROC ...) and the worker index a
+# launcher sets (SLURM_*, OMPI_COMM_WORLD_RANK, PMI_RANK,
+# JOB_COMPLETION_INDEX, TORCHELASTIC_*), so that a CI machine, a Slurm
+# allocation or a shell that trained a job gets what a fresh one gets.
+# OPENBLAS_* are kept: they pick the machine's BLAS kernels (no test depends
+# on which, tests/README.md), and some VMs need them.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 JOBS="${JOBS:-2}"
+
+cleared=()
+while read -r v; do
+  case $v in
+    HORA_FUZZ_SECONDS | HORA_SKIP_* | HORA_TEST_KEEP) ;; # the knobs above
+    PYTHON* | HORA_* | SLURM_* | OMPI_COMM_WORLD_RANK | PMI_RANK | JOB_COMPLETION_INDEX | TORCHELASTIC_*)
+      unset "$v" && cleared+=("$v") ;;
+  esac
+done < <(compgen -e)
+((${#cleared[@]} == 0)) || echo "test.sh: cleared ${cleared[*]}"
 
 bash deploy/install-deps.sh
 bash deploy/get-data.sh
