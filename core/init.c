@@ -298,8 +298,10 @@ int hora_init_with(const struct hora_init_opts *o, struct hora_comm **out, char 
 			rc = form_comm(j, out, err, errlen);
 	}
 	/* a worker that failed its start says so to the others at once (they
-	 * see it left), rather than leave them to wait for it */
-	if (rc && j->mem)
+	 * see it left), rather than leave them to wait for it; not one that
+	 * stops because another left or is missing (HORA_ERR_LOST): the others
+	 * name the one that left, not the ones that followed it */
+	if (rc && rc != HORA_ERR_LOST && j->mem)
 		hora_net_membership_leave(j->mem);
 	hora_net_membership_destroy(j->mem);
 	hora_net_loop_destroy(j->loop);
