@@ -219,10 +219,10 @@ Test(core_train, stall_abort_is_the_error_the_training_loop_returns, .timeout = 
 	for (int i = 0; i < 2; i++)
 		pthread_join(th[i], NULL);
 	cr_assert_eq(rk[0].rc, HORA_ERR_STALL, "rank 0: rc %d: %s", rk[0].rc, rk[0].err);
-	/* the agreement's first call, the broadcast from rank 0, is where rank 0
-	 * waits: its root takes part in the fingerprint check around the ring */
+	/* the agreement's first call, the readiness-shaped allreduce (train.c
+	 * agree: an elastic worker's first call too), is where rank 0 waits */
 	cr_assert(strstr(rk[0].err, "agreeing on the job: stall: rank 0 waited ") &&
-			  strstr(rk[0].err, " s in broadcast #1 (stall_abort_s 1); ranks that have not reached "
+			  strstr(rk[0].err, " s in allreduce #1 (stall_abort_s 1); ranks that have not reached "
 					    "it: rank 1 (no collective yet). Stopping this worker."),
 		  "rank 0: %s", rk[0].err);
 	/* the late rank fails (it does not hang), on its own terms */
