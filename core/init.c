@@ -300,8 +300,10 @@ int hora_init_with(const struct hora_init_opts *o, struct hora_comm **out, char 
 	/* a worker that failed its start says so to the others at once (they
 	 * see it left), rather than leave them to wait for it; not one that
 	 * stops because another left or is missing (HORA_ERR_LOST): the others
-	 * name the one that left, not the ones that followed it */
-	if (rc && rc != HORA_ERR_LOST && j->mem)
+	 * name the one that left, not the ones that followed it; nor one
+	 * refused (HORA_ERR_CONFIG: a worker beyond max_workers is in no
+	 * communicator, and its leave would re-form the others' for nothing) */
+	if (rc && rc != HORA_ERR_LOST && rc != HORA_ERR_CONFIG && j->mem)
 		hora_net_membership_leave(j->mem);
 	hora_net_membership_destroy(j->mem);
 	hora_net_loop_destroy(j->loop);
