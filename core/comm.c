@@ -475,9 +475,18 @@ static int gone_scan(struct hora_comm *c, bool left)
 /* Whether the others dropped this worker while it could not answer
  * (frozen past the failure detector's time, cut off): an installed view
  * newer than the communicator's lacks it, or (elastic) holds exactly the
- * communicator's members again, which only a view without one of them in
- * between makes (views change only with their members): the others have
- * moved on over a communicator this one never formed. why: the message. */
+ * communicator's members again after this member was paused long enough to
+ * be declared dead (the membership counts such pauses): the others have
+ * moved on over a communicator this one never formed. A view that came and
+ * went without a pause here (a stray member, a refused joiner) is none of
+ * that. why: the message. */
+static uint64_t long_pauses(struct hora_comm *c)
+{
+	struct hora_swim_stats st;
+	hora_net_membership_stats(c->owned_m, &st);
+	return st.long_pauses;
+}
+
 static bool self_dropped(struct hora_comm *c, char *why, size_t n)
 {
 	if (!c->members || !c->owned_m || !c->net)
@@ -493,7 +502,7 @@ static bool self_dropped(struct hora_comm *c, char *why, size_t n)
 	const char *how = NULL;
 	if (!view_has(&v, mb->uid)) {
 		how = "lacks it";
-	} else if (c->elastic && v.n == size) {
+	} else if (c->elastic && v.n == size && long_pauses(c) > c->long_pauses) {
 		bool same = true;
 		for (int r = 0; r < size && same; r++)
 			same = view_has(&v, c->members[r].uid);
@@ -648,6 +657,7 @@ static bool stall_check(struct hora_comm *c, uint64_t *warned_seq, double *next_
 static void *monitor_main(void *arg)
 {
 	struct hora_comm *c = arg;
+	c->long_pauses = long_pauses(c); /* this communicator's: a pause before it is none of its business */
 	uint64_t warned_seq = 0, known = 0;
 	bool known_paused = false;
 	double next_warn = 0;
@@ -662,6 +672,7 @@ static void *monitor_main(void *arg)
 		char why[384];
 		if (self_dropped(c, why, sizeof(why))) {
 			/* elastic: it re-forms as a joiner (its stale state discarded) */
+			atomic_store_explicit(&c->dropped, true, memory_order_release);
 			monitor_stop_job(c, c->elastic ? HORA_ERR_VIEW : HORA_ERR_LOST, why,
 					 hora_net_comm_rank(c->net));
 			break;
@@ -1221,6 +1232,11 @@ bool hora_comm_view_changed(struct hora_comm *c)
 	if (atomic_load_explicit(&c->stopped, memory_order_acquire) == HORA_ERR_VIEW)
 		return true;
 	return gone_scan(c, true) >= 0;
+}
+
+bool hora_comm_dropped(struct hora_comm *c)
+{
+	return c && atomic_exchange_explicit(&c->dropped, false, memory_order_acq_rel);
 }
 
 bool hora_comm_joiners(struct hora_comm *c)

@@ -108,6 +108,10 @@ const struct hora_comm_member *hora_comm_members(const struct hora_comm *c);
 /* Whether c should be re-formed: stopped with HORA_ERR_VIEW, or one of its
  * ranks is dead, left, or missing from a newer installed view. */
 bool hora_comm_view_changed(struct hora_comm *c);
+/* Whether the monitor stopped c because the others had dropped this worker
+ * (frozen or cut off past the failure detector's time: a newer view lacks
+ * it, or re-admitted it after a view without it); reading clears it. */
+bool hora_comm_dropped(struct hora_comm *c);
 /* Whether a joiner waits to be admitted (el.pending). */
 bool hora_comm_joiners(struct hora_comm *c);
 /* Destroy the net comm and form the next view's (el.next). Every request

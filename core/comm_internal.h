@@ -43,6 +43,11 @@ struct hora_comm {
 	/* a stop is being decided (the stall report being made, the view
 	 * without a dead member awaited): a call that fails meanwhile waits */
 	_Atomic bool stop_pending;
+	/* the monitor found that the others dropped this worker (a newer view
+	 * lacks it or re-admitted it): the re-form's line says so; cleared by
+	 * hora_comm_dropped */
+	_Atomic bool dropped;
+	uint64_t long_pauses; /* the membership's long pauses when the monitor started (monitor) */
 	char stop_msg[1280];
 	struct hora_fusion_override fusion; /* set by hora_init before any call */
 	/* elastic training (hora_comm_set_elastic): a lost rank interrupts with

@@ -442,6 +442,7 @@ int hora_elastic_recover(struct run *r, int rc)
 	const double t0 = r->t_step ? r->t_step : hora_clock_s(); /* the last step that ended */
 	if (fatal(rc) || r->duty_failed || (rc != HORA_ERR_VIEW && !view_changes(r)))
 		return rc;
+	const bool dropped = hora_comm_dropped(r->c); /* the others moved on without this worker */
 	const int64_t at = r->step;
 	const int n = r->size;
 	struct hora_comm_member *old = malloc((size_t)n * sizeof(*old));
@@ -460,7 +461,11 @@ int hora_elastic_recover(struct run *r, int rc)
 	}
 	if (!rc) {
 		char what[1024], back[160];
-		changes(r, old, n, seen, nseen, what, sizeof(what));
+		if (dropped) /* its old members are no news: it is the one that was gone */
+			snprintf(what, sizeof(what), "this worker was declared dead by the others while it did "
+				 "not answer (frozen or cut off past the failure detector's time) and joined again");
+		else
+			changes(r, old, n, seen, nseen, what, sizeof(what));
 		hora_timeline_span(r->tl, 0, "view_change", t0, hora_clock_s(), 0);
 		if (r->es->stale) /* a minority side's: the newest lineage won */
 			snprintf(back, sizeof(back), "discarded its stale state (view %" PRIu64 ") for", r->es->stale);

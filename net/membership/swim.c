@@ -72,6 +72,7 @@ struct hora_swim {
 		uint32_t seq;
 		bool acked, indirect_sent;
 		int64_t sent;
+		bool due; /* its deadline passed at an earlier tick: input read since had no ACK */
 	} probe[2];
 	int periods;
 	/* joining */
@@ -779,6 +780,7 @@ static void start_period(struct hora_swim *s, int64_t now)
 	pr->seq = (uint32_t)s->seq + 1;
 	pr->acked = false;
 	pr->indirect_sent = false;
+	pr->due = false;
 	pr->sent = now;
 	send_simple(s, T_PING, pr->seq, x->m.uid, NULL, 0, x->m.addr, true);
 }
@@ -830,7 +832,11 @@ static void probe_timers(struct hora_swim *s, int64_t now)
 			pr->uid = 0;
 			continue;
 		}
-		if (now - pr->sent >= s->cfg.probe_interval_ms) {
+		if (now - pr->sent >= s->cfg.probe_interval_ms && !pr->due) {
+			/* a late tick may come before the datagrams that wait with it:
+			 * the ACK may be among them. Suspect at the next tick. */
+			pr->due = true;
+		} else if (now - pr->sent >= s->cfg.probe_interval_ms) {
 			struct mem *x = find(s, pr->uid);
 			if (x && x->m.state == HORA_SWIM_ALIVE) {
 				mark(s, x, HORA_SWIM_SUSPECT, now);
@@ -853,6 +859,8 @@ static void probe_timers(struct hora_swim *s, int64_t now)
 static void resumed(struct hora_swim *s, int64_t now)
 {
 	s->st.pauses++;
+	if (now - s->last_call >= s->cfg.suspect_timeout_ms + 2 * s->cfg.probe_interval_ms)
+		s->st.long_pauses++;
 	s->probe[0].uid = s->probe[1].uid = 0;
 	for (int i = 1; i < s->n; i++)
 		if (s->mem[i].m.state == HORA_SWIM_SUSPECT)
@@ -922,6 +930,8 @@ int hora_swim_next_ms(const struct hora_swim *s, int64_t now)
 		if (!pr->uid || pr->acked)
 			continue;
 		int64_t due = pr->sent + (pr->indirect_sent ? s->cfg.probe_interval_ms : s->cfg.ping_timeout_ms);
+		if (pr->due) /* suspect after the input that waits now has been read */
+			due = now + 10;
 		if (due < next)
 			next = due;
 	}

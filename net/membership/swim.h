@@ -100,6 +100,8 @@ struct hora_swim_stats {
 	uint64_t refusals;      /* port-unreachable answers about a member (hora_swim_refused) */
 	uint64_t pauses;        /* this member's clock jumped a probe period between two calls:
 				   it was frozen or starved, and told every member it is alive */
+	uint64_t long_pauses;   /* of them, ones of suspect_timeout + 2 probe periods or more:
+				   long enough for the others to have declared it dead */
 };
 
 struct hora_swim;
