@@ -963,8 +963,8 @@ void hora_swim_leave(struct hora_swim *s, int64_t now)
 {
 	s->mem[0].m.state = HORA_SWIM_LEFT;
 	s->mem[0].m.incarnation++;
-	for (int i = 1; i < s->n; i++)
-		if (live(&s->mem[i])) {
+	for (int i = 1; i < s->n; i++) /* the dead too: one that was only frozen reads it when it resumes */
+		if (s->mem[i].m.state != HORA_SWIM_LEFT) {
 			uint8_t buf[HORA_SWIM_MTU];
 			struct msg m;
 			msg_begin(s, &m, buf, T_LEAVE, 0, 0);

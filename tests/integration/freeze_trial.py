@@ -23,6 +23,9 @@ deploy/netns-cluster.sh (10.213.8.1-4, one worker each); else one host
                begins after that first step (null: none; what the woken
                worker's return costs the others)
   victim_views the views the victim trained in
+  end_after_cont_s  SIGCONT -> the launcher's exit
+--until-end: the SIGCONT waits until every other worker has exited (the
+job ended while the victim was frozen).
 """
 import argparse, json, os, re, signal, subprocess, sys, time
 
@@ -133,11 +136,13 @@ def main():
     ap.add_argument("--at-step", type=int, default=150)
     ap.add_argument("--epochs", type=int, default=0)
     ap.add_argument("--timeout", type=float, default=240)
+    ap.add_argument("--until-end", action="store_true",
+                    help="resume only once every other worker has exited (the job ended meanwhile)")
     a = ap.parse_args()
     if not a.port:
         a.port = 20000 + (os.getpid() * 10) % 12000
-    if not a.epochs:  # about 11 epochs a second here: the job outlasts the freeze by ~5 s
-        a.epochs = int(12 * (a.freeze + 5))
+    if not a.epochs:  # about 11 epochs a second here (4 workers): the job outlasts the freeze
+        a.epochs = int(20 * (a.freeze + 4))
     os.makedirs(a.tmp, exist_ok=True)
     cfg = os.path.join(a.tmp, "c.yaml")
     cluster(a, cfg)
@@ -161,10 +166,17 @@ def main():
             rec["t_stop"] = time.time_ns()
             os.kill(pids[a.victim], signal.SIGSTOP)
             time.sleep(a.freeze)
+            while a.until_end and any(os.path.exists(f"/proc/{q}") for g, q in pids.items() if g != a.victim):
+                time.sleep(0.01)  # the job ends while the victim is frozen
             rec["t_cont"] = time.time_ns()
-            os.kill(pids[a.victim], signal.SIGCONT)
+            try:
+                os.kill(pids[a.victim], signal.SIGCONT)
+            except ProcessLookupError:  # the launcher killed it (the job had ended long before)
+                rec["gone_before_cont"] = True
         try:
             rec["rc"] = p.wait(timeout=a.timeout)
+            if rec.get("t_cont"):
+                rec["end_after_cont_s"] = round((time.time_ns() - rec["t_cont"]) / 1e9, 3)
         except subprocess.TimeoutExpired:
             for w in children(p.pid).values():
                 os.kill(w, signal.SIGKILL)

@@ -17,6 +17,11 @@
 #    woken worker rejoins (its line: "declared dead by the others while it
 #    did not answer ... joined again", its stale state discarded) at the
 #    cost of one joiner's re-form for the others (under 0.5 s).
+#  - A freeze during which the job ends (the SIGCONT waits until every other
+#    worker has exited: worker 2 on one host, worker 0 on namespace hosts):
+#    the three others end identical, the woken worker exits 4 within the
+#    detection time + 0.3 s, saying that every other worker left it (the
+#    others' leave waits in its socket), and the launcher exits 1 naming it.
 # Before, the woken worker stayed in its old view's collective, exited 1
 # naming a live rank, and the others stalled 3.6-9.3 s again on its return;
 # freezes of 0.5-1.2 s set that off too. "untimed" (the sanitizer builds,
@@ -63,7 +68,19 @@ if len(r["crcs"]) != 4 or len(set(r["crcs"].values())) != 1:
 if r.get("t_stop") is None:
     bad.append("the job ended before the freeze")
 times = f"stall {r.get('stall_s')} s, recovery {r.get('recovery_s')} s, on the wake-up {r.get('wake_stall_s')} s"
-if fr < 1.4:
+if r.get("ended"):
+    name = f"the job ends while worker {v} is frozen, on {where}"
+    bad = [b for b in bad if not b.startswith("launcher exit") and not b.startswith("final parameters")]
+    others = {g: c for g, c in r["crcs"].items() if int(g) != v}
+    if r["rc"] != 1 or f"worker {v} on" not in r["output"] or "exited with status 4" not in r["output"]:
+        bad.append(f"launcher exit {r['rc']} (expected 1, naming worker {v} and its status 4)")
+    if len(others) != 3 or len(set(others.values())) != 1:
+        bad.append(f"the three others' final parameters differ or are missing: {r['crcs']}")
+    if f"worker {v} is alone: every other worker of the job left it" not in r["output"]:
+        bad.append("the woken worker did not say that every other worker left it")
+    if timed and (r.get("end_after_cont_s") or 99) > 1.9:
+        bad.append(f"the woken worker ended {r.get('end_after_cont_s')} s after SIGCONT (> 1.6 + 0.3 s)")
+elif fr < 1.4:
     if r["views"]:
         bad.append(f"a view changed: {r['views'][0]}")
     if timed and r.get("stall_s") is not None and r["stall_s"] > fr + 0.1:
@@ -100,6 +117,14 @@ run_set() { # where (local|netns)
       judge "$T/$1-$k.json" || fail=1
     done
   done
+  # the job ends while a worker is frozen
+  local v=2
+  [[ $1 == netns ]] && v=0
+  # shellcheck disable=SC2086
+  "$PY" "$HERE/freeze_trial.py" --hora "$HORA" --data "$DATA" --tmp "$T/$1-end" --victim $v --freeze 1 \
+    --epochs 40 --until-end $ns >"$T/$1-end.json" 2>"$T/$1-end.err" || { echo "FAIL trial: $(cat "$T/$1-end.err")"; fail=1; return; }
+  "$PY" -c 'import json,sys; r=json.load(open(sys.argv[1])); r["ended"]=True; json.dump(r,open(sys.argv[1],"w"))' "$T/$1-end.json"
+  judge "$T/$1-end.json" || fail=1
 }
 
 run_set local
