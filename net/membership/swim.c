@@ -51,6 +51,10 @@ struct mem {
 	 * it since: proven gone, unlike a silent member (net/MEMBERSHIP.md) */
 	bool refused;
 	int64_t proof_sent; /* last PING sent to a dead view member for that proof */
+	/* DEAD here, declared while this member saw no ALIVE majority of its view
+	 * (cut off, most likely): told to others as SUSPECT, which its subject
+	 * refutes if alive, never as a death that evicts it */
+	bool doubted;
 	struct hora_swim_status status; /* its last STATUS_R */
 	int64_t status_at;              /* when it came, 0 = never */
 };
@@ -260,6 +264,15 @@ static bool msg_upd(struct msg *m, const struct hora_swim_member *x)
 	return true;
 }
 
+/* A member's entry as others are told it: a doubted death as a suspicion. */
+static bool msg_mem(struct msg *m, const struct mem *x)
+{
+	struct hora_swim_member u = x->m;
+	if (x->doubted && u.state == HORA_SWIM_DEAD)
+		u.state = HORA_SWIM_SUSPECT;
+	return msg_upd(m, &u);
+}
+
 /* Piggyback pending updates, freshest first. */
 static void piggyback(struct hora_swim *s, struct msg *m)
 {
@@ -268,7 +281,7 @@ static void piggyback(struct hora_swim *s, struct msg *m)
 		for (int i = 0; i < s->n; i++)
 			if (s->mem[i].tx_left > 0 && (!best || s->mem[i].tx_left > best->tx_left))
 				best = &s->mem[i];
-		if (!best || !msg_upd(m, &best->m))
+		if (!best || !msg_mem(m, best))
 			return;
 		best->tx_left--;
 	}
@@ -319,7 +332,7 @@ static void send_table(struct hora_swim *s, int type, struct hora_swim_addr to)
 		struct msg m;
 		msg_begin(s, &m, buf, type, 0, 0);
 		for (; i < s->n; i++)
-			if (s->mem[i].m.state != HORA_SWIM_LEFT && !msg_upd(&m, &s->mem[i].m))
+			if (s->mem[i].m.state != HORA_SWIM_LEFT && !msg_mem(&m, &s->mem[i]))
 				break;
 		msg_send(s, &m, to);
 	} while (i < s->n);
@@ -343,6 +356,24 @@ static void changed(struct hora_swim *s, struct mem *x, int64_t now)
 	x->tx_left = tx_budget(s);
 }
 
+/* The others took this member for dead: it was cut off or frozen, and the
+ * deaths it declared meanwhile are likely the mirror image (the members it
+ * could not reach). Without a proof (a port that answered unreachable) they
+ * go back to suspicions, told to nobody, that its own probes settle: gossiped
+ * as deaths, they evicted healthy members once the partition healed. */
+static void doubt_own_deaths(struct hora_swim *s, int64_t now)
+{
+	for (int i = 1; i < s->n; i++) {
+		struct mem *x = &s->mem[i];
+		if (x->m.state == HORA_SWIM_DEAD && !x->refused) {
+			x->doubted = false;
+			x->m.state = HORA_SWIM_SUSPECT;
+			x->m.state_since_ms = now;
+			x->tx_left = 0;
+		}
+	}
+}
+
 /* Apply an update about member u (SWIM precedence). */
 static void apply(struct hora_swim *s, int64_t now, const struct hora_swim_member *u)
 {
@@ -354,6 +385,8 @@ static void apply(struct hora_swim *s, int64_t now, const struct hora_swim_membe
 			changed(s, &s->mem[0], now);
 			s->st.refutations++;
 		}
+		if (u->state == HORA_SWIM_DEAD && !s->left)
+			doubt_own_deaths(s, now);
 		return;
 	}
 	struct mem *x = find(s, u->uid);
@@ -389,6 +422,7 @@ static void apply(struct hora_swim *s, int64_t now, const struct hora_swim_membe
 	}
 	if (!take)
 		return;
+	x->doubted = false;
 	if (u->state == HORA_SWIM_ALIVE)
 		x->refused = false; /* it refuted: alive somewhere */
 	m->state = u->state;
@@ -402,15 +436,28 @@ static void mark(struct hora_swim *s, struct mem *x, int state, int64_t now)
 {
 	if (x->m.state == state)
 		return;
+	x->doubted = false;
 	x->m.state = (uint8_t)state;
 	changed(s, x, now);
 }
+
+static bool in_view(const struct hora_swim_view *v, uint64_t uid);
+static bool gone(const struct mem *x);
 
 /* x is dead: tell every live member at once instead of waiting for gossip
  * to carry it (N-1 datagrams), a death changing the view. */
 static void declare_dead(struct hora_swim *s, struct mem *x, int64_t now)
 {
+	int alive = 1, ngone = 0; /* ALIVE members of the view, this one included; gone ones */
+	for (int j = 1; j < s->n; j++)
+		if (in_view(&s->view, s->mem[j].m.uid) && &s->mem[j] != x) {
+			alive += s->mem[j].m.state == HORA_SWIM_ALIVE;
+			ngone += gone(&s->mem[j]);
+		}
 	mark(s, x, HORA_SWIM_DEAD, now);
+	x->doubted = !x->refused && s->view.id && 2 * alive <= s->view.n - ngone;
+	if (x->doubted)
+		return; /* nobody to tell: the others of its side are suspects too */
 	for (int j = 1; j < s->n; j++)
 		if (s->mem[j].m.state == HORA_SWIM_ALIVE) {
 			uint8_t buf[HORA_SWIM_MTU];
@@ -741,7 +788,7 @@ static void start_period(struct hora_swim *s, int64_t now)
 			uint8_t buf[HORA_SWIM_MTU];
 			struct msg m;
 			msg_begin(s, &m, buf, T_PING, 0, x->m.uid);
-			msg_upd(&m, &x->m); /* tell it it is dead: it will refute */
+			msg_mem(&m, x); /* tell it it is dead: it will refute */
 			msg_upd(&m, &s->mem[0].m);
 			msg_send(s, &m, x->m.addr);
 			sent++;
@@ -793,7 +840,7 @@ static void ask_proof(struct hora_swim *s, struct mem *x, int64_t now)
 	uint8_t buf[HORA_SWIM_MTU];
 	struct msg m;
 	msg_begin(s, &m, buf, T_PING, 0, x->m.uid);
-	msg_upd(&m, &x->m); /* tell it it is dead: alive, it refutes */
+	msg_mem(&m, x); /* tell it it is dead: alive, it refutes */
 	msg_upd(&m, &s->mem[0].m);
 	msg_send(s, &m, x->m.addr);
 	x->proof_sent = now;
@@ -1047,6 +1094,13 @@ static bool in_fresh(struct hora_swim *s, const struct in_msg *m)
  * the ones before it stay applied). */
 static bool in_updates(struct hora_swim *s, int64_t now, const struct in_msg *m)
 {
+	/* A sender we hold dead (a healed minority, a member that was frozen)
+	 * could not tell a partition from deaths: the deaths it declared on its
+	 * side are suspicions here, which a member that is alive refutes. Taken
+	 * for deaths they evicted healthy members. Its news about itself (a
+	 * refutation) comes first and counts whatever it is. */
+	const struct mem *snd = find(s, m->uid);
+	const bool doubtful = snd && snd->m.state == HORA_SWIM_DEAD;
 	for (int i = 0; i < m->nupd; i++) {
 		const uint8_t *p = m->upd + UPD * i;
 		struct hora_swim_member u = {.uid = hora_get64(p), .addr = {hora_get32(p + 8), hora_get16(p + 12)},
@@ -1056,6 +1110,8 @@ static bool in_updates(struct hora_swim *s, int64_t now, const struct in_msg *m)
 			s->st.malformed++;
 			return false;
 		}
+		if (doubtful && u.state == HORA_SWIM_DEAD && u.uid != m->uid)
+			u.state = HORA_SWIM_SUSPECT;
 		apply(s, now, &u);
 	}
 	return true;

@@ -115,3 +115,48 @@ Test(net_swim_pause, a_longer_freeze_is_a_death_and_the_member_comes_back)
 			stop();
 		}
 }
+
+/* A 1|3 partition that cuts off member 0 (the coordinator) or member 2,
+ * then heals. The cut-off member declares the other three dead on its side
+ * (it cannot tell a partition from deaths); once healed, its gossip carries
+ * those verdicts to the majority. They are rumours from a member the
+ * majority holds dead: no majority member may be taken for dead for them
+ * (before, a healthy majority member was evicted now and then), and every
+ * member is back in one view. */
+Test(net_swim_pause, a_healed_minority_evicts_no_one)
+{
+	static const int lengths[] = {2500, 4000, 6000};
+	static const int offsets[] = {0, 70, 150};
+	for (int cut = 0; cut < 4; cut += 2)
+		for (size_t l = 0; l < sizeof(lengths) / sizeof(lengths[0]); l++)
+			for (size_t o = 0; o < sizeof(offsets) / sizeof(offsets[0]); o++) {
+				start(4, 4);
+				cr_assert_geq(until_agreed(4, 10000), 0);
+				run_ms(3000 + T_MS - (int)(now % T_MS) + offsets[o]);
+				side[cut] = 1;
+				run_ms(lengths[l]);
+				side[cut] = 0;
+				for (int t = 0; t < 4000; t += 5) {
+					run_ms(5);
+					for (int i = 0; i < 4; i++) {
+						if (i == cut)
+							continue;
+						for (int j = 0; j < 4; j++) {
+							if (j == cut || j == i)
+								continue;
+							struct hora_swim_member m[MAXN];
+							const int k = hora_swim_members(sw[i], m, MAXN);
+							for (int x = 0; x < k; x++)
+								cr_assert(m[x].uid != 1000 + (uint64_t)j ||
+									  m[x].state != HORA_SWIM_DEAD,
+									  "cut %d for %d ms at +%d: member %d took member "
+									  "%d for dead %d ms after the heal", cut, lengths[l],
+									  offsets[o], i, j, t);
+						}
+					}
+				}
+				cr_assert_neq(agreed(4), 0, "cut %d for %d ms at +%d: no view of 4 after the heal", cut,
+					      lengths[l], offsets[o]);
+				stop();
+			}
+}
