@@ -21,12 +21,33 @@ step view" per step), the latest survivor's. The torchrun anchor: two
 agents (--nnodes=1:2, c10d rendezvous) of bench/elastic_torch.py, one
 agent's process group killed with SIGKILL at a random step, and the time
 until the survivor's re-formed job (world 1) ends a step.
+
+Two more kinds (issue 34, acceptance point 2):
+  double0 worker 0 and a second random worker killed within 0-0.15 s of
+          each other, which one first at random (rank 0 is the seed and the
+          view coordinator); recovery per kill as in double, and first kill
+          -> the first step of the final view as in vc
+  freeze  one random worker (each index equally often) stopped with
+          SIGSTOP for a uniform 0.2-5 s, then SIGCONT: one run of tests/integration/freeze_trial.py (its own
+          cluster file: train.elastic min_workers 2, the same membership
+          timings), which measures the others' longest stall, SIGSTOP -> their
+          first step in a new view, and the stall on the wake-up; completed =
+          launcher exit 0 with all 4 crc32s equal, or the documented end of a
+          job that finished while the worker was frozen (the woken worker
+          exits 4 alone, the other three agree)
+The summary sets each kind's kill recovery against the goal median <= 0.3 s
+and max <= 1.0 s, and splits the freezes at the detection time (1.4 s:
+suspect_timeout 1 s + 2 probe periods).
 """
 import argparse, json, os, random, re, signal, statistics, subprocess, sys, time
 
 VIEW = re.compile(r"view (\d+): (.*) at step (\d+); (\d+) workers; rolled back (\d+) steps to the commit at "
                   r"step (\d+); lr (\S+); training again after (\S+) s")
 CRC = re.compile(r"worker (\d+): final parameters crc32 ([0-9a-f]+)")
+FREEZE_TRIAL = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "integration",
+                            "freeze_trial.py")
+DETECT_S = 1.4  # suspect_timeout_ms 1000 + 2 x probe_interval_ms 200: a shorter silence is never a death
+GOAL_MEDIAN_S, GOAL_MAX_S = 0.3, 1.0  # kill -> training again (issue 34, acceptance point 2)
 
 
 def cluster_file(path, a, port, workers, wait_s):
@@ -99,7 +120,8 @@ def steps_of(path):
     return rows
 
 
-def trial(a, kind, idx, victim, target, delay):
+def trial(a, kind, idx, victim, target, delay, second=None):
+    """one kill trial; second: the second victim (double0), else a random survivor"""
     workers = a.workers
     wait_s = 0
     d = os.path.join(a.tmp, f"t{idx:02d}")
@@ -125,8 +147,9 @@ def trial(a, kind, idx, victim, target, delay):
             if victim in pids and p.poll() is None:
                 kills.append((time.time_ns(), victim))
                 os.kill(pids[victim], signal.SIGKILL)
-                if kind in ("double", "vc"):
-                    second = random.choice([g for g in pids if g != victim])
+                if kind in ("double", "vc", "double0"):
+                    if second is None:
+                        second = random.choice([g for g in pids if g != victim])
                     if kind == "double":  # after the survivors train again in the new view
                         t_end = time.time() + a.timeout
                         while time.time() < t_end and p.poll() is None and \
@@ -138,7 +161,7 @@ def trial(a, kind, idx, victim, target, delay):
                     kills.append((time.time_ns(), second))
                     try:
                         os.kill(pids[second], signal.SIGKILL)
-                    except ProcessLookupError:
+                    except (ProcessLookupError, KeyError):
                         pass
         try:
             rc = p.wait(timeout=a.timeout)
@@ -191,10 +214,51 @@ def trial(a, kind, idx, victim, target, delay):
             nxt = [next((t for t, _, v in s if v > hit), None) for s in surv]
             per.append(round((max(nxt) - tk) / 1e9, 3) if nxt and all(nxt) else None)
         rec["recovery_per_kill_s"] = per
-        if kind == "vc":  # the second kill before any survivor trained in a view without the first victim
+        if kind in ("vc", "double0"):  # the second kill before any survivor trained in a view without the first victim
             hit = max((v for s in surv for t, _, v in s if t <= kills[0][0]), default=1)
             again = [next((t for t, _, v in s if v > hit), None) for s in surv]
             rec["second_kill_during_view_change"] = all(x is None or x > kills[1][0] for x in again)
+    return rec
+
+
+def freeze_trial(a, idx, victim, freeze_s, at_step):
+    """one run of tests/integration/freeze_trial.py: worker `victim` stopped
+    when its step log reaches at_step, resumed freeze_s later"""
+    d = os.path.join(a.tmp, f"f{idx:02d}")
+    # freeze_trial.py's default (20 x (freeze + 4) epochs) is for data/mnist's
+    # 8,000 images; the bench's 4,000 train an epoch in half the time
+    epochs = int(30 * (freeze_s + 4))
+    cmd = [sys.executable, FREEZE_TRIAL, "--hora", a.hora, "--data", a.data, "--tmp", d, "--victim", str(victim),
+           "--freeze", f"{freeze_s:.3f}", "--port", str(random.randrange(20000, 32000, 10)),
+           "--at-step", str(at_step), "--epochs", str(epochs), "--timeout", str(a.timeout)]
+    rec = {"trial": idx, "kind": "freeze", "victim": victim, "freeze_s": round(freeze_s, 3), "at_step": at_step,
+           "epochs": epochs}
+    t_start = time.time()
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=a.timeout + 120)
+        r = json.loads(p.stdout)
+    except (subprocess.TimeoutExpired, ValueError) as e:
+        rec.update(rc=f"freeze_trial.py failed: {e}", completed=False, crc32_equal=False, view_changed=None)
+        return rec
+    rec["wall_s"] = round(time.time() - t_start, 2)
+    with open(os.path.join(a.out, f"trial-{idx:02d}-freeze.txt"), "w") as f:
+        f.write(r.get("output", ""))
+    crcs = {int(g): c for g, c in r.get("crcs", {}).items()}
+    others = {g: c for g, c in crcs.items() if g != victim}
+    rec["rc"] = r.get("rc")
+    rec["crc32_equal"] = len(crcs) == 4 and len(set(crcs.values())) == 1
+    # the documented end of a job that finished while the victim was frozen:
+    # the woken worker exits 4, alone, the launcher 1, the three others agree
+    rec["ended_while_frozen"] = (r.get("rc") == 1 and len(others) == 3 and len(set(others.values())) == 1
+                                 and f"worker {victim} is alone: every other worker of the job left it"
+                                 in r.get("output", ""))
+    rec["completed"] = (r.get("rc") == 0 and rec["crc32_equal"]) or rec["ended_while_frozen"]
+    rec["froze"] = r.get("t_stop") is not None
+    rec["view_changed"] = bool(r.get("views"))
+    for k in ("stall_s", "recovery_s", "wake_stall_s", "victim_views", "end_after_cont_s"):
+        rec[k] = r.get(k)
+    rec["longest_stall_s"] = max(x for x in (rec["stall_s"], rec["wake_stall_s"], 0) if x is not None)
+    rec["view_lines"] = r.get("views", [])
     return rec
 
 
@@ -293,35 +357,58 @@ def summary(rows, a):
              f"commit_steps {a.commit_steps or 'default'}, membership probe 200 ms / suspect 1000 ms; "
              f"load average at the end {os.getloadavg()[0]:.2f}",
              f"undisturbed: completed {base['completed']}, val_acc {base['val_acc']}, {base['wall_s']} s"]
-    allrb = []
-    for kind in ("single", "double", "vc"):
+    allrb, goal = [], []  # goal: (kind, trials, completed, recovery figures, kills never recovered, what)
+    for kind in ("single", "double", "vc", "double0"):
         ks = [r for r in rows if r["kind"] == kind]
         if not ks:
             continue
         done = sum(r["completed"] for r in ks)
         crc = sum(r["crc32_equal"] for r in ks)
         rec = [r["recovery_s"] for r in ks if "recovery_s" in r]
-        if kind == "double":  # each kill recovers on its own
+        per_kill = kind in ("double", "double0")  # each kill recovers on its own
+        if per_kill:
             rec = [x for r in ks for x in r.get("recovery_per_kill_s", []) if x is not None]
+        first = [r["recovery_s"] for r in ks if "recovery_s" in r]
         recl = [r["recovery_from_last_kill_s"] for r in ks if "recovery_from_last_kill_s" in r]
         rb = [v["rolled_back"] for r in ks for v in r["views"]]
         allrb += rb
         dacc = [abs(r["val_acc"] - base["val_acc"]) for r in ks if r["val_acc"] is not None]
         label = {"single": "single (4 workers, one kill)",
                  "double": "double (4 workers; the second kill 0.3-1 s after the survivors train again)",
-                 "vc": "vc (4 workers; the second kill 20-300 ms after the first: 2 of 4 left)"}[kind]
+                 "vc": "vc (4 workers; the second kill 20-300 ms after the first: 2 of 4 left)",
+                 "double0": "double0 (4 workers; worker 0 and one other killed 0-0.15 s apart, either first)"}[kind]
         during = sum(r.get("second_kill_during_view_change", False) for r in ks)
-        if kind == "vc":
+        if kind in ("vc", "double0"):
             label += f" [second kill before the survivors trained again: {during}/{len(ks)}]"
+        if kind == "double0":
+            w0 = sum(r["killed"][:1] == [0] for r in ks)
+            label += f" [worker 0 killed first: {w0}/{len(ks)}]"
+        what = "each kill -> first step of the next view" if per_kill else \
+            "first kill -> first step of the final view"
         lines.append(f"{label}: completed {done}/{len(ks)}, survivors' crc32 equal {crc}/{len(ks)}; "
-                     f"recovery ({'each kill -> first step of the next view' if kind == 'double' else 'first kill -> first step of the final view'}) median "
-                     f"{statistics.median(rec) if rec else 'n/a'} s, max {max(rec) if rec else 'n/a'} s "
+                     f"recovery ({what}) median {fmt(med(rec))} s, max {fmt(max(rec, default=None))} s "
                      f"({len(rec)} measured)"
-                     + (f"; from the last kill median {statistics.median(recl)} s, max {max(recl)} s"
+                     + (f"; first kill -> first step of the final view median {fmt(med(first))} s, max "
+                        f"{fmt(max(first))} s" if kind == "double0" and first else "")
+                     + (f"; from the last kill median {fmt(med(recl))} s, max {fmt(max(recl))} s"
                         if kind != "single" and recl else "")
-                     + f"; rolled back per view change: median {statistics.median(rb) if rb else 'n/a'}, "
-                       f"max {max(rb) if rb else 'n/a'} steps ({len(rb)} view changes); "
-                       f"|val_acc - undisturbed| max {max(dacc) if dacc else 'n/a':.4f}")
+                     + f"; rolled back per view change: median {fmt(med(rb), 1)}, "
+                       f"max {fmt(max(rb, default=None))} steps ({len(rb)} view changes); "
+                       f"|val_acc - undisturbed| max {fmt(max(dacc, default=None), 4)}")
+        if per_kill:
+            never = sum(x is None for r in ks for x in r.get("recovery_per_kill_s", []))
+        else:
+            never = sum(bool(r["killed"]) and "recovery_s" not in r for r in ks)
+        goal.append((kind, len(ks), done, rec, never, what))
+    if goal:
+        kills = [r for r in rows if r["kind"] in ("single", "double", "vc", "double0")]
+        every = [x for r in kills for x in r.get("recovery_per_kill_s", []) if x is not None]
+        goal.append(("all kills", len(kills), sum(r["completed"] for r in kills), every,
+                     sum(x is None for r in kills for x in r.get("recovery_per_kill_s", [])),
+                     "each kill -> first step of the next view"))
+    fz = [r for r in rows if r["kind"] == "freeze"]
+    if fz:
+        lines += freeze_lines(fz)
     pa = [r["trial"] for r in rows if r.get("paused")]
     if pa:
         lines.append(f"trials whose output says 'training paused': {pa}")
@@ -342,7 +429,99 @@ def summary(rows, a):
     if allrb:
         lines.append(f"steps lost per failure: max {max(allrb)} (commit_steps "
                      f"{a.commit_steps or 20}: {'<=' if max(allrb) <= (a.commit_steps or 20) else 'EXCEEDS'})")
+    if goal:
+        lines += goal_table(goal)
+    if fz:
+        lines += freeze_table(fz)
     return "\n".join(lines)
+
+
+def med(xs):
+    return statistics.median(xs) if xs else None
+
+
+def fmt(x, digits=3):
+    return "n/a" if x is None else f"{x:.{digits}f}" if isinstance(x, float) else str(x)
+
+
+def freeze_lines(fz):
+    """the freeze-and-resume trials, split at the detection time"""
+    out = []
+    for below in (True, False):
+        ks = [r for r in fz if (r["freeze_s"] < DETECT_S) == below]
+        if not ks:
+            continue
+        n = len(ks)
+        done = sum(r["completed"] for r in ks)
+        froze = sum(bool(r.get("froze")) for r in ks)
+        changed = sum(bool(r.get("view_changed")) for r in ks)
+        ended = sum(bool(r.get("ended_while_frozen")) for r in ks)
+        fr = [r["freeze_s"] for r in ks]
+        stall = [r["stall_s"] for r in ks if r.get("stall_s") is not None]
+        head = (f"freeze {'below' if below else 'at or above'} {DETECT_S} s ({n} trials, freezes "
+                f"{min(fr):.2f}-{max(fr):.2f} s, workers {sorted({r['victim'] for r in ks})}): completed "
+                f"{done}/{n} (of them ended while frozen: {ended}), frozen before the job ended {froze}/{n}, "
+                f"view changed {changed}/{n}")
+        if below:
+            excess = [r["stall_s"] - r["freeze_s"] for r in ks if r.get("stall_s") is not None]
+            over = sum(x > 0.1 for x in excess)
+            longest = [r["longest_stall_s"] for r in ks if r.get("longest_stall_s") is not None]
+            out.append(head + f"; survivors' longest stall max {fmt(max(longest, default=None))} s, during the "
+                       f"freeze at most freeze + {fmt(max(excess, default=None))} s (longer than freeze + 0.1 s: "
+                       f"{over}/{len(excess)}; expected: no view change and none longer)")
+        else:
+            rec = [r["recovery_s"] for r in ks if r.get("recovery_s") is not None]
+            wake = [r["wake_stall_s"] for r in ks if r.get("wake_stall_s") is not None]
+            back = sum(any(v > 1 for v in (r.get("victim_views") or [])) for r in ks)
+            out.append(head + f", the woken worker trained again in a later view {back}/{n}; survivors' longest "
+                       f"stall during the freeze median {fmt(med(stall))} s, max {fmt(max(stall, default=None))} s; "
+                       f"recovery (SIGSTOP -> the others' first step in the new view) median {fmt(med(rec))} s, "
+                       f"max {fmt(max(rec, default=None))} s ({len(rec)} measured; over the detection time + "
+                       f"0.3 s = 1.9 s: {sum(x > 1.9 for x in rec)}); stall on the wake-up median "
+                       f"{fmt(med(wake))} s, max {fmt(max(wake, default=None))} s (over 0.5 s: "
+                       f"{sum(x > 0.5 for x in wake)})")
+    return out
+
+
+def freeze_table(fz):
+    """the freezes in two rows: below and at or above the detection time"""
+    out = [f"{'freeze':<10} {'trials':>6} {'completed':>9} {'views_changed':>13} {'longest_stall_s':>15} "
+           f"{'recovery_median_s':>17} {'recovery_max_s':>14} {'wake_stall_max_s':>16}"]
+    for below in (True, False):
+        ks = [r for r in fz if (r["freeze_s"] < DETECT_S) == below]
+        if not ks:
+            continue
+        n = len(ks)
+        rec = [r["recovery_s"] for r in ks if r.get("recovery_s") is not None]
+        wake = [r["wake_stall_s"] for r in ks if r.get("wake_stall_s") is not None]
+        longest = [r["longest_stall_s"] for r in ks if r.get("longest_stall_s") is not None]
+        label = f"{'<' if below else '>='} {DETECT_S} s"
+        done = f"{sum(r['completed'] for r in ks)}/{n}"
+        changed = f"{sum(bool(r.get('view_changed')) for r in ks)}/{n}"
+        out.append(f"{label:<10} {n:>6} {done:>9} {changed:>13} "
+                   f"{fmt(max(longest, default=None)):>15} {fmt(med(rec)):>17} {fmt(max(rec, default=None)):>14} "
+                   f"{fmt(max(wake, default=None)):>16}")
+    return out
+
+
+def goal_table(goal):
+    """kill recovery per kind against the goal, met or not, in words"""
+    out = [f"recovery goal: median <= {GOAL_MEDIAN_S} s and max <= {GOAL_MAX_S} s (kill -> the survivors "
+           f"train again)",
+           f"{'kind':<10} {'trials':>6} {'completed':>9} {'measured':>8} {'never':>5} {'median_s':>8} "
+           f"{'max_s':>7}  {'median':<8} {'max':<8} recovery measured"]
+    met, missed = [], []
+    for kind, n, done, rec, never, what in goal:  # never: a kill the survivors did not recover from
+        m, x = med(rec), max(rec, default=None)
+        ok_m = m is not None and m <= GOAL_MEDIAN_S
+        ok_x = x is not None and x <= GOAL_MAX_S and not never
+        out.append(f"{kind:<10} {n:>6} {f'{done}/{n}':>9} {len(rec):>8} {never:>5} {fmt(m):>8} {fmt(x):>7}  "
+                   f"{'met' if ok_m else 'NOT met':<8} {'met' if ok_x else 'NOT met':<8} {what}")
+        (met if ok_m and ok_x else missed).append(
+            kind + ("" if ok_m and ok_x else " (" + ", ".join(
+                w for w, ok in (("median", ok_m), ("max", ok_x)) if not ok) + ")"))
+    out.append(f"goal met by: {', '.join(met) or 'none'}; NOT met by: {', '.join(missed) or 'none'}")
+    return out
 
 
 def main():
@@ -357,6 +536,8 @@ def main():
     p.add_argument("--single", type=int, default=20)
     p.add_argument("--double", type=int, default=5)
     p.add_argument("--vc", type=int, default=5)
+    p.add_argument("--double0", type=int, default=10)
+    p.add_argument("--freeze", type=int, default=20)
     p.add_argument("--torchrun", type=int, default=2)
     p.add_argument("--join", type=int, default=5)
     p.add_argument("--seed", type=int, default=None)
@@ -367,17 +548,28 @@ def main():
     steps = lambda kind: a.epochs * (4000 // (32 * a.workers))
     victims = list(range(a.workers)) * ((a.single + a.workers - 1) // a.workers)
     random.shuffle(victims)
-    plan = [("single", victims[i], 0.0) for i in range(a.single)]
-    plan += [("double", random.randrange(a.workers), random.uniform(0.3, 1.0)) for _ in range(a.double)]
-    plan += [("vc", random.randrange(a.workers), random.uniform(0.02, 0.3)) for _ in range(a.vc)]
+    plan = [("single", victims[i], 0.0, None) for i in range(a.single)]
+    plan += [("double", random.randrange(a.workers), random.uniform(0.3, 1.0), None) for _ in range(a.double)]
+    plan += [("vc", random.randrange(a.workers), random.uniform(0.02, 0.3), None) for _ in range(a.vc)]
+    for _ in range(a.double0):  # worker 0 and another, either first, 0-0.15 s apart
+        pair = [0, random.randrange(1, a.workers)]
+        random.shuffle(pair)
+        plan.append(("double0", pair[0], random.uniform(0.0, 0.15), pair[1]))
+    frozen = list(range(a.workers)) * ((a.freeze + a.workers - 1) // a.workers)
+    random.shuffle(frozen)
+    plan += [("freeze", frozen[i], random.uniform(0.2, 5.0), None) for i in range(a.freeze)]
     random.shuffle(plan)
     torch_at = {round((i + 1) * len(plan) / (a.torchrun + 1)) for i in range(a.torchrun)}
     rows = [trial(a, "none", 0, 0, 0, 0)]
     print(json.dumps(rows[-1]), flush=True)
     with open(os.path.join(a.out, "trials.jsonl"), "w") as f:
         f.write(json.dumps(rows[-1]) + "\n")
-        for i, (kind, victim, delay) in enumerate(plan, 1):
-            rows.append(trial(a, kind, i, victim, random.randint(steps(kind) // 40, steps(kind) // 2), delay))
+        for i, (kind, victim, delay, second) in enumerate(plan, 1):
+            target = random.randint(steps(kind) // 40, steps(kind) // 2)
+            if kind == "freeze":  # delay: the freeze's length
+                rows.append(freeze_trial(a, i, victim, delay, target))
+            else:
+                rows.append(trial(a, kind, i, victim, target, delay, second))
             print(json.dumps(rows[-1]), flush=True)
             f.write(json.dumps(rows[-1]) + "\n")
             if i in torch_at:
