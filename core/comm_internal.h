@@ -1,5 +1,6 @@
-/* comm_internal.h - the communicator's state, shared by comm.c and
- * comm_keep.c (a joiner's readiness rounds); nothing else includes it. */
+/* comm_internal.h - the communicator's state, shared by comm.c,
+ * comm_watch.c (the monitor thread) and comm_keep.c (a joiner's readiness
+ * rounds); nothing else includes it. */
 #ifndef HORA_CORE_COMM_INTERNAL_H
 #define HORA_CORE_COMM_INTERNAL_H
 
@@ -78,6 +79,25 @@ struct hora_comm {
 	bool ready_done;  /* this formation's readiness rounds ended on this rank */
 	double keep_wait_s; /* a keeper not claimed this long leaves the job */
 };
+
+/* comm_watch.c. Start the monitor thread when c has a membership and more
+ * than one rank and none runs (c->mu held). */
+void hora_comm_watch_start(struct hora_comm *c);
+/* Answer the membership's status queries from c, then start the monitor
+ * (hora_comm_own_loop, once c->owned_m and c->members are set). */
+void hora_comm_watch_begin(struct hora_comm *c);
+/* Stop the monitor thread and join it (it wakes within 100 ms). */
+void hora_comm_watch_stop(struct hora_comm *c);
+/* What a call that failed with st returns: after the monitor stopped the
+ * job, its code (HORA_ERR_LOST, _VIEW, _STALL; the message is then
+ * c->stop_msg). A call that fails while a stop is being decided, or while
+ * a rank is dead in the membership and the monitor has not looked yet,
+ * waits for it (at most 3 s); on a plain (not elastic) communicator, one
+ * that fails on a broken link (-ECONNRESET, -EPIPE, -ENOTCONN, ...: a
+ * member's socket, shared-memory channel or stage gone) waits too, for the
+ * watcher to find the member dead, until a rank left gracefully instead or
+ * hora_comm_detect_s. Else st. On the calling thread; takes c->mu. */
+int hora_comm_watch_verdict(struct hora_comm *c, int st);
 
 /* comm_keep.c: stop a keeper before a call of this worker's own (the
  * first claims the communicator: the keeper ends its rounds, saying this
