@@ -96,10 +96,48 @@ static void missing(const struct rejoin *rj, const uint64_t *p, int n, char *out
 	}
 }
 
+/* What a formation of view `view` over p watches (form_watch). */
+struct watch {
+	const struct rejoin *rj;
+	uint64_t view;
+	const uint64_t *p;
+	int n;
+};
+
+/* The formation's check (hora_net_comm_cfg.check), between the short
+ * slices of its waits: a formation whose view a newer one replaced, or
+ * one of whose participants died or left, cannot complete (the others
+ * form over the newer view, the dead never answer): it stops at once and
+ * rejoin_next tries the newest view, instead of waiting out the try's
+ * connect timeout. */
+static int form_watch(void *arg, char *err, size_t errlen)
+{
+	const struct watch *w = arg;
+	struct hora_swim_view v;
+	int myrank;
+	bool paused;
+	hora_net_membership_view(w->rj->mem, &v, &myrank, &paused, NULL, 0);
+	if (v.id != w->view)
+		return snprintf(err, errlen, "view %llu replaced view %llu while its communicator formed",
+				(unsigned long long)v.id, (unsigned long long)w->view), -ECANCELED;
+	for (int i = 0; i < w->n; i++) {
+		const int st = hora_net_membership_state(w->rj->mem, w->p[i]);
+		char addr[80] = "?";
+		if (w->p[i] == w->rj->j.uid || (st != HORA_SWIM_DEAD && st != HORA_SWIM_LEFT))
+			continue;
+		hora_joining_name(&w->rj->j.cc, w->p[i], addr);
+		return snprintf(err, errlen, "worker %d (%s) %s while the communicator of view %llu formed",
+				(int)(w->p[i] >> 40) - 1, addr, st == HORA_SWIM_DEAD ? "died" : "left",
+				(unsigned long long)w->view), -ECANCELED;
+	}
+	return 0;
+}
+
 /* the net comm over the participants p of view id */
 static int form(const struct rejoin *rj, uint64_t id, const uint64_t *p, int n, int me, int timeout_ms,
 		struct hora_comm_next *out, char *err, size_t errlen)
 {
+	struct watch w = {.rj = rj, .view = id, .p = p, .n = n};
 	char (*addr)[80] = calloc((size_t)n, 80);
 	const char **addrs = calloc((size_t)n, sizeof(*addrs));
 	struct hora_comm_member *mb = calloc((size_t)n, sizeof(*mb));
@@ -113,6 +151,8 @@ static int form(const struct rejoin *rj, uint64_t id, const uint64_t *p, int n, 
 	struct hora_net_comm_cfg nc;
 	if (!rc) {
 		hora_joining_net_cfg(&rj->j, me, n, addrs, id, timeout_ms, &nc);
+		nc.check = form_watch;
+		nc.check_arg = &w;
 		rc = hora_net_comm_create(&nc, &out->net, err, errlen);
 	}
 	free(addr);

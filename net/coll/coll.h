@@ -49,6 +49,17 @@ enum hora_net_algo {
 #define HORA_NET_SLICE_DEFAULT (1 << 20)
 #define HORA_NET_SPIN_DEFAULT 200
 
+/* Whether a communicator being formed is still wanted: asked by
+ * hora_net_comm_create, on its calling thread, between the short slices
+ * (HORA_NET_FORM_CHECK_MS) of its waits for the other ranks (connecting to
+ * a lower rank, accepting a higher one). 0 goes on; a negative errno, its
+ * reason in err, abandons the formation at once: every connection made so
+ * far is closed (a peer waiting on one fails at once) and create returns
+ * that code with err as the check wrote it. For a caller that knows more
+ * than the sockets do (core: a rank's worker left or died, a newer view). */
+typedef int (*hora_net_comm_check_fn)(void *arg, char *err, size_t errlen);
+#define HORA_NET_FORM_CHECK_MS 100
+
 struct hora_net_comm_cfg {
 	int rank, nranks;
 	const char *const *addrs;  /* nranks "ip:port": where each rank listens (TCP) */
@@ -71,6 +82,8 @@ struct hora_net_comm_cfg {
 	int shm;                   /* 0 (auto): shared memory between ranks of one host;
 				      1 (off): TCP only (hora.h's enum hora_shm) */
 	int hierarchical;          /* 0 auto, 1 on, 2 off (hora.h's enum hora_hier) */
+	hora_net_comm_check_fn check; /* optional: asked while forming (above) */
+	void *check_arg;              /* check's; borrowed for hora_net_comm_create only */
 };
 
 struct hora_net_comm;

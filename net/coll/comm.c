@@ -72,6 +72,8 @@ int hora_net_comm_create(const struct hora_net_comm_cfg *cfg, struct hora_net_co
 		int rc = hora_net_link_tcp_create(&c->cfg, &c->link, err, errlen);
 		if (!rc)
 			rc = topo_setup(c, err, errlen);
+		c->cfg.check = NULL; /* borrowed for the formation only */
+		c->cfg.check_arg = NULL;
 		if (rc) {
 			hora_net_comm_destroy(c);
 			return rc;

@@ -10,6 +10,7 @@
 
 #include "net/coll/fast.h"
 #include "net/transport/transport.h"
+#include "net/util/clock.h"
 #include "net/util/hostport.h"
 
 #include <errno.h>
@@ -30,6 +31,10 @@ struct link_tcp {
 	int io_timeout_ms;
 	const struct hora_net_comm_cfg *cfg; /* during setup only */
 	uint32_t hello[4];                   /* ours, sent to every peer during setup */
+	/* setup only: the caller's check stopped the formation (its code and
+	 * text, which become the error of create) */
+	int check_rc;
+	char check_why[512];
 	/* tcp_interrupt (any thread) against closing peer[] and fast[] (the
 	 * calling thread): both take mu */
 	pthread_mutex_t mu;
@@ -205,6 +210,76 @@ static int check_hello(struct link_tcp *t, int peer, char *err, size_t errlen)
 	return 0;
 }
 
+/* The caller's check (cfg->check), between two slices of a wait: 0 goes
+ * on; else its code, kept with its text for create's error. */
+static int form_check(struct link_tcp *t)
+{
+	if (!t->cfg->check)
+		return 0;
+	char why[sizeof(t->check_why)] = "";
+	const int rc = t->cfg->check(t->cfg->check_arg, why, sizeof(why));
+	if (rc) {
+		t->check_rc = rc;
+		snprintf(t->check_why, sizeof(t->check_why), "%s",
+			 why[0] ? why : "the formation was stopped by its caller");
+	}
+	return rc;
+}
+
+/* Whether a connect that failed may pass on a later try: the peer not
+ * listening yet or not reachable yet, a handshake cut off. */
+static bool connect_transient(int rc)
+{
+	return rc == -ECONNREFUSED || rc == -ETIMEDOUT || rc == -ECONNRESET || rc == -EPIPE ||
+	       rc == -EHOSTUNREACH || rc == -ENETUNREACH || rc == -EAGAIN;
+}
+
+/* hora_net_connect within timeout_ms, in slices of HORA_NET_FORM_CHECK_MS
+ * with the check between them. A slice ends only outside a handshake (the
+ * transport does not cut one that started at its connect deadline), so the
+ * other end holds no peer from an abandoned slice. */
+static int connect_checked(struct link_tcp *t, const char *host, uint16_t port, int timeout_ms,
+			   struct hora_net_peer **out, char *err, size_t errlen)
+{
+	const int64_t deadline = hora_clock_ms() + timeout_ms;
+	for (;;) {
+		const int64_t left = deadline - hora_clock_ms();
+		const int slice = !t->cfg->check || left < HORA_NET_FORM_CHECK_MS ? (int)(left > 1 ? left : 1)
+										   : HORA_NET_FORM_CHECK_MS;
+		int rc = hora_net_connect(t->loop, host, port, slice, out, err, errlen);
+		if (!rc || !connect_transient(rc) || hora_clock_ms() >= deadline)
+			return rc;
+		if ((rc = form_check(t)))
+			return rc;
+	}
+}
+
+/* hora_net_accept within timeout_ms, in slices with the check between. */
+static int accept_checked(struct link_tcp *t, int timeout_ms, struct hora_net_peer **out, char *err,
+			  size_t errlen)
+{
+	const int64_t deadline = hora_clock_ms() + timeout_ms;
+	for (;;) {
+		const int64_t left = deadline - hora_clock_ms();
+		const int slice = !t->cfg->check || left < HORA_NET_FORM_CHECK_MS ? (int)(left > 0 ? left : 0)
+										   : HORA_NET_FORM_CHECK_MS;
+		char e2[400] = "";
+		int rc = hora_net_accept(t->loop, slice, out, e2, sizeof(e2));
+		if (rc != -ETIMEDOUT || hora_clock_ms() >= deadline) {
+			/* the text names the slice: name the whole wait, keep the rest */
+			const char *rest = rc == -ETIMEDOUT ? strchr(e2, ';') : NULL;
+			if (rc == -ETIMEDOUT)
+				snprintf(err, errlen, "no peer connected within %d ms%s", timeout_ms,
+					 rest ? rest : "");
+			else if (rc)
+				snprintf(err, errlen, "%s", e2);
+			return rc;
+		}
+		if ((rc = form_check(t)))
+			return rc;
+	}
+}
+
 /* Connect to every lower rank and send each our hello. */
 static int connect_lower(struct link_tcp *t, struct hora_net_req **hs, char *err, size_t errlen)
 {
@@ -215,7 +290,7 @@ static int connect_lower(struct link_tcp *t, struct hora_net_req **hs, char *err
 	for (int j = 0; j < me; j++) {
 		char e2[256] = "";
 		hora_hostport_split(cfg->addrs[j], host, sizeof(host), &port);
-		int rc = hora_net_connect(t->loop, host, port, cfg->connect_timeout_ms, &t->peer[j], e2, sizeof(e2));
+		int rc = connect_checked(t, host, port, cfg->connect_timeout_ms, &t->peer[j], e2, sizeof(e2));
 		if (rc)
 			return snprintf(err, errlen, "rank %d: connecting to rank %d at %s: %s", me, j,
 					cfg->addrs[j], e2),
@@ -237,7 +312,7 @@ static int accept_one(struct link_tcp *t, int timeout_ms, struct hora_net_req **
 	const int me = t->base.rank, n = t->base.nranks;
 	struct hora_net_peer *p;
 	char e2[256] = "";
-	int rc = hora_net_accept(t->loop, timeout_ms, &p, e2, sizeof(e2));
+	int rc = accept_checked(t, timeout_ms, &p, e2, sizeof(e2));
 	if (rc)
 		return snprintf(err, errlen, "rank %d: waiting for ranks above: %s", me, e2), rc;
 	uint32_t j = hora_net_peer_node(p);
@@ -464,6 +539,8 @@ int hora_net_link_tcp_create(const struct hora_net_comm_cfg *cfg, struct hora_ne
 	*out = &t->base;
 	return 0;
 fail:
+	if (t->check_rc) /* the check stopped it: its reason, not the wait's */
+		snprintf(err, errlen, "%s", t->check_why), rc = t->check_rc;
 	tcp_destroy(&t->base);
 	return rc;
 }

@@ -448,6 +448,13 @@ static void on_hs(struct hora_net_loop *loop, struct op *op, const struct io_uri
 	c->hs_have = 0;
 	c->hs_msgs++;
 	c->hs_rc = hora_net_hs_input(&c->hs, c->hs_in, n, c->hs_out, &c->hs_outlen);
+	/* A client that sends its AUTH now may be the server's peer before it
+	 * reads the result: from here the caller's connect deadline no longer
+	 * cuts the handshake (a cut would leave the server a peer that the
+	 * client gave up; net/coll connects in short slices and relies on
+	 * it), only the handshake's own timeout does. */
+	if (!c->server && c->hs_rc == 0 && hora_net_hs_want(&c->hs) == HORA_NET_RESULT_BYTES)
+		c->deadline_ns = hora_clock_ns() + (int64_t)c->loop->o.handshake_timeout_ms * 1000000;
 	if (c->hs_outlen) {
 		c->hs_sent = 0;
 		hs_send(c);
