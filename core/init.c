@@ -228,8 +228,8 @@ static int form_watch(void *arg, char *err, size_t errlen)
 		if (i == j->rank || (st != HORA_SWIM_LEFT && st != HORA_SWIM_DEAD))
 			continue;
 		hora_joining_name(&j->cc, j->v.uids[i], addr);
-		return snprintf(err, errlen, "worker %d: worker %d (%s) %s while the job's communicator formed%s: "
-				"the job stops", j->o->proc, (int)(j->v.uids[i] >> 40) - 1, addr,
+		return snprintf(err, errlen, "worker %d (%s) %s while the job's communicator formed%s: the job "
+				"stops", (int)(j->v.uids[i] >> 40) - 1, addr,
 				st == HORA_SWIM_LEFT ? "left the job" : "died",
 				st == HORA_SWIM_LEFT ? " (its own output says why)" : ""), HORA_ERR_LOST;
 	}
