@@ -451,10 +451,13 @@ int launch_start_worker(const struct launch *la, int g, struct launch_child *ch)
 		else
 			close(in[1]);
 	}
-	*ch = (struct launch_child){.pid = pid, .fd = pfd[0], .g = g, .host = node->host};
+	*ch = (struct launch_child){.pid = pid, .fd = pfd[0], .pidfd = -1, .g = g, .host = node->host};
 	if (pid < 0) {
 		ch->done = true;
 		ch->status = 127 << 8;
+		ch->died_at = hora_clock_s();
+	} else {
+		ch->pidfd = launch_pidfd_open(pid); /* -1: its exit is seen by the reaps alone */
 	}
 	return 0;
 }
@@ -468,50 +471,6 @@ static void forward_signal(const char *who, struct launch_child *ch, int n, int 
 	for (int g = 0; g < n; g++)
 		if (!ch[g].done && ch[g].pid > 0)
 			launch_kill(ch[g].pid, sig);
-}
-
-/* Read what is ready on each child's pipe (poll up to 200 ms); returns how
- * many pipes are still open. */
-static int pump_output(struct launch_child *ch, int n, struct pollfd *pf)
-{
-	int np = 0;
-	for (int g = 0; g < n; g++)
-		if (ch[g].fd >= 0) {
-			pf[np].fd = ch[g].fd;
-			pf[np].events = POLLIN;
-			np++;
-		}
-	if (np)
-		poll(pf, (nfds_t)np, 200);
-	for (int g = 0, j = 0; g < n; g++) {
-		if (ch[g].fd < 0 || !pf[j++].revents)
-			continue;
-		ssize_t r = read(ch[g].fd, ch[g].buf + ch[g].have, sizeof(ch[g].buf) - ch[g].have);
-		if (r > 0) {
-			ch[g].have += (size_t)r;
-			launch_drain(&ch[g], false);
-		} else if (r == 0 || (errno != EINTR && errno != EAGAIN)) {
-			launch_drain(&ch[g], true);
-			close(ch[g].fd);
-			ch[g].fd = -1;
-		}
-	}
-	return np;
-}
-
-/* Reap exited children; returns how many. */
-static int reap(struct launch_child *ch, int n)
-{
-	int st, reaped = 0;
-	pid_t p;
-	while ((p = waitpid(-1, &st, WNOHANG)) > 0)
-		for (int g = 0; g < n; g++)
-			if (ch[g].pid == p) {
-				ch[g].done = true;
-				ch[g].status = st;
-				reaped++;
-			}
-	return reaped;
 }
 
 static bool failed(const struct launch_child *c)
@@ -532,8 +491,8 @@ static void end_stragglers(const char *who, struct launch_child *ch, int n, doub
 			first = g;
 	if (first < 0 && !g_forwarded)
 		return;
-	if (*failed_at < 0)
-		*failed_at = hora_clock_s();
+	if (*failed_at < 0) /* when it died (or now: the signal) */
+		*failed_at = first >= 0 ? ch[first].died_at : hora_clock_s();
 	if (hora_clock_s() - *failed_at < grace_s)
 		return;
 	*killed = true;
@@ -551,31 +510,13 @@ static void end_stragglers(const char *who, struct launch_child *ch, int n, doub
 		}
 }
 
-/* What is left in the pipes once every worker exited: read without
- * blocking (a process the worker left behind may hold its pipe open). */
-static void drain_rest(struct launch_child *ch, int n)
-{
-	for (int g = 0; g < n; g++)
-		if (ch[g].fd >= 0) {
-			fcntl(ch[g].fd, F_SETFL, fcntl(ch[g].fd, F_GETFL) | O_NONBLOCK);
-			ssize_t r;
-			while ((r = read(ch[g].fd, ch[g].buf + ch[g].have, sizeof(ch[g].buf) - ch[g].have)) > 0) {
-				ch[g].have += (size_t)r;
-				launch_drain(&ch[g], false);
-			}
-			launch_drain(&ch[g], true);
-			close(ch[g].fd);
-			ch[g].fd = -1;
-		}
-}
-
 /* Relay output and signals until every worker has exited; grace_s after
  * a worker failed, end the others (end_stragglers). With er (elastic), a
  * worker's death ends no one: elastic_exits, elastic_stragglers. */
 static void supervise(const struct launch *la, struct launch_child *ch, int n, int running, double grace_s,
 		      struct launch_elastic *er)
 {
-	struct pollfd *pf = calloc((size_t)n, sizeof(*pf));
+	struct pollfd *pf = calloc(2 * (size_t)n, sizeof(*pf)); /* the pipes and the pidfds */
 	double failed_at = -1;
 	bool killed = false;
 	while (running) {
@@ -584,19 +525,16 @@ static void supervise(const struct launch *la, struct launch_child *ch, int n, i
 			if (er && er->stop_at < 0)
 				er->stop_at = hora_clock_s();
 		}
-		int np = pf ? pump_output(ch, n, pf) : 0;
-		running -= reap(ch, n);
+		running -= launch_wait(ch, n, pf);
 		if (er)
 			running += launch_elastic_exits(la, er, ch, n, g_fwd != 0);
 		if (running && er)
 			launch_elastic_stragglers(er, ch, n);
 		else if (running)
 			end_stragglers(la->who, ch, n, grace_s, &failed_at, &killed);
-		if (!np && running)
-			usleep(50000);
 	}
 	free(pf);
-	drain_rest(ch, n);
+	launch_drain_rest(ch, n);
 }
 
 /* Name each failed worker with its last lines; returns how many failed. */
@@ -655,7 +593,8 @@ static void start_all(const struct launch *la, struct launch_child *ch, int n, s
 		if (ch[g].pid > 0)
 			launch_kill(ch[g].pid, SIGTERM);
 	for (int g = started; g < n; g++)
-		ch[g] = (struct launch_child){.fd = -1, .g = g, .done = true, .status = 127 << 8, .host = "-"};
+		ch[g] = (struct launch_child){.fd = -1, .pidfd = -1, .g = g, .done = true, .status = 127 << 8,
+					      .died_at = hora_clock_s(), .host = "-"};
 }
 
 int launch_run(struct launch *la)

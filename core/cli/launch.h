@@ -35,6 +35,7 @@ struct launch_death {
 struct launch_child {
 	pid_t pid;
 	int fd;
+	int pidfd; /* readable once pid exited (launch_wait.c); -1: none (closed once reaped) */
 	int g;
 	const char *host;
 	char buf[4096];
@@ -43,6 +44,7 @@ struct launch_child {
 	int ntail;
 	int status;
 	bool done;
+	double died_at; /* when its exit was seen (hora_clock_s), once done */
 	bool bar; /* a progress bar line (\r updates) is open on the terminal */
 	/* elastic supervision (launch_elastic.c); seen..culled are per process,
 	 * restarts and deaths outlive a restart */
@@ -145,6 +147,19 @@ void launch_tmp_remove(struct launch_tmp *t);
 int launch_start_worker(const struct launch *la, int g, struct launch_child *ch);
 /* Relay the complete lines in c's buffer, all of it when eof (launch.c). */
 void launch_drain(struct launch_child *c, bool eof);
+
+/* launch_wait.c. A pidfd for pid (pidfd_open: Linux >= 5.3), readable once
+ * it exited; -1 where there is none (the kernel's ENOSYS, or old headers). */
+int launch_pidfd_open(pid_t pid);
+struct pollfd;
+/* Wait up to 200 ms for output or an exit: relay what is ready on each
+ * worker's pipe, then reap the workers that exited (done, status, died_at:
+ * the time it was seen, at once with a pidfd). pf: room for 2 n entries
+ * (NULL: reap only, after 50 ms). Returns how many were reaped. */
+int launch_wait(struct launch_child *ch, int n, struct pollfd *pf);
+/* Once every worker exited: what is left in the pipes, read without
+ * blocking (a process a worker left behind may hold its pipe open). */
+void launch_drain_rest(struct launch_child *ch, int n);
 
 /* Handle every exit that reap found (ch[g].done and not yet seen): record
  * deaths, start casualties again under train.elastic.restart (none once

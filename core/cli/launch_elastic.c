@@ -95,7 +95,7 @@ static int restart_worker(const struct launch *la, struct launch_elastic *er, st
 static int elastic_exit(const struct launch *la, struct launch_elastic *er, struct launch_child *ch, int n,
 			struct launch_child *c, bool signal_pending)
 {
-	const double now = hora_clock_s();
+	const double now = c->died_at; /* when it happened (launch_wait.c), not now */
 	c->seen = true;
 	er->last_exit = now;
 	if (WIFEXITED(c->status) && WEXITSTATUS(c->status) == 0) {
@@ -141,7 +141,7 @@ static int elastic_exit(const struct launch *la, struct launch_elastic *er, stru
 		next = "; restarting it";
 	else if (er->ec->restart && er->stop_at < 0)
 		next = "; no restarts left, the others go on without it";
-	fprintf(stderr, "%s: worker %d on %s %s at %.1f s%s%s\n", er->who, c->g, c->host, h,
+	fprintf(stderr, "%s: worker %d on %s %s at %.2f s%s%s\n", er->who, c->g, c->host, h,
 		now - er->t0, next, c->ntail ? "; last lines:" : "");
 	print_tail(c);
 	return again ? restart_worker(la, er, c) : 0;
