@@ -100,8 +100,15 @@ static int join_membership(struct joining *j, char *err, size_t errlen)
 	 * anyone else (a stray process with the secret) comes in later, as a
 	 * joiner (net/MEMBERSHIP.md "The first view") */
 	sw.first_view_workers = j->size;
-	if (j->o->elastic && j->o->elastic->on) /* membership.min_members: it may start short */
-		sw.first_view_min = sw.min_members;
+	/* elastic: it may start short, as a later death would leave it: at once
+	 * with membership.min_members, or with train.elastic.min_workers once
+	 * the missing workers are gone for certain or did not come within
+	 * membership.join_timeout_ms */
+	if (j->o->elastic && j->o->elastic->on) {
+		const int mw = j->o->elastic->min_workers > 0 ? j->o->elastic->min_workers : 1;
+		sw.first_view_min = mw < sw.min_members ? mw : sw.min_members;
+		sw.first_view_window_ms = j->cc.join_timeout_ms > 0 ? j->cc.join_timeout_ms : 10000;
+	}
 	struct hora_swim_addr seeds[HORA_CLUSTER_MAX_SEEDS];
 	int nseeds = 0;
 	char ip[HORA_HOST_IP_MAX], hp[300], why[512];
@@ -122,6 +129,132 @@ static int join_membership(struct joining *j, char *err, size_t errlen)
 					  err, errlen);
 }
 
+/* ---- what the membership knows of the workers missing at the start ---- */
+
+/* Worker g, which has no live process in this member's table: what became
+ * of it, as a phrase ("died: its port answered unreachable"). 0: none live
+ * and it is gone for certain (died on a live host, or left); 1: it fell
+ * silent or never joined (it may still come); -1: a live one claims it. */
+static int missing_what(const struct hora_swim_member *mb, int n, int g, const char **what)
+{
+	bool died = false, left = false, silent = false;
+	for (int i = 0; i < n; i++) {
+		if (mb[i].role != HORA_SWIM_WORKER || (int)(mb[i].uid >> 40) - 1 != g)
+			continue;
+		if (mb[i].state == HORA_SWIM_ALIVE || mb[i].state == HORA_SWIM_SUSPECT)
+			return -1;
+		left |= mb[i].state == HORA_SWIM_LEFT;
+		died |= mb[i].state == HORA_SWIM_DEAD && mb[i].refused;
+		silent |= mb[i].state == HORA_SWIM_DEAD && !mb[i].refused;
+	}
+	*what = left ? "left" : died ? "died (its port answered unreachable: no process holds it)"
+		    : silent ? "fell silent (the failure detector declared it dead)" : "never joined";
+	return left || died ? 0 : 1;
+}
+
+/* Every worker of the job with no live process here (only_gone: only those
+ * gone for certain), "worker 2 (127.0.0.1:29503) died (...)", joined by
+ * "; " into out. Returns how many; *gone: how many of them are gone for
+ * certain (NULL: not wanted). */
+static int missing_list(const struct joining *j, bool only_gone, char *out, size_t len, int *gone)
+{
+	struct hora_swim_member *mb = calloc(HORA_SWIM_MAX_MEMBERS, sizeof(*mb));
+	const int n = mb ? hora_net_membership_members(j->mem, mb, HORA_SWIM_MAX_MEMBERS) : 0;
+	int count = 0, ngone = 0;
+	size_t at = 0;
+	out[0] = 0;
+	for (int g = 0; g < j->size; g++) {
+		const char *what;
+		char addr[80];
+		const int k = g == j->o->proc ? -1 : missing_what(mb, n, g, &what);
+		if (k < 0 || (only_gone && k))
+			continue;
+		count++;
+		ngone += k == 0;
+		hora_joining_name(&j->cc, hora_cluster_uid(g), addr);
+		if (at < len)
+			at += (size_t)snprintf(out + at, len - at, "%sworker %d (%s) %s", count > 1 ? "; " : "",
+					       g, addr, what);
+	}
+	free(mb);
+	if (gone)
+		*gone = ngone;
+	return count;
+}
+
+/* Not joined yet: what each seed answered, "127.0.0.1:29501: port
+ * unreachable (nothing listens there)", joined by "; ". */
+static void seed_list(const struct joining *j, char *out, size_t len)
+{
+	struct hora_swim_seed sd[HORA_NET_MEMBERSHIP_SEEDS];
+	const int n = hora_net_membership_seeds(j->mem, sd, HORA_NET_MEMBERSHIP_SEEDS);
+	size_t at = 0;
+	out[0] = 0;
+	for (int i = 0; i < n && at < len; i++) {
+		char ip[16];
+		const uint8_t *b = (const uint8_t *)&sd[i].addr.ip;
+		snprintf(ip, sizeof(ip), "%u.%u.%u.%u", b[0], b[1], b[2], b[3]);
+		at += (size_t)snprintf(out + at, len - at, "%s%s:%u: %s", i ? "; " : "", ip, sd[i].addr.port,
+				       sd[i].wrong_secret ? "answered with another cluster secret"
+				       : sd[i].unreachable ? "port unreachable (nothing listens there)"
+							   : "no answer");
+	}
+}
+
+/* Checks that end the start at once: every seed answered with another
+ * secret (HORA_ERR_CONFIG); without elastic (or with too few workers left
+ * for train.elastic.min_workers and no restart to bring them back), a worker
+ * of the job gone for certain before the first view (HORA_ERR_LOST). 0:
+ * go on waiting. */
+static int start_check(const struct joining *j, char *err, size_t errlen)
+{
+	if (hora_net_membership_secret_refused(j->mem)) {
+		char seeds[512];
+		seed_list(j, seeds, sizeof(seeds));
+		snprintf(err, errlen, "worker %d: every seed answered with another cluster secret (%s): "
+				      "check %s", j->o->proc, seeds,
+			 j->cc.secret_file[0] ? "cluster.secret_file" : "HORA_SECRET");
+		return HORA_ERR_CONFIG;
+	}
+	const struct hora_elastic_config *el = j->o->elastic && j->o->elastic->on ? j->o->elastic : NULL;
+	char list[1024];
+	int ngone;
+	missing_list(j, true, list, sizeof(list), &ngone);
+	if (!ngone)
+		return 0;
+	if (!el) {
+		snprintf(err, errlen, "worker %d: %s while the job started; without train.elastic the job "
+				      "needs all %d workers", j->o->proc, list, j->size);
+		return HORA_ERR_LOST;
+	}
+	if (j->size - ngone < el->min_workers && !el->restart) {
+		snprintf(err, errlen, "worker %d: %d of %d workers can start the job, below "
+				      "train.elastic.min_workers %d: %s", j->o->proc, j->size - ngone, j->size,
+			 el->min_workers, list);
+		return HORA_ERR_LOST;
+	}
+	return 0;
+}
+
+/* The start's time limit passed: what is missing, as the membership knows
+ * it (seeds that did not answer, workers that died, left or never came). */
+static void start_timeout(const struct joining *j, double limit_s, const char *wanted, char *err,
+			  size_t errlen)
+{
+	char list[1024];
+	if (!hora_net_membership_joined(j->mem)) {
+		seed_list(j, list, sizeof(list));
+		snprintf(err, errlen, "worker %d: no member of the job answered in %.0f s (seeds: %s)",
+			 j->o->proc, limit_s, list);
+	} else if (missing_list(j, false, list, sizeof(list), NULL)) {
+		snprintf(err, errlen, "worker %d: no %s after %.0f s: %s", j->o->proc, wanted, limit_s, list);
+	} else {
+		snprintf(err, errlen, "worker %d: no %s after %.0f s, though every worker is alive "
+				      "(have %d members alive)", j->o->proc, wanted, limit_s,
+			 hora_net_membership_alive(j->mem));
+	}
+}
+
 /* until this worker is in the job's first view, which the membership forms
  * of every worker of the file and nobody else (first_view_workers), three
  * join timeouts at most. The communicator is formed over that view even
@@ -139,6 +272,9 @@ static int wait_full_view(struct joining *j, char *err, size_t errlen)
 		hora_net_membership_first_view(j->mem, &j->v, &j->rank);
 		if (j->v.id && j->rank >= 0 && j->v.n == j->size && !paused)
 			return 0;
+		int rc;
+		if (!j->v.id && !cur.id && (rc = start_check(j, err, errlen)))
+			return rc;
 		if (hora_clock_s() > deadline)
 			break;
 		hora_net_membership_wait(j->mem, cur.id, paused, 100);
@@ -151,11 +287,14 @@ static int wait_full_view(struct joining *j, char *err, size_t errlen)
 		snprintf(err, errlen, "worker %d: the job had its first view before this worker joined "
 				      "(view %llu is installed; a worker that joins later is a joiner)",
 			 j->o->proc, (unsigned long long)cur.id);
-	else
-		snprintf(err, errlen, "worker %d: no view with all %d workers after %.0f s (have %d "
-				      "alive%s%s; seeds down, workers missing, or a wrong secret?)",
-			 j->o->proc, j->size, limit_s, hora_net_membership_alive(j->mem),
-			 paused ? ", paused: " : "", paused ? why : "");
+	else if (paused)
+		snprintf(err, errlen, "worker %d: no view with all %d workers after %.0f s: %s", j->o->proc,
+			 j->size, limit_s, why);
+	else {
+		char wanted[64];
+		snprintf(wanted, sizeof(wanted), "view with all %d workers", j->size);
+		start_timeout(j, limit_s, wanted, err, errlen);
+	}
 	return -ETIMEDOUT;
 }
 
@@ -286,15 +425,21 @@ static int elastic_start(struct joining *j, struct hora_comm **out, char *err, s
 		struct hora_swim_view first;
 		int frank;
 		hora_net_membership_first_view(j->mem, &first, &frank);
-		if (first.id && frank >= 0)
+		if (first.id && frank >= 0) {
+			char list[1024];
+			if (first.n < j->size && frank == 0 && missing_list(j, false, list, sizeof(list), NULL))
+				HORA_LOGW("worker %d: the job starts with %d of %d workers: %s", j->o->proc,
+					  first.n, j->size, list);
 			return hora_rejoin_join(j, false, out, err, errlen);
+		}
 		hora_net_membership_view(j->mem, &j->v, &j->rank, &paused, NULL, 0);
 		if (j->v.id && j->rank >= 0 && !paused && hora_rejoin_job_running(j->mem))
 			return hora_rejoin_join(j, true, out, err, errlen);
+		int rc;
+		if (!first.id && !j->v.id && (rc = start_check(j, err, errlen)))
+			return rc;
 		if (hora_clock_s() > deadline) {
-			snprintf(err, errlen, "worker %d: not in the job's first view and no running job to join "
-					      "after %.0f s (have %d alive; seeds down, workers missing, or a wrong "
-					      "secret?)", j->o->proc, limit_s, hora_net_membership_alive(j->mem));
+			start_timeout(j, limit_s, "first view and no running job to join", err, errlen);
 			return -ETIMEDOUT;
 		}
 		hora_net_membership_wait(j->mem, j->v.id, paused, 100);

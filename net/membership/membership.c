@@ -30,7 +30,7 @@ struct hora_net_membership {
 	struct hora_swim *swim;
 	struct hora_net_dgram *udp;
 	struct hora_net_timer *timer;
-	uint64_t bad_mac_seen;
+	uint64_t bad_mac_seen, refusals_seen;
 	int reading_errors; /* flush is reading the error queue (its refusals flush again) */
 	/* [lock] snapshot for other threads */
 	pthread_mutex_t lock;
@@ -43,11 +43,11 @@ struct hora_net_membership {
 	int first_rank;
 	bool paused, joined;
 	int alive; /* members this one believes alive, itself included */
-	struct { /* every member's state (enum hora_swim_state), for the loss watcher */
-		uint64_t uid;
-		uint8_t state;
-	} states[HORA_SWIM_MAX_MEMBERS];
-	int nstates;
+	struct hora_swim_member members[HORA_SWIM_MAX_MEMBERS]; /* the table (loss watcher, start) */
+	int nmembers;
+	struct hora_swim_seed seeds[HORA_NET_MEMBERSHIP_SEEDS]; /* what joining met (messages) */
+	int nseeds;
+	bool secret_refused; /* every seed answered with another cluster secret */
 	char why[128];
 	struct hora_swim_stats stats;
 	struct { /* STATUS answers of the view's members */
@@ -101,16 +101,15 @@ static void flush(struct hora_net_membership *m)
 	int nm = hora_swim_members(m->swim, mem, HORA_SWIM_MAX_MEMBERS), alive = 0;
 	for (int i = 0; i < nm; i++)
 		alive += mem[i].state == HORA_SWIM_ALIVE || mem[i].state == HORA_SWIM_SUSPECT;
-	const bool joined = hora_swim_joined(m->swim);
+	const bool joined = hora_swim_joined(m->swim), refused = hora_swim_secret_refused(m->swim);
 	pthread_mutex_lock(&m->lock);
 	bool changed = v.id != m->view.id || paused != m->paused || joined != m->joined ||
-		       alive != m->alive;
+		       alive != m->alive || refused != m->secret_refused;
 	m->alive = alive;
-	m->nstates = nm;
-	for (int i = 0; i < nm; i++) {
-		m->states[i].uid = mem[i].uid;
-		m->states[i].state = mem[i].state;
-	}
+	m->nmembers = nm;
+	memcpy(m->members, mem, sizeof(mem[0]) * (size_t)nm);
+	m->nseeds = hora_swim_seeds(m->swim, m->seeds, HORA_NET_MEMBERSHIP_SEEDS);
+	m->secret_refused = refused;
 	m->view = v;
 	m->rank = rank;
 	m->first = first;
@@ -151,6 +150,13 @@ static void on_datagram(void *arg, const struct sockaddr_in *src, const uint8_t 
 		hora_net_refuse_log(m->loop, "membership: datagram from %s:%u failed authentication "
 				    "(wrong cluster secret?)", ip, ntohs(src->sin_port));
 		m->bad_mac_seen = st.bad_mac;
+	}
+	if (st.refusals_heard > m->refusals_seen) {
+		char ip[INET_ADDRSTRLEN];
+		inet_ntop(AF_INET, &src->sin_addr, ip, sizeof(ip));
+		hora_net_refuse_log(m->loop, "membership: %s:%u refused our JOIN: it holds another "
+				    "cluster secret", ip, ntohs(src->sin_port));
+		m->refusals_seen = st.refusals_heard;
 	}
 	hora_swim_tick(m->swim, now_ms());
 	flush(m);
@@ -358,11 +364,37 @@ int hora_net_membership_state(struct hora_net_membership *m, uint64_t uid)
 {
 	int st = -ENOENT;
 	pthread_mutex_lock(&m->lock);
-	for (int i = 0; i < m->nstates; i++)
-		if (m->states[i].uid == uid)
-			st = m->states[i].state;
+	for (int i = 0; i < m->nmembers; i++)
+		if (m->members[i].uid == uid)
+			st = m->members[i].state;
 	pthread_mutex_unlock(&m->lock);
 	return st;
+}
+
+int hora_net_membership_members(struct hora_net_membership *m, struct hora_swim_member *out, int cap)
+{
+	pthread_mutex_lock(&m->lock);
+	int n = m->nmembers < cap ? m->nmembers : cap;
+	memcpy(out, m->members, sizeof(out[0]) * (size_t)(n > 0 ? n : 0));
+	pthread_mutex_unlock(&m->lock);
+	return n;
+}
+
+int hora_net_membership_seeds(struct hora_net_membership *m, struct hora_swim_seed *out, int cap)
+{
+	pthread_mutex_lock(&m->lock);
+	int n = m->nseeds < cap ? m->nseeds : cap;
+	memcpy(out, m->seeds, sizeof(out[0]) * (size_t)(n > 0 ? n : 0));
+	pthread_mutex_unlock(&m->lock);
+	return n;
+}
+
+bool hora_net_membership_secret_refused(struct hora_net_membership *m)
+{
+	pthread_mutex_lock(&m->lock);
+	bool r = m->secret_refused;
+	pthread_mutex_unlock(&m->lock);
+	return r;
 }
 
 bool hora_net_membership_joined(struct hora_net_membership *m)

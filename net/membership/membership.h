@@ -57,6 +57,16 @@ int hora_net_membership_alive(struct hora_net_membership *m);
  * (HORA_SWIM_DEAD: the failure detector declared it dead; HORA_SWIM_LEFT:
  * it left gracefully), or -ENOENT when it is not in the member table. */
 int hora_net_membership_state(struct hora_net_membership *m, uint64_t uid);
+/* The member table as this member knows it, itself first (at most cap;
+ * .refused: dead, its port answered unreachable). Returns the count. */
+int hora_net_membership_members(struct hora_net_membership *m, struct hora_swim_member *out, int cap);
+/* What joining through each seed met (hora_swim_seeds; at most cap, and at
+ * most HORA_NET_MEMBERSHIP_SEEDS are kept). Returns the count. */
+#define HORA_NET_MEMBERSHIP_SEEDS 16
+int hora_net_membership_seeds(struct hora_net_membership *m, struct hora_swim_seed *out, int cap);
+/* Whether every seed refused this member's JOINs, answering with another
+ * cluster secret (hora_swim_secret_refused): waiting will not help. */
+bool hora_net_membership_secret_refused(struct hora_net_membership *m);
 /* Whether a seed (or any member) has answered. */
 bool hora_net_membership_joined(struct hora_net_membership *m);
 /* Announce a graceful leave to every member; returns once sent. */

@@ -34,83 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAGIC 0x4d575348u /* "HSWM" */
-#define VERSION 1
-#define HDR 44
-#define MAC 16
-#define UPD 24
-
-enum { T_PING = 1, T_ACK, T_PING_REQ, T_JOIN, T_JOIN_REPLY, T_LEAVE, T_PROPOSE, T_VACK, T_COMMIT, T_CACK,
-       T_VNACK, T_SYNC, T_NEWS, T_STATUS_Q, T_STATUS_R };
-
-struct mem {
-	struct hora_swim_member m;
-	int tx_left; /* piggyback transmissions still due */
-	bool vack, cack;
-	/* its host answered port unreachable and nothing authenticated came from
-	 * it since: proven gone, unlike a silent member (net/MEMBERSHIP.md) */
-	bool refused;
-	int64_t proof_sent; /* last PING sent to a dead view member for that proof */
-	/* DEAD here, declared while this member saw no ALIVE majority of its view
-	 * (cut off, most likely): told to others as SUSPECT, which its subject
-	 * refutes if alive, never as a death that evicts it */
-	bool doubted;
-	struct hora_swim_status status; /* its last STATUS_R */
-	int64_t status_at;              /* when it came, 0 = never */
-};
-
-struct hora_swim {
-	struct hora_swim_cfg cfg;
-	uint8_t key[1024];
-	struct mem *mem; /* mem[0] is self */
-	int n;
-	uint64_t seq;
-	struct hora_swim_stats st;
-	/* probing */
-	uint8_t sched_key[crypto_shorthash_KEYBYTES]; /* k(p), the same at every member */
-	int64_t next_period;
-	/* this period's probe and the last one's: each has a whole T from its
-	 * PING, even when a period started late and is short */
-	struct probe {
-		uint64_t uid; /* 0 = none */
-		uint32_t seq;
-		bool acked, indirect_sent;
-		int64_t sent;
-		bool due; /* its deadline passed at an earlier tick: input read since had no ACK */
-	} probe[2];
-	int periods;
-	/* joining */
-	struct hora_swim_addr *seeds;
-	int nseeds, seed_next;
-	bool joined;
-	int64_t next_join;
-	/* views */
-	struct hora_swim_view view;
-	uint64_t promised, highest;
-	uint64_t promised_by; /* proposer of `promised`: equal ids only from it */
-	struct hora_swim_view prop; /* in flight, id 0 = none */
-	int64_t prop_sent, prop_started;
-	struct hora_swim_view commit; /* last committed by us, resent until acked */
-	uint64_t commit_prev;         /* the view installed before it */
-	int64_t commit_sent;
-	struct hora_swim_view first;  /* the job's first view, as installed here (id 0: none) */
-	int64_t told_sent; /* our view, last sent to a coordinator outside it */
-	/* reply forwarding for PING_REQ: whom to tell when target acks */
-	struct {
-		uint64_t target;
-		uint32_t our_seq, their_seq;
-		struct hora_swim_addr requester;
-		int64_t until;
-	} fwd[32];
-	/* application status answers (opaque bytes) */
-	hora_swim_status_fn status_get;
-	void *status_arg;
-	/* outbox */
-	struct hora_swim_out *out;
-	int out_head, out_n;
-	bool left;
-	int64_t last_call; /* the clock at the last tick or input (pause detection) */
-};
+#include "net/membership/swim_internal.h"
 
 void hora_swim_cfg_default(struct hora_swim_cfg *c)
 {
@@ -123,14 +47,6 @@ void hora_swim_cfg_default(struct hora_swim_cfg *c)
 	c->min_members = 1;
 	c->join_retry_ms = 500;
 	c->refusal_proves_death = 1;
-}
-
-static struct mem *find(struct hora_swim *s, uint64_t uid)
-{
-	for (int i = 0; i < s->n; i++)
-		if (s->mem[i].m.uid == uid)
-			return &s->mem[i];
-	return NULL;
 }
 
 static int tx_budget(const struct hora_swim *s)
@@ -296,16 +212,30 @@ static void msg_send(struct hora_swim *s, struct msg *m, struct hora_swim_addr t
 	crypto_auth_hmacsha256_final(&st, full);
 	memcpy(m->b + m->len, full, MAC);
 	m->len += MAC;
+	hora_swim_out_push(s, to, m->b, m->len);
+}
+
+void hora_swim_out_push(struct hora_swim *s, struct hora_swim_addr to, const uint8_t *buf, size_t len)
+{
 	if (s->out_n == HORA_SWIM_OUTBOX)
 		return; /* driver not keeping up: drop, UDP semantics */
 	struct hora_swim_out *o = &s->out[(s->out_head + s->out_n) % HORA_SWIM_OUTBOX];
 	o->to = to;
-	o->len = m->len;
-	if (m->b != o->buf)
-		memcpy(o->buf, m->b, m->len);
+	o->len = len;
+	memcpy(o->buf, buf, len);
 	s->out_n++;
 	s->st.sent_msgs++;
-	s->st.sent_bytes += m->len;
+	s->st.sent_bytes += len;
+}
+
+uint64_t hora_swim_send_self(struct hora_swim *s, int type, struct hora_swim_addr to)
+{
+	uint8_t buf[HORA_SWIM_MTU];
+	struct msg m;
+	msg_begin(s, &m, buf, type, 0, 0);
+	msg_upd(&m, &s->mem[0].m);
+	msg_send(s, &m, to);
+	return s->seq;
 }
 
 static void send_simple(struct hora_swim *s, int type, uint32_t aux32, uint64_t aux64,
@@ -441,9 +371,6 @@ static void mark(struct hora_swim *s, struct mem *x, int state, int64_t now)
 	changed(s, x, now);
 }
 
-static bool in_view(const struct hora_swim_view *v, uint64_t uid);
-static bool gone(const struct mem *x);
-
 /* x is dead: tell every live member at once instead of waiting for gossip
  * to carry it (N-1 datagrams), a death changing the view. */
 static void declare_dead(struct hora_swim *s, struct mem *x, int64_t now)
@@ -470,17 +397,6 @@ static void declare_dead(struct hora_swim *s, struct mem *x, int64_t now)
 
 /* ---- views --------------------------------------------------------------------- */
 
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return (x > y) - (x < y);
-}
-
-static bool live(const struct mem *x)
-{
-	return x->m.state == HORA_SWIM_ALIVE || x->m.state == HORA_SWIM_SUSPECT;
-}
-
 /* Live workers, plus members of the installed view we have not heard of yet
  * (gossip about them is on its way; only evidence of death removes one). */
 static void desired(struct hora_swim *s, struct hora_swim_view *v)
@@ -498,92 +414,6 @@ static void desired(struct hora_swim *s, struct hora_swim_view *v)
 static bool same_members(const struct hora_swim_view *a, const struct hora_swim_view *b)
 {
 	return a->n == b->n && !memcmp(a->uids, b->uids, sizeof(uint64_t) * (size_t)a->n);
-}
-
-static bool in_view(const struct hora_swim_view *v, uint64_t uid)
-{
-	for (int i = 0; i < v->n; i++)
-		if (v->uids[i] == uid)
-			return true;
-	return false;
-}
-
-/* ---- the first-view rule (cfg.first_view_workers, net/MEMBERSHIP.md) ---- */
-
-/* The worker index a uid carries (uid >> 40 is index + 1); -1 for none. */
-static int worker_index(uint64_t uid)
-{
-	return (int)(uid >> 40) - 1;
-}
-
-/* Whether a view with no view before it must obey the rule here. */
-static bool first_rule(const struct hora_swim *s, uint64_t prev)
-{
-	return s->cfg.first_view_workers > 0 && !s->view.id && !prev;
-}
-
-/* The first view the rule makes of the live workers: for each worker index
- * below first_view_workers the lowest uid that claims it (v->n below
- * first_view_workers while some index has nobody). */
-static void first_members(struct hora_swim *s, struct hora_swim_view *v)
-{
-	const int nw = s->cfg.first_view_workers;
-	uint64_t best[HORA_SWIM_MAX_VIEW] = {0};
-	for (int i = 0; i < s->n; i++) {
-		const struct mem *x = &s->mem[i];
-		const int g = worker_index(x->m.uid);
-		if (x->m.role == HORA_SWIM_WORKER && live(x) && g >= 0 && g < nw &&
-		    (!best[g] || x->m.uid < best[g]))
-			best[g] = x->m.uid;
-	}
-	v->n = 0;
-	for (int g = 0; g < nw; g++)
-		if (best[g])
-			v->uids[v->n++] = best[g];
-	qsort(v->uids, (size_t)v->n, sizeof(uint64_t), cmp_u64);
-}
-
-/* How many workers the first view needs: every worker of the file, or
- * first_view_min of them (an elastic job may start short and be joined by
- * the others). */
-static int first_size(const struct hora_swim *s)
-{
-	const int nw = s->cfg.first_view_workers, m = s->cfg.first_view_min;
-	return m > 0 && m < nw ? m : nw;
-}
-
-/* Whether v is a first view the rule allows: at least first_size members,
- * at most one for each worker index below first_view_workers. */
-static bool first_ok(const struct hora_swim *s, const struct hora_swim_view *v)
-{
-	const int nw = s->cfg.first_view_workers;
-	bool seen[HORA_SWIM_MAX_VIEW] = {false};
-	if (v->n < first_size(s) || v->n > nw)
-		return false;
-	for (int i = 0; i < v->n; i++) {
-		const int g = worker_index(v->uids[i]);
-		if (g < 0 || g >= nw || seen[g])
-			return false;
-		seen[g] = true;
-	}
-	return true;
-}
-
-/* While the installed view is the first view we committed: whether every
- * live member of it has acknowledged it. Until then no later view is
- * proposed, so that every worker of the job installs the first view itself
- * (a lost COMMIT is resent) instead of meeting a later view first. */
-static bool first_acked(struct hora_swim *s)
-{
-	if (s->cfg.first_view_workers <= 0 || !s->first.id || s->view.id != s->first.id ||
-	    s->commit.id != s->view.id)
-		return true;
-	for (int i = 0; i < s->view.n; i++) {
-		const struct mem *x = find(s, s->view.uids[i]);
-		if (x && x != &s->mem[0] && live(x) && !x->cack)
-			return false;
-	}
-	return true;
 }
 
 static void view_body(const struct hora_swim_view *v, uint64_t prev, uint8_t *b, size_t *len)
@@ -621,18 +451,6 @@ static void install(struct hora_swim *s, const struct hora_swim_view *v, uint64_
 	if (v->id > s->highest)
 		s->highest = v->id;
 	s->st.views_installed++;
-}
-
-/* Gone for certain: left gracefully (LEFT is final), or dead with its host's
- * port-unreachable as the last word about it (no process holds its port).
- * Neither can be the other side of a partition, so they count in no
- * majority: the last workers of a job that ends one by one go on deciding,
- * and two of four crashed at once leave a view the other two can change. A
- * member that is merely silent (frozen, a partition, a host down) still
- * counts. */
-static bool gone(const struct mem *x)
-{
-	return x->m.state == HORA_SWIM_LEFT || (x->m.state == HORA_SWIM_DEAD && x->refused);
 }
 
 static int gone_of_view(const struct hora_swim *s)
@@ -698,23 +516,25 @@ static void coordinate(struct hora_swim *s, int64_t now)
 	if (s->cfg.role != HORA_SWIM_WORKER || s->left || !s->joined)
 		return;
 	struct hora_swim_view d;
-	const bool rule = first_rule(s, 0); /* the first view, under the rule */
-	if (rule)
-		first_members(s, &d);
-	else
+	const bool rule = hora_swim_first_rule(s, 0); /* the first view, under the rule */
+	if (rule) {
+		hora_swim_first_proofs(s, now);
+		hora_swim_first_members(s, &d);
+	} else {
 		desired(s, &d);
+	}
 	if (!d.n || d.uids[0] != s->cfg.uid) {
 		if (d.n)
 			tell_coordinator(s, d.uids[0], now);
 		return; /* not the coordinator */
 	}
-	if (!s->view.id && (d.n < s->cfg.min_members || (rule && d.n < first_size(s))))
-		return; /* the first view waits for min_members, and under the rule for its workers */
+	if (!s->view.id && (rule ? !hora_swim_first_ready(s, &d, now) : d.n < s->cfg.min_members))
+		return; /* the first view waits for min_members, or under the rule for its workers */
 	if (s->view.id && same_members(&d, &s->view)) {
 		s->prop.id = 0;
 		return;
 	}
-	if (!first_acked(s))
+	if (!hora_swim_first_acked(s))
 		return; /* no later view before every member installed the first */
 	int64_t resend = s->cfg.probe_interval_ms;
 	if (s->prop.id && same_members(&d, &s->prop) && now - s->prop_started < 8 * resend) {
@@ -798,15 +618,10 @@ static void start_period(struct hora_swim *s, int64_t now)
 		for (int i = 0; i < s->nseeds; i++) {
 			bool known = false;
 			for (int j = 1; j < s->n; j++)
-				known |= live(&s->mem[j]) && s->mem[j].m.addr.ip == s->seeds[i].ip &&
-					 s->mem[j].m.addr.port == s->seeds[i].port;
-			if (!known) {
-				uint8_t buf[HORA_SWIM_MTU];
-				struct msg m;
-				msg_begin(s, &m, buf, T_JOIN, 0, 0);
-				msg_upd(&m, &s->mem[0].m);
-				msg_send(s, &m, s->seeds[i]);
-			}
+				known |= live(&s->mem[j]) && s->mem[j].m.addr.ip == s->seeds[i].addr.ip &&
+					 s->mem[j].m.addr.port == s->seeds[i].addr.port;
+			if (!known)
+				hora_swim_send_self(s, T_JOIN, s->seeds[i].addr);
 		}
 	}
 	/* every 10th period: push-pull our table with one random live member, so
@@ -835,7 +650,7 @@ static void start_period(struct hora_swim *s, int64_t now)
 /* A dead member of the installed view, once a period until its host answers
  * port unreachable (or it refutes): this member's own proof that it is gone
  * (gone()), which a death learned by gossip does not carry. */
-static void ask_proof(struct hora_swim *s, struct mem *x, int64_t now)
+void hora_swim_ask_proof(struct hora_swim *s, struct mem *x, int64_t now)
 {
 	uint8_t buf[HORA_SWIM_MTU];
 	struct msg m;
@@ -941,14 +756,7 @@ void hora_swim_tick(struct hora_swim *s, int64_t now)
 	if (s->left)
 		return;
 	clock_check(s, now);
-	if (!s->joined && s->nseeds && now >= s->next_join) {
-		uint8_t buf[HORA_SWIM_MTU];
-		struct msg m;
-		msg_begin(s, &m, buf, T_JOIN, 0, 0);
-		msg_upd(&m, &s->mem[0].m);
-		msg_send(s, &m, s->seeds[s->seed_next++ % s->nseeds]);
-		s->next_join = now + s->cfg.join_retry_ms;
-	}
+	hora_swim_join_tick(s, now);
 	probe_timers(s, now);
 	if (now >= s->next_period)
 		start_period(s, now);
@@ -959,7 +767,7 @@ void hora_swim_tick(struct hora_swim *s, int64_t now)
 			declare_dead(s, x, now);
 		else if (x->m.state == HORA_SWIM_DEAD && !x->refused && in_view(&s->view, x->m.uid) &&
 			 now - x->proof_sent >= s->cfg.probe_interval_ms)
-			ask_proof(s, x, now);
+			hora_swim_ask_proof(s, x, now);
 	}
 	coordinate(s, now);
 	if (s->commit.id && now - s->commit_sent >= s->cfg.probe_interval_ms &&
@@ -982,8 +790,7 @@ int hora_swim_next_ms(const struct hora_swim *s, int64_t now)
 		if (due < next)
 			next = due;
 	}
-	if (!s->joined && s->nseeds && s->next_join < next)
-		next = s->next_join;
+	next = hora_swim_join_next(s, next);
 	int64_t d = next - now;
 	if (d > 50)
 		d = 50; /* suspicion timers and resends */
@@ -992,16 +799,7 @@ int hora_swim_next_ms(const struct hora_swim *s, int64_t now)
 
 void hora_swim_join(struct hora_swim *s, int64_t now, const struct hora_swim_addr *seeds, int n)
 {
-	free(s->seeds);
-	s->seeds = NULL;
-	s->nseeds = 0;
-	/* skip ourselves among the seeds */
-	if (n > 0 && (s->seeds = calloc((size_t)n, sizeof(*seeds))))
-		for (int i = 0; i < n; i++)
-			if (seeds[i].ip != s->cfg.self.ip || seeds[i].port != s->cfg.self.port)
-				s->seeds[s->nseeds++] = seeds[i];
-	s->joined = s->nseeds == 0;
-	s->next_join = now;
+	hora_swim_join_seeds(s, now, seeds, n);
 	s->next_period = next_boundary(s, now);
 	hora_swim_tick(s, now);
 }
@@ -1186,7 +984,7 @@ static void in_propose(struct hora_swim *s, struct hora_swim_addr from, const st
 	uint64_t prev;
 	if (!in_view_body(s, m, &v, &prev))
 		return;
-	if (first_rule(s, prev) && !first_ok(s, &v)) {
+	if (hora_swim_first_rule(s, prev) && !hora_swim_first_ok(s, &v)) {
 		s->st.views_refused++;
 		return;
 	}
@@ -1215,7 +1013,7 @@ static void in_commit(struct hora_swim *s, struct hora_swim_addr from, const str
 	uint64_t prev;
 	if (!in_view_body(s, m, &v, &prev))
 		return;
-	if (first_rule(s, prev) && !first_ok(s, &v)) {
+	if (hora_swim_first_rule(s, prev) && !hora_swim_first_ok(s, &v)) {
 		s->st.views_refused++;
 		return;
 	}
@@ -1296,8 +1094,17 @@ void hora_swim_input(struct hora_swim *s, int64_t now, struct hora_swim_addr fro
 	s->st.recv_msgs++;
 	s->st.recv_bytes += len;
 	clock_check(s, now);
+	if (hora_swim_join_refusal(s, b, len, from))
+		return; /* a REFUSE: unauthenticated, only ever counted */
 	struct in_msg m;
-	if (!in_parse(s, b, len, &m) || !in_fresh(s, &m) || s->left || !in_updates(s, now, &m))
+	const uint64_t bad_mac = s->st.bad_mac;
+	if (!in_parse(s, b, len, &m)) {
+		if (s->st.bad_mac != bad_mac)
+			hora_swim_join_bad_mac(s, now, from, b, len);
+		return;
+	}
+	s->heard_auth = true;
+	if (!in_fresh(s, &m) || s->left || !in_updates(s, now, &m))
 		return;
 	struct mem *snd = find(s, m.uid);
 	if (snd)
@@ -1313,6 +1120,7 @@ void hora_swim_input(struct hora_swim *s, int64_t now, struct hora_swim_addr fro
 
 void hora_swim_refused(struct hora_swim *s, int64_t now, struct hora_swim_addr to)
 {
+	hora_swim_join_unreachable(s, to);
 	if (s->left || !s->cfg.refusal_proves_death)
 		return;
 	bool any = false;
@@ -1378,8 +1186,10 @@ void hora_swim_first_view(const struct hora_swim *s, struct hora_swim_view *v, i
 int hora_swim_members(const struct hora_swim *s, struct hora_swim_member *out, int cap)
 {
 	int n = s->n < cap ? s->n : cap;
-	for (int i = 0; i < n; i++)
+	for (int i = 0; i < n; i++) {
 		out[i] = s->mem[i].m;
+		out[i].refused = s->mem[i].refused && s->mem[i].m.state == HORA_SWIM_DEAD;
+	}
 	return n;
 }
 

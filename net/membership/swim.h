@@ -56,8 +56,14 @@ struct hora_swim_cfg {
 	 * admitted only by a later view, as joiners. At most HORA_SWIM_MAX_VIEW. */
 	int first_view_workers;
 	/* the first view may have only this many of them (>= 1, below
-	 * first_view_workers: an elastic job starts short; 0: all of them) */
+	 * first_view_workers: an elastic job starts short; 0: all of them).
+	 * With fewer than min_members it is proposed only once every missing
+	 * worker index is settled: each worker that claimed it is gone for
+	 * certain (left, or dead with its port answering unreachable), or
+	 * first_view_window_ms have passed since hora_swim_join (nobody
+	 * claimed it, or its claimant fell silent) */
 	int first_view_min;
+	int first_view_window_ms;  /* 0: no window (a missing index waits for proof) */
 	int join_retry_ms;         /* JOIN resend period (default 500) */
 	/* a member's host answering port unreachable proves it gone (dead at
 	 * once, in no majority; net/MEMBERSHIP.md "Proof of death"); 0: such
@@ -75,6 +81,7 @@ struct hora_swim_member {
 	struct hora_swim_addr addr;
 	uint16_t data_port;
 	uint8_t role, state;
+	uint8_t refused; /* hora_swim_members: DEAD, and its port answered unreachable */
 	uint32_t incarnation;
 	int64_t state_since_ms;
 	uint64_t last_seq; /* replay guard: highest datagram sequence seen */
@@ -102,6 +109,8 @@ struct hora_swim_stats {
 				   it was frozen or starved, and told every member it is alive */
 	uint64_t long_pauses;   /* of them, ones of suspect_timeout + 2 probe periods or more:
 				   long enough for the others to have declared it dead */
+	uint64_t refusals_sent;  /* REFUSEs sent: JOINs that failed our MAC (another secret) */
+	uint64_t refusals_heard; /* REFUSEs that came (counted per seed: hora_swim_seeds) */
 };
 
 struct hora_swim;
@@ -158,6 +167,18 @@ void hora_swim_first_view(const struct hora_swim *s, struct hora_swim_view *v, i
 int hora_swim_members(const struct hora_swim *s, struct hora_swim_member *out, int cap);
 void hora_swim_stats_get(const struct hora_swim *s, struct hora_swim_stats *st);
 bool hora_swim_joined(const struct hora_swim *s);
+
+/* What joining through each seed met so far (net/MEMBERSHIP.md "Another
+ * secret"): port-unreachable answers (nothing listens there) and REFUSEs
+ * (a member with another cluster secret answered). Returns the count. */
+struct hora_swim_seed {
+	struct hora_swim_addr addr;
+	uint32_t unreachable, wrong_secret;
+};
+int hora_swim_seeds(const struct hora_swim *s, struct hora_swim_seed *out, int cap);
+/* true once every seed refused 3 of our JOINs (another cluster secret) and
+ * nothing authenticated came from anyone: waiting will not help. */
+bool hora_swim_secret_refused(const struct hora_swim *s);
 
 /* Application status: up to HORA_SWIM_STATUS_MAX opaque bytes a member's
  * application says about itself when asked (STATUS_Q / STATUS_R,

@@ -4,7 +4,10 @@
  * change its table or view. A second pass signs each datagram with the
  * secret so the parser behind the MAC check is reached too, by a member
  * with a view and by one under the first-view rule that has none, each then
- * told that the sender's port answered unreachable. */
+ * told that the sender's port answered unreachable. A joiner whose seed
+ * is the sender reads them unsigned too (a REFUSE is unauthenticated): it
+ * may count refusals, never join or learn a member; and whatever a member
+ * answers to an unsigned datagram (a REFUSE to a JOIN) is no larger. */
 #include "net/membership/swim.h"
 
 #include <sodium.h>
@@ -40,6 +43,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct hora_swim_member m[4];
 	if (hora_swim_members(s, m, 4) != 1)
 		abort(); /* a datagram without the MAC changed the table */
+	struct hora_swim_out ans;
+	while (hora_swim_pop(s, &ans))
+		if (ans.len > size)
+			abort(); /* an answer larger than what an unauthenticated sender sent */
+	struct hora_swim *j = mk(2ull << 40 | 7, 2);
+	hora_swim_join(j, 1000, &from, 1);
+	for (int i = 0; i < 4; i++)
+		hora_swim_input(j, 1001 + i, from, data, size);
+	if (hora_swim_joined(j) || hora_swim_members(j, m, 4) != 1)
+		abort(); /* an unsigned datagram let a joiner in */
+	hora_swim_destroy(j);
 	/* signed: the parser behind the MAC */
 	if (size >= 16 && size <= 4096) {
 		uint8_t buf[4096];

@@ -443,3 +443,230 @@ Test(net_swim, a_first_view_against_the_rule_is_refused)
 	cr_assert_gt(a.views_refused + b.views_refused, 0, "the stray's first view was not refused");
 	stop();
 }
+
+/* ---- a worker lost while the job starts (issue 34, defect 6) ---- */
+
+/* worker g of a 4-worker job whose first view may have first_min of them
+ * (an elastic job: min_workers), with a start window of window_ms */
+static struct hora_swim *mk_job(int g, int first_min, int window_ms)
+{
+	struct hora_swim_cfg c;
+	hora_swim_cfg_default(&c);
+	c.uid = worker_uid(g, 7 + (uint64_t)g);
+	c.self = addr_of(g);
+	c.min_members = 4;
+	c.first_view_workers = 4;
+	c.first_view_min = first_min;
+	c.first_view_window_ms = window_ms;
+	c.secret = (const uint8_t *)KEY;
+	c.secret_len = strlen(KEY);
+	return hora_swim_create(&c);
+}
+
+static void job_reset(void)
+{
+	n = 4;
+	now = 1000;
+	memset(down, 0, sizeof(down));
+	memset(closed, 0, sizeof(closed));
+	memset(side, 0, sizeof(side));
+	memset(late, 0, sizeof(late));
+	memset(frozen, 0, sizeof(frozen));
+	nheld = 0;
+	for (int i = 0; i < 4; i++)
+		sw[i] = NULL;
+}
+
+/* workers 0-2 are up and know each other, worker 3 not yet: worker 2 is
+ * killed (its port closed, its host up), then worker 3 comes */
+static void kill_2_before_3(int first_min, int window_ms)
+{
+	job_reset();
+	for (int g = 0; g < 3; g++) {
+		sw[g] = mk_job(g, first_min, window_ms);
+		join_seed0(g);
+	}
+	run_ms(1000);
+	struct hora_swim_view v;
+	int rank;
+	bool paused;
+	view_of(0, &v, &rank, &paused);
+	cr_assert_eq(v.id, 0, "a first view without worker 3 before it came");
+	closed[2] = true;
+	sw[3] = mk_job(3, first_min, window_ms);
+	join_seed0(3);
+}
+
+/* every member but the dead knows worker 2 is dead with proof (its port
+ * answered unreachable): what core/init.c names */
+static void all_know_2_died(void)
+{
+	for (int i = 0; i < 4; i++) {
+		if (i == 2)
+			continue;
+		struct hora_swim_member m[MAXN];
+		const int k = hora_swim_members(sw[i], m, MAXN);
+		bool proven = false;
+		for (int x = 0; x < k; x++)
+			proven |= m[x].uid == worker_uid(2, 9) && m[x].state == HORA_SWIM_DEAD && m[x].refused;
+		cr_assert(proven, "member %d does not know worker 2 died (port unreachable)", i);
+	}
+}
+
+Test(net_swim, an_elastic_first_view_starts_without_a_worker_that_died)
+{
+	kill_2_before_3(2, 10000);
+	const int64_t t = until_agreed(3, 10000);
+	cr_assert_geq(t, 0, "no first view of the three others");
+	cr_assert_leq(t, 1500, "the first view took %lld ms (the start window is 10 s)", (long long)t);
+	struct hora_swim_view f;
+	int frank;
+	for (int i = 0; i < 4; i++) {
+		if (i == 2)
+			continue;
+		hora_swim_first_view(sw[i], &f, &frank);
+		cr_assert_eq(f.n, 3, "worker %d's first view has %d members", i, f.n);
+		cr_assert_geq(frank, 0);
+	}
+	stop();
+}
+
+Test(net_swim, a_full_first_view_waits_and_every_member_knows_who_died)
+{
+	kill_2_before_3(0, 10000); /* not elastic: every worker */
+	run_ms(3000);
+	struct hora_swim_view v;
+	int rank;
+	bool paused;
+	for (int i = 0; i < 4; i++)
+		if (i != 2) {
+			view_of(i, &v, &rank, &paused);
+			cr_assert_eq(v.id, 0, "member %d installed view %llu of %d", i, (unsigned long long)v.id, v.n);
+		}
+	all_know_2_died();
+	stop();
+}
+
+Test(net_swim, an_elastic_first_view_leaves_out_a_worker_that_never_came_after_the_window)
+{
+	job_reset();
+	for (int g = 0; g < 3; g++) {
+		sw[g] = mk_job(g, 2, 3000);
+		join_seed0(g);
+	}
+	n = 3; /* worker 3 never starts */
+	run_ms(2700);
+	struct hora_swim_view v;
+	int rank;
+	bool paused;
+	view_of(0, &v, &rank, &paused);
+	cr_assert_eq(v.id, 0, "a first view before the start window passed");
+	const int64_t t = until_agreed(3, 3000);
+	cr_assert_geq(t, 0, "no first view after the start window");
+	cr_assert_leq(t, 800, "the first view came %lld ms after 2.7 s (window 3 s)", (long long)t);
+	stop();
+}
+
+Test(net_swim, a_short_first_view_needs_min_workers)
+{
+	/* min_workers 4 of 4 (first_view_min 0 would be the same): worker 2
+	 * died, and nobody proposes a first view of three */
+	kill_2_before_3(4, 1000);
+	run_ms(3000);
+	struct hora_swim_view v;
+	int rank;
+	bool paused;
+	view_of(0, &v, &rank, &paused);
+	cr_assert_eq(v.id, 0);
+	stop();
+}
+
+/* ---- another cluster secret (issue 34, defect 8) ---- */
+
+Test(net_swim, a_joiner_with_another_secret_learns_it_from_refusals)
+{
+	start(3, 3);
+	cr_assert_geq(until_agreed(3, 10000), 0);
+	uint64_t id = agreed(3);
+	sw[3] = mk(3, "a-completely-different-secret", 1, HORA_SWIM_WORKER);
+	n = 4;
+	struct hora_swim_addr seed = addr_of(0);
+	hora_swim_join(sw[3], now, &seed, 1);
+	int t = 0;
+	while (!hora_swim_secret_refused(sw[3]) && t < 5000)
+		run_ms(10), t += 10;
+	cr_assert(hora_swim_secret_refused(sw[3]), "no refusal from the seed in 5 s");
+	cr_assert_leq(t, 1500, "it took %d ms (3 JOINs, 500 ms apart)", t);
+	cr_assert(!hora_swim_joined(sw[3]));
+	struct hora_swim_seed sd[2];
+	cr_assert_eq(hora_swim_seeds(sw[3], sd, 2), 1);
+	cr_assert_geq(sd[0].wrong_secret, 3);
+	struct hora_swim_stats st;
+	hora_swim_stats_get(sw[0], &st);
+	cr_assert_gt(st.refusals_sent, 0);
+	for (int i = 0; i < 3; i++) /* the members learned nothing and refuse nothing of theirs */
+		cr_assert(!hora_swim_secret_refused(sw[i]));
+	hora_swim_destroy(sw[3]);
+	sw[3] = NULL;
+	n = 3;
+	cr_assert_eq(agreed(3), id, "the others' view changed");
+	stop();
+}
+
+Test(net_swim, a_refusal_is_small_rate_limited_and_only_for_a_join)
+{
+	start(1, 1);
+	struct hora_swim *o = mk(5, "a-completely-different-secret", 1, HORA_SWIM_WORKER);
+	struct hora_swim_addr seed = addr_of(0);
+	hora_swim_join(o, now, &seed, 1); /* its first JOIN, to member 0 */
+	struct hora_swim_out join, r;
+	cr_assert(hora_swim_pop(o, &join));
+	for (int i = 0; i < 100; i++) /* a flood of the same JOIN within 1 ms */
+		hora_swim_input(sw[0], now, addr_of(5), join.buf, join.len);
+	int refusals = 0;
+	while (hora_swim_pop(sw[0], &r)) {
+		refusals++;
+		cr_assert_lt(r.len, join.len, "a REFUSE of %zu bytes answers a JOIN of %zu", r.len, join.len);
+		cr_assert_eq(r.to.port, addr_of(5).port);
+	}
+	cr_assert_eq(refusals, 1, "%d REFUSEs for 100 JOINs within 1 ms", refusals);
+	/* a PING with another secret gets no answer */
+	struct hora_swim_out ping = join;
+	ping.buf[5] = 1;
+	now += 1000;
+	hora_swim_input(sw[0], now, addr_of(5), ping.buf, ping.len);
+	cr_assert(!hora_swim_pop(sw[0], &r), "a PING with another secret was answered");
+	/* a REFUSE that answers no JOIN of ours is not counted */
+	hora_swim_input(sw[0], now, addr_of(5), join.buf, join.len);
+	cr_assert(hora_swim_pop(sw[0], &r));
+	hora_swim_input(o, now, addr_of(6), r.buf, r.len); /* not from its seed */
+	struct hora_swim_seed sd[1];
+	hora_swim_seeds(o, sd, 1);
+	cr_assert_eq(sd[0].wrong_secret, 0);
+	hora_swim_input(o, now, addr_of(0), r.buf, r.len);
+	hora_swim_seeds(o, sd, 1);
+	cr_assert_eq(sd[0].wrong_secret, 1);
+	hora_swim_input(o, now, addr_of(0), r.buf, r.len); /* a replay: one JOIN, one refusal */
+	hora_swim_seeds(o, sd, 1);
+	cr_assert_eq(sd[0].wrong_secret, 1);
+	hora_swim_destroy(o);
+	stop();
+}
+
+Test(net_swim, a_seed_that_is_down_is_no_wrong_secret)
+{
+	job_reset();
+	n = 2;
+	sw[0] = NULL; /* the seed never started: its port answers unreachable */
+	closed[0] = true;
+	sw[1] = mk(1, KEY, 2, HORA_SWIM_WORKER);
+	struct hora_swim_addr seed = addr_of(0);
+	hora_swim_join(sw[1], now, &seed, 1);
+	run_ms(3000);
+	cr_assert(!hora_swim_secret_refused(sw[1]));
+	struct hora_swim_seed sd[1];
+	cr_assert_eq(hora_swim_seeds(sw[1], sd, 1), 1);
+	cr_assert_geq(sd[0].unreachable, 3, "port unreachable answers: %u", sd[0].unreachable);
+	cr_assert_eq(sd[0].wrong_secret, 0);
+	stop();
+}
