@@ -25,6 +25,7 @@
 /* one connection's handshake deadline, and how many are in handshake at
  * once on the accepting side (a new one drops the oldest) */
 #define FAST_HS_MS 5000
+#define FAST_CHECK_MS 100 /* the caller's check, at least this often (coll.h's HORA_NET_FORM_CHECK_MS) */
 #define FAST_PENDING 16
 
 static int resolve(const char *host, uint16_t port, struct sockaddr_storage *ss, socklen_t *len)
@@ -185,9 +186,18 @@ static int connect_once(const struct sockaddr_storage *ss, socklen_t len, const 
 	return rc;
 }
 
+/* the caller's check (fast.h): 0, or its code with err saying so */
+static int ask(const struct hora_net_fast_check *check, char *err, size_t errlen)
+{
+	const int rc = check && check->fn ? check->fn(check->arg) : 0;
+	if (rc)
+		snprintf(err, errlen, "stopped by the caller's check");
+	return rc;
+}
+
 int hora_net_fast_connect(const char *host, uint16_t port, const uint8_t *key, size_t keylen,
 			  uint32_t node, int timeout_ms, int io_timeout_ms, int *fd, char *err,
-			  size_t errlen)
+			  size_t errlen, const struct hora_net_fast_check *check)
 {
 	struct sockaddr_storage ss;
 	socklen_t len;
@@ -209,6 +219,8 @@ int hora_net_fast_connect(const char *host, uint16_t port, const uint8_t *key, s
 			return rc;
 		if (!refused && backoff_ms < 1000)
 			backoff_ms *= 2;
+		if ((rc = ask(check, err, errlen)))
+			return rc;
 		usleep((useconds_t)wait_ms * 1000);
 	}
 }
@@ -295,7 +307,7 @@ static int pend_accept(int lfd, const uint8_t *key, size_t keylen, uint32_t node
 
 int hora_net_fast_accept(int lfd, const uint8_t *key, size_t keylen, uint32_t node, int timeout_ms,
 			 int io_timeout_ms, int n, int *fds, uint32_t *peer_nodes, char *err,
-			 size_t errlen)
+			 size_t errlen, const struct hora_net_fast_check *check)
 {
 	const int64_t deadline = hora_clock_ms() + timeout_ms;
 	struct pend *pd = calloc(FAST_PENDING, sizeof(*pd));
@@ -313,6 +325,8 @@ int hora_net_fast_accept(int lfd, const uint8_t *key, size_t keylen, uint32_t no
 			rc = -ETIMEDOUT;
 			break;
 		}
+		if (check && check->fn && wake > now + FAST_CHECK_MS)
+			wake = now + FAST_CHECK_MS;
 		if (poll(pf, (nfds_t)np + 1, (int)(wake > now ? wake - now : 0)) < 0 && errno != EINTR) {
 			rc = -errno;
 			break;
@@ -339,6 +353,8 @@ int hora_net_fast_accept(int lfd, const uint8_t *key, size_t keylen, uint32_t no
 		}
 		if (got < n && pf[0].revents)
 			rc = pend_accept(lfd, key, keylen, node, pd, &np, deadline);
+		if (!rc && got < n && check && check->fn && (rc = check->fn(check->arg)))
+			snprintf(why, sizeof(why), "stopped by the caller's check");
 	}
 	for (int i = 0; i < np; i++)
 		close(pd[i].fd);
@@ -348,6 +364,8 @@ int hora_net_fast_accept(int lfd, const uint8_t *key, size_t keylen, uint32_t no
 			close(fds[i]);
 		if (rc == -ETIMEDOUT)
 			snprintf(err, errlen, "timed out (%d of %d connected; last: %s)", got, n, why);
+		else if (check && check->fn && !strcmp(why, "stopped by the caller's check"))
+			snprintf(err, errlen, "%s (%d of %d connected)", why, got, n);
 		else
 			snprintf(err, errlen, "accept: %s", strerror(-rc));
 	}

@@ -17,6 +17,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Whether a connect or accept below should go on waiting, asked at least
+ * every HORA_NET_FORM_CHECK_MS (coll.h) while it waits: 0 goes on; a
+ * negative errno stops it at once with that code (err: "stopped"; the
+ * caller knows why). NULL: never asked. */
+typedef int (*hora_net_fast_check_fn)(void *arg);
+struct hora_net_fast_check {
+	hora_net_fast_check_fn fn;
+	void *arg;
+};
+
 /* A listening socket on host (port 0 = any); *port gets the bound port. */
 int hora_net_fast_listen(const char *host, int *lfd, uint16_t *port, char *err, size_t errlen);
 
@@ -28,7 +38,7 @@ int hora_net_fast_listen(const char *host, int *lfd, uint16_t *port, char *err, 
  * none). */
 int hora_net_fast_connect(const char *host, uint16_t port, const uint8_t *key, size_t keylen,
 			  uint32_t node, int timeout_ms, int io_timeout_ms, int *fd, char *err,
-			  size_t errlen);
+			  size_t errlen, const struct hora_net_fast_check *check);
 
 /* Accept n authenticated connections on lfd (non-blocking) within
  * timeout_ms: fds[0..n) and the node each claims, in the order they
@@ -39,7 +49,7 @@ int hora_net_fast_connect(const char *host, uint16_t port, const uint8_t *key, s
  * connection that failed (its address) and none of fds open. */
 int hora_net_fast_accept(int lfd, const uint8_t *key, size_t keylen, uint32_t node, int timeout_ms,
 			 int io_timeout_ms, int n, int *fds, uint32_t *peer_nodes, char *err,
-			 size_t errlen);
+			 size_t errlen, const struct hora_net_fast_check *check);
 
 /* One exchange on the fast sockets: send the message {out_head (head_bytes),
  * out_body (out_bytes)} on out_fd and receive {in_head (head_bytes),

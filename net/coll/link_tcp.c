@@ -35,6 +35,7 @@ struct link_tcp {
 	 * text, which become the error of create) */
 	int check_rc;
 	char check_why[512];
+	int gone_rank; /* setup only: a rank whose transport connection broke during the fast setup, or -1 */
 	/* tcp_interrupt (any thread) against closing peer[] and fast[] (the
 	 * calling thread): both take mu */
 	pthread_mutex_t mu;
@@ -391,6 +392,38 @@ static int transport_setup(struct link_tcp *t, char *err, size_t errlen)
 	return rc;
 }
 
+/* The fast setup's check (fast.h): the caller's, and whether the
+ * transport connection of each rank still awaited broke (that rank left
+ * this formation: it failed, or gave it up, and will not connect). */
+struct fast_wait {
+	struct link_tcp *t;
+	int lo, hi; /* the ranks awaited: lo..hi-1 */
+};
+
+static int fast_wait_check(void *arg)
+{
+	struct fast_wait *w = arg;
+	struct link_tcp *t = w->t;
+	int rc = form_check(t);
+	for (int k = w->lo; !rc && k < w->hi; k++)
+		if (k != t->base.rank && t->peer[k] && t->fast[k] < 0 && hora_net_peer_status(t->peer[k])) {
+			t->gone_rank = k;
+			rc = -ECONNRESET;
+		}
+	return rc;
+}
+
+/* err for a fast connect or accept that a check stopped (else e2's) */
+static void fast_stopped(const struct link_tcp *t, const char *what, const char *e2, char *err, size_t errlen)
+{
+	const int me = t->base.rank;
+	if (t->gone_rank >= 0)
+		snprintf(err, errlen, "rank %d: %s: rank %d left this formation (its connection closed)", me,
+			 what, t->gone_rank);
+	else
+		snprintf(err, errlen, "rank %d: %s: %s", me, what, e2);
+}
+
 /* One plain authenticated socket per pair for small messages: every rank
  * opens a listener, tells the ranks above it the port over the transport,
  * connects to the ranks below and accepts the ones above. */
@@ -413,11 +446,16 @@ static int fast_connect_lower(struct link_tcp *t, char *err, size_t errlen)
 					e2),
 			       rc;
 		hora_hostport_split(cfg->addrs[j], host, sizeof(host), &port);
+		struct fast_wait w = {.t = t, .lo = j, .hi = j + 1};
+		const struct hora_net_fast_check ck = {.fn = fast_wait_check, .arg = &w};
 		rc = hora_net_fast_connect(host, (uint16_t)(in[0] << 8 | in[1]), cfg->opts.secret,
 					   cfg->opts.secret_len, (uint32_t)me, cfg->connect_timeout_ms,
-					   t->io_timeout_ms, &t->fast[j], e2, sizeof(e2));
-		if (rc)
-			return snprintf(err, errlen, "rank %d: small-message channel to rank %d: %s", me, j, e2), rc;
+					   t->io_timeout_ms, &t->fast[j], e2, sizeof(e2), &ck);
+		if (rc) {
+			char what[64];
+			snprintf(what, sizeof(what), "small-message channel to rank %d", j);
+			return fast_stopped(t, what, e2, err, errlen), rc;
+		}
 	}
 	return 0;
 }
@@ -433,10 +471,12 @@ static int fast_accept_higher(struct link_tcp *t, int lfd, char *err, size_t err
 	int *fds = calloc((size_t)k, sizeof(*fds));
 	uint32_t *who = calloc((size_t)k, sizeof(*who));
 	int rc = fds && who ? 0 : -ENOMEM;
+	struct fast_wait w = {.t = t, .lo = me + 1, .hi = n};
+	const struct hora_net_fast_check ck = {.fn = fast_wait_check, .arg = &w};
 	if (!rc && (rc = hora_net_fast_accept(lfd, cfg->opts.secret, cfg->opts.secret_len, (uint32_t)me,
 					      cfg->connect_timeout_ms, t->io_timeout_ms, k, fds, who, e2,
-					      sizeof(e2)))) {
-		snprintf(err, errlen, "rank %d: small-message channel from the ranks above: %s", me, e2);
+					      sizeof(e2), &ck))) {
+		fast_stopped(t, "small-message channel from the ranks above", e2, err, errlen);
 		k = 0; /* none open */
 	}
 	for (int i = 0; i < k; i++) {
@@ -522,6 +562,7 @@ int hora_net_link_tcp_create(const struct hora_net_comm_cfg *cfg, struct hora_ne
 	t->base = (struct hora_net_link){.ops = &tcp_ops, .rank = cfg->rank, .nranks = cfg->nranks};
 	t->io_timeout_ms = cfg->opts.io_timeout_ms;
 	t->cfg = cfg;
+	t->gone_rank = -1;
 	pthread_mutex_init(&t->mu, NULL);
 	memcpy(t->hello, &(struct hello){HELLO_MAGIC, (uint32_t)cfg->rank, (uint32_t)cfg->nranks, 0},
 	       sizeof(t->hello));

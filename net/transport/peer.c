@@ -180,6 +180,24 @@ uint32_t hora_net_peer_node(const struct hora_net_peer *p)
 	return p->node;
 }
 
+struct status_call {
+	struct hora_net_peer *p;
+	int status;
+};
+
+static void status_on_loop(void *arg)
+{
+	struct status_call *s = arg;
+	s->status = s->p->status;
+}
+
+int hora_net_peer_status(struct hora_net_peer *peer)
+{
+	struct status_call s = {.p = peer};
+	const int rc = hora_net_loop_call(peer->loop, status_on_loop, &s);
+	return rc ? rc : s.status;
+}
+
 void hora_net_peer_fail(struct hora_net_peer *p, int status, const char *fmt, ...)
 {
 	if (!p->status) {

@@ -79,6 +79,10 @@ void hora_net_peer_close(struct hora_net_peer *peer);
  * left the kernel, as for any failure); p stays valid until
  * hora_net_peer_close. Returns once the comm thread has done so. */
 void hora_net_peer_abort(struct hora_net_peer *peer, const char *why);
+/* 0 while the peer works, else the negative errno that broke it (the
+ * other end closing included), whether or not a request was posted. Asks
+ * the comm thread (hora_net_loop_call): any thread. */
+int hora_net_peer_status(struct hora_net_peer *peer);
 /* "host:port" of the peer; valid until hora_net_peer_close. */
 const char *hora_net_peer_name(const struct hora_net_peer *peer);
 uint32_t hora_net_peer_node(const struct hora_net_peer *peer);

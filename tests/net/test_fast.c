@@ -150,7 +150,7 @@ static void *client_main(void *p)
 {
 	struct client *c = p;
 	c->rc = hora_net_fast_connect("127.0.0.1", c->port, (const uint8_t *)KEY, strlen(KEY), c->node,
-				      5000, 0, &c->fd, c->err, sizeof(c->err));
+				      5000, 0, &c->fd, c->err, sizeof(c->err), NULL);
 	return NULL;
 }
 
@@ -169,7 +169,7 @@ Test(net_fast, idle_connections_do_not_hold_up_the_accept, .timeout = 30)
 	int fds[2];
 	uint32_t nodes[2];
 	int rc = hora_net_fast_accept(lfd, (const uint8_t *)KEY, strlen(KEY), 0, 3000, 0, 2, fds, nodes,
-				      err, sizeof(err));
+				      err, sizeof(err), NULL);
 	cr_assert_eq(rc, 0, "2 real peers behind 20 idle connections: %s", err);
 	cr_assert_eq(nodes[0] + nodes[1], 3);
 	cr_assert_neq(nodes[0], nodes[1]);
@@ -207,7 +207,7 @@ Test(net_fast, a_handshake_cut_off_is_tried_again, .timeout = 30)
 	int afd;
 	uint32_t node;
 	int rc = hora_net_fast_accept(lfd, (const uint8_t *)KEY, strlen(KEY), 0, 3000, 0, 1, &afd, &node,
-				      err, sizeof(err));
+				      err, sizeof(err), NULL);
 	cr_assert_eq(rc, 0, "the client did not try again: %s", err);
 	cr_assert_eq(node, 1);
 	pthread_join(th, NULL);
