@@ -153,6 +153,8 @@ static struct chan_cfg *chan_keep(const struct hora_net_comm_cfg *nc)
 		return NULL;
 	}
 	k->nc = *nc;
+	k->nc.check = NULL; /* the first formation's, borrowed for it alone */
+	k->nc.check_arg = NULL;
 	for (int i = 0; i < nc->nranks; i++) {
 		snprintf(k->addr[i], 80, "%s", nc->addrs[i]);
 		k->addrs[i] = k->addr[i];
