@@ -18,7 +18,7 @@
 
 #include <stdbool.h>
 
-/* The collectives (the one list: core/comm.c and the stall check use it). */
+/* The collectives (the one list: core/comm.c and the stall check, core/comm_watch.c, use it). */
 enum hora_net_coll_kind {
 	HORA_NET_COLL_ALLREDUCE,
 	HORA_NET_COLL_BROADCAST,
@@ -208,10 +208,10 @@ const char *hora_net_coll_name(uint32_t kind);
  * error). The fast sockets are shut down for reading (a blocked receive
  * returns; a send blocked on a full buffer waits for its io timeout) and
  * every peer is failed with
- * why; nothing is freed here. For the stall abort (core/comm.c). */
+ * why; nothing is freed here. For the stall abort (core/comm_watch.c). */
 void hora_net_comm_interrupt(struct hora_net_comm *c, const char *why);
 /* The same, because this rank lost lost_rank (the failure detector
- * declared it dead, core/comm.c): the LOST notices this rank then sends
+ * declared it dead, core/comm_watch.c): the LOST notices this rank then sends
  * name lost_rank, not this rank, so every rank's error names it ("rank 0
  * stopped: it lost rank 2"). */
 void hora_net_comm_interrupt_lost(struct hora_net_comm *c, int lost_rank, const char *why);

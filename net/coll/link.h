@@ -90,7 +90,7 @@ struct hora_net_link_ops {
 	 * later operation fail promptly: the caller-driven streams are shut for
 	 * reading (a blocked receive returns; our notices can still leave) and
 	 * the queued path's peers fail with `why`. Frees nothing; safe against a
-	 * close on the calling thread. For the stall abort (core/comm.c). */
+	 * close on the calling thread. For the stall abort (core/comm_watch.c). */
 	void (*interrupt)(struct hora_net_link *l, const char *why);
 	/* Close both paths to `peer` (-1: every peer). Pending posted messages
 	 * complete with an error; later posts fail. */

@@ -183,7 +183,7 @@ bool hora_swim_secret_refused(const struct hora_swim *s);
 /* Application status: up to HORA_SWIM_STATUS_MAX opaque bytes a member's
  * application says about itself when asked (STATUS_Q / STATUS_R,
  * net/MEMBERSHIP.md). SWIM neither reads nor checks them; hora's stall
- * inspector (core/comm.c) puts its collective progress there. */
+ * inspector (core/comm_watch.c) puts its collective progress there. */
 #define HORA_SWIM_STATUS_MAX 32
 struct hora_swim_status {
 	size_t len; /* 0..HORA_SWIM_STATUS_MAX; 0: the member has nothing to say */

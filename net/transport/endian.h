@@ -1,5 +1,5 @@
 /* endian.h - little-endian field access for wire formats (net/, and the
- * application status bytes core/comm.c puts in membership STATUS answers). */
+ * application status bytes core/comm_watch.c puts in membership STATUS answers). */
 #ifndef HORA_NET_ENDIAN_H
 #define HORA_NET_ENDIAN_H
 
