@@ -361,10 +361,13 @@ void hora_joining_net_cfg(const struct joining *j, int rank, int n, const char *
 static int form_watch(void *arg, char *err, size_t errlen)
 {
 	const struct joining *j = arg;
-	for (int i = 0; i < j->v.n; i++) {
+	/* a worker that left is the cause; the ones that stopped on its leave
+	 * (exit without leaving: their ports answer unreachable) come after it */
+	for (int k = 0; k < 2 * j->v.n; k++) {
+		const int i = k % j->v.n;
 		const int st = hora_net_membership_state(j->mem, j->v.uids[i]);
 		char addr[80] = "?";
-		if (i == j->rank || (st != HORA_SWIM_LEFT && st != HORA_SWIM_DEAD))
+		if (i == j->rank || (st != HORA_SWIM_LEFT && (k < j->v.n || st != HORA_SWIM_DEAD)))
 			continue;
 		hora_joining_name(&j->cc, j->v.uids[i], addr);
 		return snprintf(err, errlen, "worker %d (%s) %s while the job's communicator formed%s: the job "
