@@ -259,7 +259,7 @@ void hora_net_peer_recv_complete(struct hora_net_peer *p, struct hora_net_req *r
 void hora_net_peer_send_frame_done(struct hora_net_req *r);
 void hora_net_peer_tick(struct hora_net_peer *p, int64_t now);
 void hora_net_client_connect(struct hora_net_loop *loop, struct cmd *c);
-/* bind(2), retrying EADDRINUSE for up to 3 s (a dead process's io_uring may
+/* bind(2), retrying EADDRINUSE for up to 1 s (a dead process's io_uring may
  * still hold the port: bind.c). 0, or -1 with errno. */
 int hora_net_bind_retry(int fd, const struct sockaddr *addr, socklen_t len);
 /* A request for a command another thread waits on (peer.c). */
