@@ -70,20 +70,27 @@ bool hora_swim_first_ok(const struct hora_swim *s, const struct hora_swim_view *
 /* Worker index g has no live worker: whether the first view may go on
  * without it. Yes when every worker that claimed it is gone for certain
  * (left, or dead and its port answered unreachable), or when the start
- * window has passed (nobody claimed it, or its claimant fell silent). */
+ * window has passed and its claimants fell silent (declared dead). A worker
+ * that never joined settles nothing: it may be a slow starter (a staggered
+ * Kubernetes or Slurm start), and the size the job starts with is its
+ * global batch and lr scale, which must not depend on start timing; the
+ * start waits for it as long as without elastic training. */
 static bool settled(const struct hora_swim *s, int g, int64_t now)
 {
-	bool any = false, all_gone = true;
+	bool any = false, all_gone = true, all_dead = true;
 	for (int i = 1; i < s->n; i++) {
 		const struct mem *x = &s->mem[i];
 		if (x->m.role != HORA_SWIM_WORKER || worker_index(x->m.uid) != g)
 			continue;
 		any = true;
 		all_gone &= gone(x);
+		all_dead &= x->m.state == HORA_SWIM_DEAD || x->m.state == HORA_SWIM_LEFT;
 	}
-	if (any && all_gone)
+	if (!any)
+		return false;
+	if (all_gone)
 		return true;
-	return s->cfg.first_view_window_ms > 0 && now - s->join_start >= s->cfg.first_view_window_ms;
+	return all_dead && s->cfg.first_view_window_ms > 0 && now - s->join_start >= s->cfg.first_view_window_ms;
 }
 
 bool hora_swim_first_ready(struct hora_swim *s, const struct hora_swim_view *d, int64_t now)

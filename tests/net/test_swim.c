@@ -547,23 +547,25 @@ Test(net_swim, a_full_first_view_waits_and_every_member_knows_who_died)
 	stop();
 }
 
-Test(net_swim, an_elastic_first_view_leaves_out_a_worker_that_never_came_after_the_window)
+Test(net_swim, an_elastic_first_view_waits_for_a_worker_that_never_came)
 {
+	/* a worker not started yet may be a slow starter: the size the job
+	 * starts with must not depend on start timing, window or not */
 	job_reset();
 	for (int g = 0; g < 3; g++) {
 		sw[g] = mk_job(g, 2, 3000);
 		join_seed0(g);
 	}
 	n = 3; /* worker 3 never starts */
-	run_ms(2700);
-	struct hora_swim_view v;
-	int rank;
-	bool paused;
-	view_of(0, &v, &rank, &paused);
-	cr_assert_eq(v.id, 0, "a first view before the start window passed");
-	const int64_t t = until_agreed(3, 3000);
-	cr_assert_geq(t, 0, "no first view after the start window");
-	cr_assert_leq(t, 800, "the first view came %lld ms after 2.7 s (window 3 s)", (long long)t);
+	run_ms(8000);
+	for (int g = 0; g < 3; g++) {
+		struct hora_swim_view v;
+		int rank;
+		bool paused;
+		view_of(g, &v, &rank, &paused);
+		cr_assert_eq(v.id, 0, "member %d installed a first view of %d without worker 3, which never "
+			     "came", g, v.n);
+	}
 	stop();
 }
 
