@@ -190,14 +190,16 @@ static void name_worker(const struct rejoin *rj, int g, char *out, size_t len, s
  * not a joiner): any worker of it that left stops the job (err names it).
  * After: only when this worker is alone (n == 1 participant) below
  * min_workers and every other worker it saw left (none died: a dead one
- * may be restarted). HORA_ERR_LOST with err, or 0. */
+ * may be restarted), and train.elastic.restart is off (with it, `hora
+ * launch` starts a worker that stopped again: this one waits for it, as
+ * for a dead one). HORA_ERR_LOST with err, or 0. */
 static int gone_for_good(const struct rejoin *rj, int n, char *err, size_t errlen)
 {
 	char who[1024] = "";
 	size_t k = 0;
 	int left = 0;
 	const bool start = !rj->formed && !rj->joiner;
-	if (!start && (n != 1 || n >= rj->el.min_workers))
+	if (!start && (n != 1 || n >= rj->el.min_workers || rj->el.restart))
 		return 0;
 	for (int g = 0; g < HORA_SWIM_MAX_VIEW; g++) {
 		if (!rj->last[g] || rj->last[g] == rj->j.uid)
@@ -426,8 +428,8 @@ int hora_rejoin_join(struct joining *j, bool joiner, struct hora_comm **out, cha
 	j->loop = NULL;
 	j->mem = NULL;
 	hora_comm_set_fusion_override(*out, &j->o->fusion);
-	/* a death is declared within suspect_timeout + 2 probe periods; a
-	 * period and 2 s more for the view without it */
+	/* a death is declared after suspect_timeout + 2 to 3 probe periods of
+	 * silence; 2 s more for the view without it */
 	const struct hora_swim_cfg *sw = &j->cc.membership;
 	const double detect_s = (sw->suspect_timeout_ms > 0 ? sw->suspect_timeout_ms : 1000) / 1e3 +
 				3 * (sw->probe_interval_ms > 0 ? sw->probe_interval_ms : 200) / 1e3 + 2.0;
