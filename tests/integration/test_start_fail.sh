@@ -15,6 +15,9 @@
 #                 alone below min_workers with nobody to come back, exits 4
 #                 within 15 s saying so, and its UDP port is free. Before: it
 #                 waited train.elastic.wait_s (600 s) holding its ports.
+#   alone-restart the same with train.elastic.restart: worker 1 waits (the
+#                 launcher would start worker 0 again; here the test does)
+#                 and both finish the job, exit 0.
 # Asserts exit codes and messages, and that nothing waits for a timeout
 # (the limits are several times the expected seconds). Kills only PIDs it
 # started. Exit 77 (skip) without MNIST or python3.
@@ -119,7 +122,38 @@ check "alone: worker 1 says it is alone and names worker 0" \
     "$T/alone.1"; echo $?)"
 check "alone: worker 1's UDP port $((P + 2)) is free" \
   "$(! ss -Hlun "sport = :$((P + 2))" 2>/dev/null | grep -q .; echo $?)"
+
+# ---- alone-restart ------------------------------------------------------------
+# with train.elastic.restart the launcher starts a stopped worker again: the
+# one left alone waits for it (here started again by hand) and the job ends
+P=$((12000 + RANDOM % 15000))
+cluster "$T/alone-r.yaml" 2 "$P" 200 "  elastic:
+    min_workers: 2
+    restart: true"
+for g in 0 1; do
+  "$HORA" worker --config "$T/alone-r.yaml" --proc $g >"$T/alone-r.$g" 2>&1 &
+  PIDS+=($!)
+  eval "w$g=\$!"
+done
+for _ in $(seq 600); do grep -q 'epoch 1/' "$T/alone-r.0" && break; sleep 0.1; done
+kill -TERM "$w0"
+wait "$w0" 2>/dev/null
+sleep 3
+check "alone-restart: worker 1 waits for worker 0 to come back" "$(kill -0 "$w1" 2>/dev/null; echo $?)"
+"$HORA" worker --config "$T/alone-r.yaml" --proc 0 >"$T/alone-r.0b" 2>&1 &
+PIDS+=($!)
+w0=$!
+rc0=124 rc1=124
+end=$((SECONDS + 120))
+while { kill -0 "$w0" || kill -0 "$w1"; } 2>/dev/null && [[ $SECONDS -lt $end ]]; do sleep 0.1; done
+kill -0 "$w0" 2>/dev/null || { wait "$w0"; rc0=$?; }
+kill -0 "$w1" 2>/dev/null || { wait "$w1"; rc1=$?; }
+check "alone-restart: worker 0, started again, and worker 1 finish the job (exit $rc0 $rc1)" \
+  "$([[ $rc0 == 0 && $rc1 == 0 ]]; echo $?)"
+
 if [[ $fail != 0 || -n ${VERBOSE:-} ]]; then
-  for f in busy-elastic.out busy-plain.out alone.0 alone.1; do echo "---- $f"; tail -n 15 "$T/$f"; done
+  for f in busy-elastic.out busy-plain.out alone.0 alone.1 alone-r.0 alone-r.1 alone-r.0b; do
+    echo "---- $f"; tail -n 15 "$T/$f" 2>/dev/null
+  done
 fi
 exit $fail
