@@ -35,7 +35,7 @@ expect "--run-ms on a training job is refused, naming the flag" 2 "--run-ms: a t
   "${W[@]}" --run-ms 1000
 expect "--secret-file is applied (a missing one is refused)" 2 "/nonexistent/secret" \
   "${W[@]}" --secret-file /nonexistent/secret
-expect "--seed is applied (nobody there: no view)" 1 "no view" \
+expect "--seed is applied (nobody there: no member answered)" 1 "no member of the job answered" \
   "${W[@]}" --seed 127.0.0.1:$((P + 60))
 expect "--expect is applied (5 members never come: no view)" 1 "no view" "${W[@]}" --expect 5
 expect "--probe-interval-ms is applied (below the file's ping_timeout_ms)" 2 \
