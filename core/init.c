@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 void hora_init_opts_defaults(struct hora_init_opts *o)
 {
@@ -378,6 +379,23 @@ static int form_watch(void *arg, char *err, size_t errlen)
 	return 0;
 }
 
+/* The first formation failed on a broken connection or a timeout: when a
+ * worker of the view left or died meanwhile, that is the cause (its proof,
+ * a port that answers unreachable, can come a probe period after the
+ * broken socket: up to 0.5 s is waited for it). Then HORA_ERR_LOST naming
+ * it, so this worker does not leave in turn and every worker names the
+ * same one; else rc. */
+static int form_failed_by_other(const struct joining *j, int rc, char *err, size_t errlen)
+{
+	char why[512];
+	for (int k = 0; k < 25; k++) {
+		if (form_watch((void *)j, why, sizeof(why)) == HORA_ERR_LOST)
+			return snprintf(err, errlen, "%s", why), HORA_ERR_LOST;
+		usleep(20000);
+	}
+	return rc;
+}
+
 /* the communicator over the view; it owns the membership loop from now on,
  * and its loss watcher follows the view's members */
 static int form_comm(struct joining *j, struct hora_comm **out, char *err, size_t errlen)
@@ -467,8 +485,8 @@ int hora_init_with(const struct hora_init_opts *o, struct hora_comm **out, char 
 	} else {
 		if (!rc)
 			rc = wait_full_view(j, err, errlen);
-		if (!rc)
-			rc = form_comm(j, out, err, errlen);
+		if (!rc && (rc = form_comm(j, out, err, errlen)) && rc != HORA_ERR_LOST && rc != HORA_ERR_CONFIG)
+			rc = form_failed_by_other(j, rc, err, errlen);
 	}
 	/* a worker that failed its start says so to the others at once (they
 	 * see it left), rather than leave them to wait for it; not one that
