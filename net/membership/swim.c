@@ -315,8 +315,8 @@ static void apply(struct hora_swim *s, int64_t now, const struct hora_swim_membe
 			changed(s, &s->mem[0], now);
 			s->st.refutations++;
 		}
-		if (u->state == HORA_SWIM_DEAD && !s->left)
-			doubt_own_deaths(s, now);
+		if (u->state == HORA_SWIM_DEAD && u->incarnation + 1 >= s->mem[0].m.incarnation && !s->left)
+			doubt_own_deaths(s, now); /* a current verdict, just refuted: not a stale one resent */
 		return;
 	}
 	struct mem *x = find(s, u->uid);
@@ -371,8 +371,21 @@ static void mark(struct hora_swim *s, struct mem *x, int state, int64_t now)
 	changed(s, x, now);
 }
 
-/* x is dead: tell every live member at once instead of waiting for gossip
- * to carry it (N-1 datagrams), a death changing the view. */
+/* x's death to every live member at once (NEWS) instead of waiting for
+ * gossip to carry it (N-1 datagrams), a death changing the view */
+static void tell_dead(struct hora_swim *s, const struct mem *x)
+{
+	for (int j = 1; j < s->n; j++)
+		if (s->mem[j].m.state == HORA_SWIM_ALIVE) {
+			uint8_t buf[HORA_SWIM_MTU];
+			struct msg m;
+			msg_begin(s, &m, buf, T_NEWS, 0, 0);
+			msg_upd(&m, &x->m);
+			msg_send(s, &m, s->mem[j].m.addr);
+		}
+}
+
+/* x is dead: told at once, unless doubted (below) */
 static void declare_dead(struct hora_swim *s, struct mem *x, int64_t now)
 {
 	int alive = 1, ngone = 0; /* ALIVE members of the view, this one included; gone ones */
@@ -383,16 +396,8 @@ static void declare_dead(struct hora_swim *s, struct mem *x, int64_t now)
 		}
 	mark(s, x, HORA_SWIM_DEAD, now);
 	x->doubted = !x->refused && s->view.id && 2 * alive <= s->view.n - ngone;
-	if (x->doubted)
-		return; /* nobody to tell: the others of its side are suspects too */
-	for (int j = 1; j < s->n; j++)
-		if (s->mem[j].m.state == HORA_SWIM_ALIVE) {
-			uint8_t buf[HORA_SWIM_MTU];
-			struct msg m;
-			msg_begin(s, &m, buf, T_NEWS, 0, 0);
-			msg_upd(&m, &x->m);
-			msg_send(s, &m, s->mem[j].m.addr);
-		}
+	if (!x->doubted) /* else nobody to tell: the others of its side are suspects too */
+		tell_dead(s, x);
 }
 
 /* ---- views --------------------------------------------------------------------- */
@@ -1130,8 +1135,13 @@ void hora_swim_refused(struct hora_swim *s, int64_t now, struct hora_swim_addr t
 			continue;
 		x->refused = any = true;
 		s->st.refusals++;
-		if (live(x))
+		if (live(x)) {
 			declare_dead(s, x, now); /* no suspicion: its port is closed */
+		} else if (x->m.state == HORA_SWIM_DEAD && x->doubted) { /* proven now: a death to tell */
+			x->doubted = false;
+			x->tx_left = tx_budget(s);
+			tell_dead(s, x);
+		}
 	}
 	if (any)
 		coordinate(s, now);
