@@ -99,6 +99,14 @@ static inline void thaw(int j)
 	nheld = k;
 }
 
+/* The same with its timer first: a late tick that runs before the input
+ * that waited with it (both ready when the loop wakes) */
+static inline void thaw_tick_first(int j)
+{
+	hora_swim_tick(sw[j], now);
+	thaw(j);
+}
+
 static inline void view_of(int i, struct hora_swim_view *v, int *rank, bool *paused)
 {
 	char why[128];

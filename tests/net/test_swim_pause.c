@@ -160,3 +160,36 @@ Test(net_swim_pause, a_healed_minority_evicts_no_one)
 				stop();
 			}
 }
+
+/* A late member (its loop busy for less than a probe period, no pause)
+ * whose probe's deadline passed while the ACK waited in its socket: its
+ * tick comes first when it runs again, and must not take the ACK it has
+ * not read yet for silence (before, its target became SUSPECT). Its target,
+ * and everyone else, are late too, so whoever it pings answers late. */
+Test(net_swim_pause, a_late_tick_reads_the_ack_before_it_suspects)
+{
+	start(4, 4);
+	cr_assert_geq(until_agreed(4, 10000), 0);
+	run_ms(3000 + T_MS - (int)(now % T_MS) - 5); /* 5 ms before a period boundary B */
+	const int x = 1;
+	struct hora_swim_stats before;
+	hora_swim_stats_get(sw[x], &before);
+	for (int i = 0; i < 4; i++)
+		frozen[i] = i != x; /* the others, B-5 .. B+100 */
+	run_ms(5);  /* B: x pings; the ping waits at its target */
+	run_ms(60); /* B+60: x is busy too, until B+230 */
+	frozen[x] = true;
+	run_ms(40);
+	for (int i = 0; i < 4; i++)
+		if (i != x)
+			thaw(i); /* B+100: the target ACKs; the ACK waits at x */
+	run_ms(130);
+	thaw_tick_first(x); /* B+230: past the probe's deadline (T = 200 ms) */
+	run_ms(300);
+	struct hora_swim_stats st;
+	hora_swim_stats_get(sw[x], &st);
+	cr_assert_eq(st.pauses, before.pauses, "a busy stretch of 170 ms was taken for a pause");
+	cr_assert_eq(st.suspicions, before.suspicions, "member %d suspected a member whose ACK waited in its "
+		     "socket", x);
+	stop();
+}
