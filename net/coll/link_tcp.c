@@ -236,9 +236,11 @@ static bool connect_transient(int rc)
 }
 
 /* hora_net_connect within timeout_ms, in slices of HORA_NET_FORM_CHECK_MS
- * with the check between them. A slice ends only outside a handshake (the
- * transport does not cut one that started at its connect deadline), so the
- * other end holds no peer from an abandoned slice. */
+ * with the check between them. A slice cuts only a TCP connect still in
+ * progress: once connected, the handshake runs to its own timeout whatever
+ * is left of the slice (net/transport/conn.c), so the other end holds no
+ * peer from an abandoned slice and a slow challenge on a busy host cuts no
+ * attempt. */
 static int connect_checked(struct link_tcp *t, const char *host, uint16_t port, int timeout_ms,
 			   struct hora_net_peer **out, char *err, size_t errlen)
 {

@@ -314,9 +314,11 @@ static void on_connect(struct hora_net_loop *loop, struct op *op, const struct i
 	if (res == 0) {
 		struct hora_net_peer *p = c->peer;
 		c->state = C_HANDSHAKE;
-		/* this attempt's handshake has its own deadline; a retry may follow */
-		const int64_t hs_end = hora_clock_ns() + (int64_t)loop->o.handshake_timeout_ms * 1000000;
-		c->deadline_ns = hs_end < c->connect_deadline_ns ? hs_end : c->connect_deadline_ns;
+		/* connected: the handshake has its own deadline, whatever is left
+		 * of the caller's connect deadline (net/coll connects in short
+		 * slices: on a busy host a challenge that came a little after
+		 * the slice cut every attempt); a retry may follow */
+		c->deadline_ns = hora_clock_ns() + (int64_t)loop->o.handshake_timeout_ms * 1000000;
 		tune(c);
 		int rc = hora_net_hs_client_start(&c->hs, loop->o.secret, loop->o.secret_len,
 						  loop->o.node_id, p->session, (uint16_t)c->stripe,
@@ -449,10 +451,10 @@ static void on_hs(struct hora_net_loop *loop, struct op *op, const struct io_uri
 	c->hs_msgs++;
 	c->hs_rc = hora_net_hs_input(&c->hs, c->hs_in, n, c->hs_out, &c->hs_outlen);
 	/* A client that sends its AUTH now may be the server's peer before it
-	 * reads the result: from here the caller's connect deadline no longer
-	 * cuts the handshake (a cut would leave the server a peer that the
-	 * client gave up; net/coll connects in short slices and relies on
-	 * it), only the handshake's own timeout does. */
+	 * reads the result: its handshake deadline starts again here (since
+	 * the connect, the caller's connect deadline cuts no handshake: a cut
+	 * would leave the server a peer that the client gave up; net/coll
+	 * connects in short slices and relies on it). */
 	if (!c->server && c->hs_rc == 0 && hora_net_hs_want(&c->hs) == HORA_NET_RESULT_BYTES)
 		c->deadline_ns = hora_clock_ns() + (int64_t)c->loop->o.handshake_timeout_ms * 1000000;
 	if (c->hs_outlen) {
