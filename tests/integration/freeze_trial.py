@@ -110,7 +110,8 @@ def measure(rec, logs, victim, t_stop, t_cont):
             if t1 > t_stop and t0 < t_cont:
                 stall = max(stall, t1 - t0)
     rec["stall_s"] = round(stall / 1e9, 3)
-    firsts = [next((t for t, _, v in s if v > 1), None) for s in others]
+    v0 = min((v for s in others for _, _, v in s), default=1)  # the job's first view
+    firsts = [next((t for t, _, v in s if v > v0), None) for s in others]
     if all(firsts):
         first = max(firsts)
         rec["recovery_s"] = round((first - t_stop) / 1e9, 3)
@@ -122,6 +123,50 @@ def measure(rec, logs, victim, t_stop, t_cont):
         rec["wake_stall_s"] = round(wake / 1e9, 3)
     else:
         rec["recovery_s"] = rec["wake_stall_s"] = None
+
+
+def stop_all(p):
+    """every worker of launcher p (a stopped one resumed first, so that it
+    dies) and the launcher's session"""
+    for w in children(p.pid).values():
+        for sig in (signal.SIGCONT, signal.SIGKILL):
+            try:
+                os.kill(w, sig)
+            except ProcessLookupError:
+                pass
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    p.wait()
+
+
+def trial(a, p, logs, rec):
+    """wait until the victim trains, freeze it, resume it, wait for the end"""
+    deadline, pids = time.time() + 60, {}
+    while time.time() < deadline and p.poll() is None:
+        pids = children(p.pid)
+        if len(pids) == 4 and last_step(logs[a.victim]) >= a.at_step:
+            break
+        time.sleep(0.005)
+    if a.victim in pids and p.poll() is None:
+        rec["t_stop"] = time.time_ns()
+        os.kill(pids[a.victim], signal.SIGSTOP)
+        time.sleep(a.freeze)
+        while a.until_end and any(os.path.exists(f"/proc/{q}") for g, q in pids.items() if g != a.victim):
+            time.sleep(0.01)  # the job ends while the victim is frozen
+        rec["t_cont"] = time.time_ns()
+        try:
+            os.kill(pids[a.victim], signal.SIGCONT)
+        except ProcessLookupError:  # the launcher killed it (the job had ended long before)
+            rec["gone_before_cont"] = True
+    try:
+        rec["rc"] = p.wait(timeout=a.timeout)
+        if rec.get("t_cont"):
+            rec["end_after_cont_s"] = round((time.time_ns() - rec["t_cont"]) / 1e9, 3)
+    except subprocess.TimeoutExpired:
+        stop_all(p)
+        rec["rc"] = "timeout"
 
 
 def main():
@@ -153,36 +198,15 @@ def main():
     env = dict(os.environ, HORA_TEST_STEP_LOG=os.path.join(a.tmp, "st"))
     out_path = os.path.join(a.tmp, "out.txt")
     rec = {"victim": a.victim, "freeze_s": a.freeze, "netns": bool(a.netns), "t_stop": None}
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a test's timeout: the finally below
     with open(out_path, "w") as out:
         p = subprocess.Popen([a.hora, "launch", cfg], stdout=out, stderr=subprocess.STDOUT, env=env,
                              start_new_session=True)
-        deadline, pids = time.time() + 60, {}
-        while time.time() < deadline and p.poll() is None:
-            pids = children(p.pid)
-            if len(pids) == 4 and last_step(logs[a.victim]) >= a.at_step:
-                break
-            time.sleep(0.005)
-        if a.victim in pids and p.poll() is None:
-            rec["t_stop"] = time.time_ns()
-            os.kill(pids[a.victim], signal.SIGSTOP)
-            time.sleep(a.freeze)
-            while a.until_end and any(os.path.exists(f"/proc/{q}") for g, q in pids.items() if g != a.victim):
-                time.sleep(0.01)  # the job ends while the victim is frozen
-            rec["t_cont"] = time.time_ns()
-            try:
-                os.kill(pids[a.victim], signal.SIGCONT)
-            except ProcessLookupError:  # the launcher killed it (the job had ended long before)
-                rec["gone_before_cont"] = True
         try:
-            rec["rc"] = p.wait(timeout=a.timeout)
-            if rec.get("t_cont"):
-                rec["end_after_cont_s"] = round((time.time_ns() - rec["t_cont"]) / 1e9, 3)
-        except subprocess.TimeoutExpired:
-            for w in children(p.pid).values():
-                os.kill(w, signal.SIGKILL)
-            os.killpg(p.pid, signal.SIGKILL)
-            p.wait()
-            rec["rc"] = "timeout"
+            trial(a, p, logs, rec)
+        finally:
+            if p.poll() is None:  # interrupted: nothing it started is left, stopped or not
+                stop_all(p)
     text = open(out_path, errors="replace").read()
     rec["output"] = text
     rec["crcs"] = {int(m.group(1)): m.group(2) for m in CRC.finditer(text)}

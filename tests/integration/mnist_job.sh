@@ -14,6 +14,9 @@ fi
 T="$(mktemp -d)"
 PIDS=()
 cleanup() {
+  # a launcher's workers first (SIGKILL of `hora launch` alone leaves them
+  # running), resumed in case one is stopped
+  for p in "${PIDS[@]}"; do pkill -CONT -P "$p" 2>/dev/null; pkill -KILL -P "$p" 2>/dev/null; done
   for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
   wait 2>/dev/null
   if [[ -n ${KEEP:-} ]]; then echo "kept $T"; else rm -rf "$T"; fi

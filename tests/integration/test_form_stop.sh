@@ -95,7 +95,7 @@ kills() {
   fi
   local end=$((SECONDS + 120))
   while kill -0 "$L" 2>/dev/null && [[ $SECONDS -lt $end ]]; do sleep 0.2; done
-  kill -0 "$L" 2>/dev/null && { check "$name: the launch ends within 120 s" 1; kill -KILL "$L"; }
+  kill -0 "$L" 2>/dev/null && { check "$name: the launch ends within 120 s" 1; pkill -KILL -P "$L"; kill -KILL "$L"; }
   wait "$L"
   local rc=$?
   check "$name: hora launch exits 0, training completed (exit $rc)" \
@@ -141,7 +141,7 @@ for _ in $(seq 800); do # 40 s at most
   kill -0 "$L" 2>/dev/null || { tend=$(date +%s.%N); break; }
   sleep 0.05
 done
-[[ -n $tend ]] || { kill -KILL "$L"; tend=$(date +%s.%N); }
+[[ -n $tend ]] || { pkill -KILL -P "$L"; kill -KILL "$L"; tend=$(date +%s.%N); }
 wait "$L"
 rc=$?
 kill -KILL "$SQ" 2>/dev/null; wait "$SQ" 2>/dev/null
