@@ -236,11 +236,11 @@ static bool connect_transient(int rc)
 }
 
 /* hora_net_connect within timeout_ms, in slices of HORA_NET_FORM_CHECK_MS
- * with the check between them. A slice cuts only a TCP connect still in
- * progress: once connected, the handshake runs to its own timeout whatever
- * is left of the slice (net/transport/conn.c), so the other end holds no
- * peer from an abandoned slice and a slow challenge on a busy host cuts no
- * attempt. */
+ * with the check between them. Once connected, a slice's handshake gets at
+ * least 1 s (net/transport/conn.c: a slow challenge on a busy host cuts no
+ * attempt; a listener that is no hora costs that second), and once the
+ * client sent its AUTH nothing but the handshake timeout cuts it, so the
+ * other end holds no peer from an abandoned slice. */
 static int connect_checked(struct link_tcp *t, const char *host, uint16_t port, int timeout_ms,
 			   struct hora_net_peer **out, char *err, size_t errlen)
 {

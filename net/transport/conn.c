@@ -314,11 +314,17 @@ static void on_connect(struct hora_net_loop *loop, struct op *op, const struct i
 	if (res == 0) {
 		struct hora_net_peer *p = c->peer;
 		c->state = C_HANDSHAKE;
-		/* connected: the handshake has its own deadline, whatever is left
-		 * of the caller's connect deadline (net/coll connects in short
-		 * slices: on a busy host a challenge that came a little after
-		 * the slice cut every attempt); a retry may follow */
-		c->deadline_ns = hora_clock_ns() + (int64_t)loop->o.handshake_timeout_ms * 1000000;
+		/* connected: the handshake gets at least 1 s (at most its own
+		 * timeout) whatever is left of the caller's connect deadline:
+		 * net/coll connects in 100 ms slices, and on a busy host a
+		 * challenge a little late would cut every attempt; a listener
+		 * that is no hora (it never sends a challenge) costs the slice
+		 * that second, not the handshake timeout. A retry may follow. */
+		const int64_t now = hora_clock_ns();
+		const int64_t hs_end = now + (int64_t)loop->o.handshake_timeout_ms * 1000000;
+		const int64_t floor = now + (int64_t)1000 * 1000000;
+		int64_t end = c->connect_deadline_ns > floor ? c->connect_deadline_ns : floor;
+		c->deadline_ns = end < hs_end ? end : hs_end;
 		tune(c);
 		int rc = hora_net_hs_client_start(&c->hs, loop->o.secret, loop->o.secret_len,
 						  loop->o.node_id, p->session, (uint16_t)c->stripe,
