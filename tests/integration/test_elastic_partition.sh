@@ -6,7 +6,9 @@
 #  a. 2|2 (`partition 1,2 3,4`): no side has a majority of the view, both
 #     pause ("training paused: ..."), all 4 re-form after the heal;
 #  b. 1|3 (`partition 1 2,3,4`): the 3 go on in a view of 3, the 1 pauses and
-#     rejoins after the heal, its stale state discarded.
+#     rejoins after the heal, its stale state discarded; the 3 train again
+#     within 2.5 s of its return ("timed", the Release build; before, the
+#     heal stalled them 3.0-3.3 s in half the runs).
 # 2|2 changes no rank and rolls back to a commit: its final parameters are
 # those of an undisturbed run of the same file, bit for bit.
 # Each: `hora launch` exits 0 ("training completed by N workers"), every
@@ -17,6 +19,7 @@
 # data/mnist. Cleans up its namespaces (its own tag) on any exit.
 set -uo pipefail
 HORA="$1"
+MODE="${2:-timed}" # untimed (sanitizer builds): the heal's stall is printed, not asserted
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 NET="$ROOT/deploy/netns-cluster.sh"
 PY=/usr/bin/python3
@@ -131,6 +134,15 @@ done
 check "1|3: each of the 3 admitted worker 0 back (or rejoined beside it)" $?
 [[ $(grep -cE 'final parameters crc32 [0-9a-f]+ \(rank [0-3] of 4,' "$T/1-3.log") == 4 ]]
 check "1|3: all 4 workers finished, in a view of 4" $?
+# the majority's stall when worker 0 comes back: a view change or two, not a
+# formation's 3 s try waited out (before: 3.0-3.3 s in half the heals)
+heal=$(grep -E "^\[[1-3] [^]]*\] view [0-9]+: ([^;]*, )?worker 0 \([^)]*\) joined" "$T/1-3.log" |
+  sed -E 's/.*training again after ([0-9.]+) s.*/\1/' | sort -n | tail -1)
+echo "  1-3: the majority's longest stall when worker 0 came back: ${heal:-none} s"
+if [[ $MODE == timed && -n $heal ]]; then
+  awk -v h="$heal" 'BEGIN { exit !(h <= 2.5) }'
+  check "1|3: the majority trains again within 2.5 s of worker 0's return ($heal s)" $?
+fi
 
 echo "elastic partition: $pass passed, $fail failed"
 [[ $fail == 0 ]]
