@@ -120,12 +120,14 @@ check "1|3: worker 0 rejoined after the heal, its stale state discarded" $?
 # each of the 3 admitted worker 0 back: its view line names worker 0 as
 # joined (with others, when a second transient loss on the majority side
 # let a worker rejoin in the same view); or, that worker having been lost
-# too, it rejoined beside worker 0 and discarded its own stale state
+# too, it rejoined beside worker 0 (discarding its own stale state, or
+# saying that the others had dropped it, when its state was the newest)
 back=0
 for w in 1 2 3; do
   if grep -qE "^\[$w [^]]*\] view [0-9]+: ([^;]*, )?worker 0 \([^)]*\) joined" "$T/1-3.log"; then
     back=$((back+1))
-  elif grep -qE "^\[$w [^]]*\] view [0-9]+: .*; discarded its stale state" "$T/1-3.log"; then
+  elif grep -qE "^\[$w [^]]*\] view [0-9]+: .*(; discarded its stale state|this worker was declared dead by the others .* and joined again)" \
+      "$T/1-3.log"; then
     echo "  1-3: worker $w was lost on the majority side too, and rejoined beside worker 0"
     back=$((back+1))
   fi
