@@ -289,16 +289,14 @@ static void changed(struct hora_swim *s, struct mem *x, int64_t now)
 /* The others took this member for dead: it was cut off or frozen, and the
  * deaths it declared meanwhile are likely the mirror image (the members it
  * could not reach). Without a proof (a port that answered unreachable) they
- * go back to suspicions, told to nobody, that its own probes settle: gossiped
- * as deaths, they evicted healthy members once the partition healed. */
-static void doubt_own_deaths(struct hora_swim *s, int64_t now)
+ * become doubted deaths (declare_dead), told to nobody: gossiped as deaths,
+ * they evicted healthy members once the partition healed. */
+static void doubt_own_deaths(struct hora_swim *s)
 {
 	for (int i = 1; i < s->n; i++) {
 		struct mem *x = &s->mem[i];
-		if (x->m.state == HORA_SWIM_DEAD && !x->refused) {
-			x->doubted = false;
-			x->m.state = HORA_SWIM_SUSPECT;
-			x->m.state_since_ms = now;
+		if (x->m.state == HORA_SWIM_DEAD && !x->refused && !x->doubted) {
+			x->doubted = true;
 			x->tx_left = 0;
 		}
 	}
@@ -316,7 +314,7 @@ static void apply(struct hora_swim *s, int64_t now, const struct hora_swim_membe
 			s->st.refutations++;
 		}
 		if (u->state == HORA_SWIM_DEAD && u->incarnation + 1 >= s->mem[0].m.incarnation && !s->left)
-			doubt_own_deaths(s, now); /* a current verdict, just refuted: not a stale one resent */
+			doubt_own_deaths(s); /* a current verdict, just refuted: not a stale one resent */
 		return;
 	}
 	struct mem *x = find(s, u->uid);
@@ -344,6 +342,11 @@ static void apply(struct hora_swim *s, int64_t now, const struct hora_swim_membe
 		       (m->state != HORA_SWIM_DEAD && u->incarnation > m->incarnation);
 		break;
 	case HORA_SWIM_DEAD:
+		if (m->state == HORA_SWIM_DEAD && x->doubted && u->incarnation >= m->incarnation) {
+			x->doubted = false; /* a member with a majority saw it too: confirmed */
+			changed(s, x, now);
+			return;
+		}
 		take = m->state != HORA_SWIM_DEAD && u->incarnation >= m->incarnation;
 		break;
 	case HORA_SWIM_LEFT:
@@ -385,30 +388,55 @@ static void tell_dead(struct hora_swim *s, const struct mem *x)
 		}
 }
 
-/* x is dead: told at once, unless doubted (below) */
-static void declare_dead(struct hora_swim *s, struct mem *x, int64_t now)
+/* Whether the members of the installed view this member holds ALIVE (itself
+ * included, x aside) are a majority of those not gone for certain. */
+static bool alive_majority(const struct hora_swim *s, const struct mem *x)
 {
-	int alive = 1, ngone = 0; /* ALIVE members of the view, this one included; gone ones */
+	int alive = 1, ngone = 0;
 	for (int j = 1; j < s->n; j++)
 		if (in_view(&s->view, s->mem[j].m.uid) && &s->mem[j] != x) {
 			alive += s->mem[j].m.state == HORA_SWIM_ALIVE;
 			ngone += gone(&s->mem[j]);
 		}
+	return 2 * alive > s->view.n - ngone;
+}
+
+/* x is dead: told at once, unless doubted. A death declared without an
+ * ALIVE majority of the view (this member cut off, most likely: the others
+ * of its side are suspects too) is doubted: kept here, told to nobody, and
+ * it removes no one from a view (desired) until it is settled: refuted,
+ * confirmed by a member that has a majority (apply), proven by a refusal,
+ * or judged again once this member has a majority back (rejudge). */
+static void declare_dead(struct hora_swim *s, struct mem *x, int64_t now)
+{
 	mark(s, x, HORA_SWIM_DEAD, now);
-	x->doubted = !x->refused && s->view.id && 2 * alive <= s->view.n - ngone;
-	if (!x->doubted) /* else nobody to tell: the others of its side are suspects too */
+	x->doubted = !x->refused && s->view.id && !alive_majority(s, x);
+	if (!x->doubted)
 		tell_dead(s, x);
+}
+
+/* A doubted death once this member has an ALIVE majority of its view again
+ * (a partition healed host by host: some of the others are back, not yet
+ * x): a suspicion again, told to everyone and to x itself, which refutes it
+ * if alive or dies of it in suspect_timeout, as any suspect. Taken for a
+ * death here, it evicted a healthy member that no one had told it was
+ * suspected. */
+static void rejudge(struct hora_swim *s, struct mem *x, int64_t now)
+{
+	mark(s, x, HORA_SWIM_SUSPECT, now);
+	hora_swim_ask_proof(s, x, now); /* tell it now: it refutes */
 }
 
 /* ---- views --------------------------------------------------------------------- */
 
-/* Live workers, plus members of the installed view we have not heard of yet
- * (gossip about them is on its way; only evidence of death removes one). */
+/* Live workers and doubted deaths, plus members of the installed view we
+ * have not heard of yet (gossip about them is on its way; only evidence of
+ * death removes one). */
 static void desired(struct hora_swim *s, struct hora_swim_view *v)
 {
 	v->n = 0;
 	for (int i = 0; i < s->n && v->n < HORA_SWIM_MAX_VIEW; i++)
-		if (s->mem[i].m.role == HORA_SWIM_WORKER && live(&s->mem[i]))
+		if (s->mem[i].m.role == HORA_SWIM_WORKER && (live(&s->mem[i]) || s->mem[i].doubted))
 			v->uids[v->n++] = s->mem[i].m.uid;
 	for (int i = 0; i < s->view.n && v->n < HORA_SWIM_MAX_VIEW; i++)
 		if (!find(s, s->view.uids[i]))
@@ -649,7 +677,17 @@ static void start_period(struct hora_swim *s, int64_t now)
 	pr->indirect_sent = false;
 	pr->due = false;
 	pr->sent = now;
-	send_simple(s, T_PING, pr->seq, x->m.uid, NULL, 0, x->m.addr, true);
+	/* a suspect's PING tells it so, whatever gossip carries (Lifeguard's
+	 * buddy system): in a small group the rumour's few transmissions may all
+	 * go to others, and a suspect that never hears of it cannot refute */
+	uint8_t buf[HORA_SWIM_MTU];
+	struct msg m;
+	msg_begin(s, &m, buf, T_PING, pr->seq, x->m.uid);
+	if (x->m.state == HORA_SWIM_SUSPECT)
+		msg_mem(&m, x);
+	msg_upd(&m, &s->mem[0].m);
+	piggyback(s, &m);
+	msg_send(s, &m, x->m.addr);
 }
 
 /* A dead member of the installed view, once a period until its host answers
@@ -770,6 +808,8 @@ void hora_swim_tick(struct hora_swim *s, int64_t now)
 		if (x->m.state == HORA_SWIM_SUSPECT &&
 		    now - x->m.state_since_ms >= s->cfg.suspect_timeout_ms + s->cfg.probe_interval_ms)
 			declare_dead(s, x, now);
+		else if (x->m.state == HORA_SWIM_DEAD && x->doubted && alive_majority(s, x))
+			rejudge(s, x, now);
 		else if (x->m.state == HORA_SWIM_DEAD && !x->refused && in_view(&s->view, x->m.uid) &&
 			 now - x->proof_sent >= s->cfg.probe_interval_ms)
 			hora_swim_ask_proof(s, x, now);

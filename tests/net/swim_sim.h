@@ -21,6 +21,7 @@ static int64_t now;
 static bool down[MAXN];      /* crashed: neither sends nor receives */
 static bool closed[MAXN];    /* crashed on a host that is up: its port answers unreachable */
 static int side[MAXN];       /* partition side; messages cross only if equal */
+static bool severed[MAXN][MAXN]; /* a link down both ways (a partition healed host by host) */
 static int late[MAXN];       /* timers run only this late after each 200 ms boundary */
 static int refusal_proves = 1; /* cfg.refusal_proves_death of the members mk makes (stop: back to 1) */
 static bool frozen[MAXN];    /* SIGSTOP: runs nothing; datagrams to it wait in its socket */
@@ -60,7 +61,7 @@ static inline void deliver(void)
 				continue;
 			}
 			if (j < 0 || j >= n || !sw[j] || down[i] || down[j] || closed[i] || closed[j] ||
-			    side[i] != side[j])
+			    side[i] != side[j] || severed[i][j] || severed[j][i])
 				continue;
 			if (frozen[j]) {
 				if (nheld < (int)(sizeof(held) / sizeof(held[0])))
@@ -121,6 +122,7 @@ static inline void start(int count, int min_members)
 	memset(closed, 0, sizeof(closed));
 	memset(side, 0, sizeof(side));
 	memset(late, 0, sizeof(late));
+	memset(severed, 0, sizeof(severed));
 	memset(frozen, 0, sizeof(frozen));
 	nheld = 0;
 	struct hora_swim_addr seed = addr_of(0);

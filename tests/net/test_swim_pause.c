@@ -9,8 +9,12 @@
  *    periods (+ a commit round); once it resumes it is back in a view of
  *    every member within a few periods, and no other member was ever taken
  *    for dead, by it or by anyone.
+ *  - A 1|3 partition, healed at once or host by host: no healthy member is
+ *    ever taken for dead or left out of a view.
  * Times are the simulation's clock, not wall time. */
 #include "swim_sim.h"
+
+#include <stdio.h>
 
 #define T_MS 200
 #define SUSPECT_MS 1000
@@ -192,4 +196,68 @@ Test(net_swim_pause, a_late_tick_reads_the_ack_before_it_suspects)
 	cr_assert_eq(st.suspicions, before.suspicions, "member %d suspected a member whose ACK waited in its "
 		     "socket", x);
 	stop();
+}
+
+/* every member's installed view holds every member but `cut` */
+static void assert_views_hold_all_but(int cut, const char *what, int t)
+{
+	for (int i = 0; i < n; i++) {
+		struct hora_swim_view v;
+		int rank;
+		bool paused;
+		view_of(i, &v, &rank, &paused);
+		for (int j = 0; j < n; j++) {
+			bool has = false;
+			for (int k = 0; k < v.n; k++)
+				has |= v.uids[k] == 1000 + (uint64_t)j;
+			cr_assert(j == cut || has, "%s, %d ms after the heal began: member %d installed view %llu "
+				  "without healthy member %d", what, t, i, (unsigned long long)v.id, j);
+		}
+	}
+}
+
+/* The same 1|3 partition, healed host by host as firewall rules are taken
+ * down one after the other: the cut-off member hears some of the majority
+ * back while another is still out of its reach, and holds that one dead
+ * (a doubted death: it had no majority when it declared it). A doubted death
+ * evicts no one: no view ever lacks a healthy majority member (before, the
+ * cut-off coordinator proposed a view of the members it heard back, a
+ * majority of its old view, and the others promised it), and all four are
+ * in one view in the end. */
+Test(net_swim_pause, a_minority_healed_host_by_host_evicts_no_one)
+{
+	static const int lags[] = {20, 200, 500, 1200};
+	for (int cut = 0; cut < 4; cut += 2)
+		for (size_t l = 0; l < sizeof(lags) / sizeof(lags[0]); l++)
+			for (int order = 0; order < 2; order++) {
+				char what[96];
+				snprintf(what, sizeof(what), "cut %d, links back %d ms apart, %s", cut, lags[l],
+					 order ? "from the last" : "from the first");
+				start(4, 4);
+				cr_assert_geq(until_agreed(4, 10000), 0);
+				run_ms(3000);
+				for (int j = 0; j < 4; j++)
+					severed[cut][j] = j != cut;
+				for (int t = 0; t < 4000; t += 5) {
+					run_ms(5);
+					assert_views_hold_all_but(cut, what, -1);
+				}
+				int t = 0;
+				for (int k = 0; k < 4; k++) {
+					const int j = order ? 3 - k : k;
+					if (j == cut)
+						continue;
+					severed[cut][j] = false;
+					for (int u = 0; u < lags[l]; u += 5, t += 5) {
+						run_ms(5);
+						assert_views_hold_all_but(cut, what, t);
+					}
+				}
+				for (int u = 0; u < 4000; u += 5, t += 5) {
+					run_ms(5);
+					assert_views_hold_all_but(cut, what, t);
+				}
+				cr_assert_neq(agreed(4), 0, "%s: no view of 4 after the heal", what);
+				stop();
+			}
 }
