@@ -253,7 +253,8 @@ static void send_simple(struct hora_swim *s, int type, uint32_t aux32, uint64_t 
 	msg_send(s, &m, to);
 }
 
-/* Our whole table (but departed members), in as many datagrams as needed. */
+/* Our whole table (but departed members and doubted deaths), in as many
+ * datagrams as needed. */
 static void send_table(struct hora_swim *s, int type, struct hora_swim_addr to)
 {
 	int i = 0;
@@ -262,7 +263,7 @@ static void send_table(struct hora_swim *s, int type, struct hora_swim_addr to)
 		struct msg m;
 		msg_begin(s, &m, buf, type, 0, 0);
 		for (; i < s->n; i++)
-			if (s->mem[i].m.state != HORA_SWIM_LEFT && !msg_mem(&m, &s->mem[i]))
+			if (s->mem[i].m.state != HORA_SWIM_LEFT && !s->mem[i].doubted && !msg_mem(&m, &s->mem[i]))
 				break;
 		msg_send(s, &m, to);
 	} while (i < s->n);
@@ -287,15 +288,17 @@ static void changed(struct hora_swim *s, struct mem *x, int64_t now)
 }
 
 /* The others took this member for dead: it was cut off or frozen, and the
- * deaths it declared meanwhile are likely the mirror image (the members it
- * could not reach). Without a proof (a port that answered unreachable) they
- * become doubted deaths (declare_dead), told to nobody: gossiped as deaths,
- * they evicted healthy members once the partition healed. */
+ * deaths it declared itself meanwhile are likely the mirror image (the
+ * members it could not reach; the first ones declared while the rest were
+ * not yet suspected, with what looked like a majority). Without a proof (a
+ * port that answered unreachable) they become doubted deaths
+ * (declare_dead), told to nobody: gossiped as deaths, they evicted healthy
+ * members once the partition healed. Deaths learned from others stay. */
 static void doubt_own_deaths(struct hora_swim *s)
 {
 	for (int i = 1; i < s->n; i++) {
 		struct mem *x = &s->mem[i];
-		if (x->m.state == HORA_SWIM_DEAD && !x->refused && !x->doubted) {
+		if (x->m.state == HORA_SWIM_DEAD && x->declared && !x->refused && !x->doubted) {
 			x->doubted = true;
 			x->tx_left = 0;
 		}
@@ -343,7 +346,7 @@ static void apply(struct hora_swim *s, int64_t now, const struct hora_swim_membe
 		break;
 	case HORA_SWIM_DEAD:
 		if (m->state == HORA_SWIM_DEAD && x->doubted && u->incarnation >= m->incarnation) {
-			x->doubted = false; /* a member with a majority saw it too: confirmed */
+			x->doubted = x->declared = false; /* a member with a majority saw it too: confirmed */
 			changed(s, x, now);
 			return;
 		}
@@ -355,7 +358,7 @@ static void apply(struct hora_swim *s, int64_t now, const struct hora_swim_membe
 	}
 	if (!take)
 		return;
-	x->doubted = false;
+	x->doubted = x->declared = false;
 	if (u->state == HORA_SWIM_ALIVE)
 		x->refused = false; /* it refuted: alive somewhere */
 	m->state = u->state;
@@ -369,7 +372,7 @@ static void mark(struct hora_swim *s, struct mem *x, int state, int64_t now)
 {
 	if (x->m.state == state)
 		return;
-	x->doubted = false;
+	x->doubted = x->declared = false;
 	x->m.state = (uint8_t)state;
 	changed(s, x, now);
 }
@@ -389,10 +392,11 @@ static void tell_dead(struct hora_swim *s, const struct mem *x)
 }
 
 /* Whether the members of the installed view this member holds ALIVE (itself
- * included, x aside) are a majority of those not gone for certain. */
+ * included when it is one of them, x aside) are a majority of those not gone
+ * for certain. */
 static bool alive_majority(const struct hora_swim *s, const struct mem *x)
 {
-	int alive = 1, ngone = 0;
+	int alive = in_view(&s->view, s->cfg.uid), ngone = 0;
 	for (int j = 1; j < s->n; j++)
 		if (in_view(&s->view, s->mem[j].m.uid) && &s->mem[j] != x) {
 			alive += s->mem[j].m.state == HORA_SWIM_ALIVE;
@@ -403,28 +407,34 @@ static bool alive_majority(const struct hora_swim *s, const struct mem *x)
 
 /* x is dead: told at once, unless doubted. A death declared without an
  * ALIVE majority of the view (this member cut off, most likely: the others
- * of its side are suspects too) is doubted: kept here, told to nobody, and
- * it removes no one from a view (desired) until it is settled: refuted,
+ * of its side are suspects too) is doubted: kept here, told to nobody (but
+ * to x itself, which refutes it if alive: hora_swim_ask_proof), and it
+ * removes no one from a view (desired) until it is settled: refuted,
  * confirmed by a member that has a majority (apply), proven by a refusal,
  * or judged again once this member has a majority back (rejudge). */
 static void declare_dead(struct hora_swim *s, struct mem *x, int64_t now)
 {
 	mark(s, x, HORA_SWIM_DEAD, now);
+	x->declared = true;
 	x->doubted = !x->refused && s->view.id && !alive_majority(s, x);
-	if (!x->doubted)
+	if (x->doubted)
+		x->tx_left = 0;
+	else
 		tell_dead(s, x);
 }
 
 /* A doubted death once this member has an ALIVE majority of its view again
  * (a partition healed host by host: some of the others are back, not yet
- * x): a suspicion again, told to everyone and to x itself, which refutes it
- * if alive or dies of it in suspect_timeout, as any suspect. Taken for a
- * death here, it evicted a healthy member that no one had told it was
- * suspected. */
-static void rejudge(struct hora_swim *s, struct mem *x, int64_t now)
+ * x): alive again here, told to nobody, for this member's own probes to
+ * judge anew, indirect ones included, as any member's. Taken for a death
+ * (or a suspicion that x, still out of reach, cannot refute in time), it
+ * evicted a healthy member. */
+static void rejudge(struct mem *x, int64_t now)
 {
-	mark(s, x, HORA_SWIM_SUSPECT, now);
-	hora_swim_ask_proof(s, x, now); /* tell it now: it refutes */
+	x->doubted = x->declared = false;
+	x->m.state = HORA_SWIM_ALIVE;
+	x->m.state_since_ms = now;
+	x->tx_left = 0;
 }
 
 /* ---- views --------------------------------------------------------------------- */
@@ -809,7 +819,7 @@ void hora_swim_tick(struct hora_swim *s, int64_t now)
 		    now - x->m.state_since_ms >= s->cfg.suspect_timeout_ms + s->cfg.probe_interval_ms)
 			declare_dead(s, x, now);
 		else if (x->m.state == HORA_SWIM_DEAD && x->doubted && alive_majority(s, x))
-			rejudge(s, x, now);
+			rejudge(x, now);
 		else if (x->m.state == HORA_SWIM_DEAD && !x->refused && in_view(&s->view, x->m.uid) &&
 			 now - x->proof_sent >= s->cfg.probe_interval_ms)
 			hora_swim_ask_proof(s, x, now);

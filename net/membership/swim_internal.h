@@ -34,10 +34,12 @@ struct mem {
 	 * it since: proven gone, unlike a silent member (net/MEMBERSHIP.md) */
 	bool refused;
 	int64_t proof_sent; /* last PING sent to a dead view member for that proof */
-	/* DEAD here, declared while this member saw no ALIVE majority of its view
-	 * (cut off, most likely): told to others as SUSPECT, which its subject
-	 * refutes if alive, never as a death that evicts it */
+	/* DEAD here, declared while this member saw no ALIVE majority of its
+	 * view (cut off, most likely): kept in its views, told to no one but
+	 * its subject (as SUSPECT, which it refutes if alive), never as a death
+	 * that evicts it (swim.c declare_dead) */
 	bool doubted;
+	bool declared; /* DEAD by this member's own verdict, not learned from others */
 	struct hora_swim_status status; /* its last STATUS_R */
 	int64_t status_at;              /* when it came, 0 = never */
 };
