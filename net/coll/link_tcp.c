@@ -3,7 +3,9 @@
  * the caller-driven path one plain authenticated TCP socket per pair
  * (fast.h). Setting it up: listen, connect to every lower rank and accept
  * every higher one, check every rank's hello (its rank and the size it was
- * created with), then the fast sockets. This file is the only one in
+ * created with), stop listening (a formed communicator accepts nobody: a
+ * rank of the next formation is refused until this rank's next one
+ * listens), then the fast sockets. This file is the only one in
  * net/coll/ that knows the transport; it is not an algorithm.
  */
 #include "net/coll/link_tcp.h"
@@ -387,6 +389,14 @@ static int transport_setup(struct link_tcp *t, char *err, size_t errlen)
 	}
 	if (!rc)
 		rc = accept_higher(t, hs, err, errlen, mismatch ? -EINVAL : 0);
+	/* every peer is in: a formed communicator accepts nobody. A rank of
+	 * the next formation that connects before this one is destroyed (an
+	 * elastic re-form: this rank still trains in the old view) is then
+	 * refused and retries until the next one listens; accepted here, its
+	 * hello failed on the view of its frames, it gave up its try and the
+	 * ranks connected to it failed theirs in turn */
+	if (!rc && (rc = hora_net_unlisten(t->loop)))
+		snprintf(err, errlen, "rank %d: cannot stop listening: %s", me, strerror(-rc));
 	for (int j = 0; j < n; j++)
 		if (hs[j])
 			hora_net_wait(hs[j], NULL, 0);

@@ -279,11 +279,29 @@ static void on_accept(struct hora_net_loop *loop, struct op *op, const struct io
 				hora_net_conn_evict_handshake(loop);
 			hora_net_conn_start_server(c);
 		}
-	} else if (cqe->res != -ECANCELED && !loop->stopping) {
+	} else if (cqe->res != -ECANCELED && !loop->stopping && loop->listen_fd >= 0) {
 		hora_net_refuse_log(loop, "accept failed: %s", strerror(-cqe->res));
 	}
 	if (!(cqe->flags & IORING_CQE_F_MORE) && !loop->stopping && loop->listen_fd >= 0)
 		arm_accept(loop);
+}
+
+/* on the comm thread: the armed accept ends on the shutdown (and is not
+ * armed again: listen_fd < 0); the ring holds the socket until it has */
+static void unlisten_on_loop(void *arg)
+{
+	struct hora_net_loop *loop = arg;
+	const int fd = loop->listen_fd;
+	if (fd < 0)
+		return;
+	loop->listen_fd = -1;
+	shutdown(fd, SHUT_RDWR);
+	close(fd);
+}
+
+int hora_net_unlisten(struct hora_net_loop *loop)
+{
+	return hora_net_loop_call(loop, unlisten_on_loop, loop);
 }
 
 int hora_net_parse_addr(const char *host, uint16_t port, struct sockaddr_storage *ss, socklen_t *len)

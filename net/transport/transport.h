@@ -63,6 +63,12 @@ void hora_net_loop_destroy(struct hora_net_loop *loop);
  * connections are authenticated; complete peers queue for hora_net_accept. */
 int hora_net_listen(struct hora_net_loop *loop, const char *host, uint16_t port, uint16_t *bound,
 		    char *err, size_t errlen);
+/* Stop listening, from any thread (a formed communicator accepts nobody):
+ * connections not accepted yet are reset and later connects refused, which
+ * a connecting peer retries (hora_net_connect) until the port listens
+ * again, for a later formation; peers already accepted stay. Returns once
+ * the comm thread has done so; no-op when not listening. */
+int hora_net_unlisten(struct hora_net_loop *loop);
 /* Wait up to timeout_ms (-1 = forever) for an authenticated peer.
  * Returns 0, -ETIMEDOUT, or -ESHUTDOWN. */
 int hora_net_accept(struct hora_net_loop *loop, int timeout_ms, struct hora_net_peer **out,
