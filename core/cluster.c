@@ -152,7 +152,7 @@ static const struct hora_cfg_key cluster_keys[] = {
 	INT("membership.suspect_timeout_ms", membership.suspect_timeout_ms, 10, 600000),
 	INT("membership.indirect_probes", membership.indirect_probes, 0, 16),
 	INT("membership.retransmit_mult", membership.retransmit_mult, 1, 16),
-	INT("membership.min_members", membership.min_members, 1, 4096),
+	INT("membership.min_members", membership.min_members, 1, HORA_SWIM_MAX_VIEW),
 	INT("membership.join_timeout_ms", join_timeout_ms, 100, 3600000),
 	BOOL("membership.refusal_proves_death", membership.refusal_proves_death),
 	NAME("collectives.algorithm", coll.algorithm, algorithms),
@@ -277,6 +277,29 @@ int hora_cluster_locate(const struct hora_cluster_config *c, int g, int *local)
 	return -1;
 }
 
+/* A job's view holds at most HORA_SWIM_MAX_VIEW workers (a view and its
+ * agreement travel as one datagram, net/MEMBERSHIP.md): a file with more is
+ * refused here, naming the node past the limit, never a first view that
+ * does not form. */
+static int check_size(const struct hora_cluster_config *c, char *err, size_t errlen)
+{
+	const int total = hora_cluster_size(c);
+	int sum = 0;
+	for (int i = 0; i < c->nnodes && total > HORA_SWIM_MAX_VIEW; i++) {
+		const struct hora_cluster_node *n = &c->nodes[i];
+		if ((sum += n->workers) <= HORA_SWIM_MAX_VIEW)
+			continue;
+		char at[32] = "";
+		if (n->line)
+			snprintf(at, sizeof(at), ":%d:%d", n->line, n->col);
+		return hora_cfg_bad(err, errlen, "%s%s: cluster.nodes[%d].workers: the cluster has %d workers "
+					"(%d up to this node), more than the %d a job holds (its membership "
+					"view, agreed as one datagram)", c->file, at, i, total, sum,
+				    HORA_SWIM_MAX_VIEW);
+	}
+	return 0;
+}
+
 int hora_cluster_load(struct hora_cluster_config *c, const char *path, char *err, size_t errlen)
 {
 	return hora_cluster_load_edit(c, path, NULL, NULL, err, errlen);
@@ -325,6 +348,8 @@ int hora_cluster_load_edit(struct hora_cluster_config *c, const char *path, hora
 							"cluster.nodes[%d].host",
 					   path, n->host_line, n->host_col, i, n->host, j);
 	}
+	if ((rc = check_size(&tmp, err, errlen)))
+		return rc;
 	if (tmp.coll.hierarchical == HORA_HIER_ON && tmp.shm == HORA_SHM_OFF)
 		return hora_cfg_bad(err, errlen, "%s:%d:%d: collectives.hierarchical: on needs transport.shm: "
 					"auto (its stage within a host is shared memory)",

@@ -19,6 +19,7 @@
 
 #include "env.h"
 #include "hosts.h"
+#include "net/membership/swim.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -93,7 +94,7 @@ static int parse_args(struct run_args *ra, struct launch *la, int argc, char **a
 			return -1;
 		}
 		if (!strcmp(a, "-np") || !strcmp(a, "-n") || !strcmp(a, "--num-proc")) {
-			if ((ra->np = int_opt("-np", v, 1, 4096)) < 0)
+			if ((ra->np = int_opt("-np", v, 1, HORA_SWIM_MAX_VIEW)) < 0)
 				return 2;
 		} else if (!strcmp(a, "-H") || !strcmp(a, "--hosts")) {
 			ra->hosts = v;

@@ -488,6 +488,17 @@ static int node_follow(struct hora_net_membership *m, const struct node_opts *o,
 	bool known_paused = false;
 	int known_alive = 1;
 	for (;;) {
+		if (g_signal && o->until_full) { /* its job, the full view, never came */
+			struct hora_swim_view v;
+			int rank;
+			bool paused;
+			hora_net_membership_view(m, &v, &rank, &paused, NULL, 0);
+			fprintf(stderr, "%s: stopped by signal %d before the full view (%s: %d of %d members)\n",
+				who, (int)g_signal, v.id ? "the view has" : "no view yet", v.id ? v.n : 0,
+				o->swim.min_members);
+			hora_net_membership_leave(m);
+			return 128 + (int)g_signal;
+		}
 		if (g_signal) {
 			printf("%s: leaving (signal %d)\n", who, (int)g_signal);
 			fflush(stdout);

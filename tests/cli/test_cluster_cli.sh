@@ -150,5 +150,28 @@ timeout 30 "$HORA" worker --secret-file "$T/secret.644" --listen 127.0.0.1:0 --r
 [[ $rc == 0 && $(grep -c "warning: secret file $T/secret.644 has mode 0644" "$T/out") == 1 ]]
 check "a secret file others may read is warned about once (rc=$rc)" $? || sed 's/^/  | /' "$T/out" | head -5
 
+# a job's view holds at most 128 workers: more is refused at load, naming the
+# node past the limit (before, 129 workers started and no view ever formed)
+expect "more workers than a job holds" $'cluster:\n  nodes:\n    - {host: 127.0.0.1, workers: 100}\n    - {host: 127.0.0.2, workers: 29}\n' \
+  "c.yaml:4:14: cluster.nodes[1].workers: the cluster has 129 workers (129 up to this node), more than the 128 a job holds"
+expect "a min_members no view can reach" $'cluster:\n  nodes:\n    - {host: 127.0.0.1, workers: 2}\nmembership:\n  min_members: 129\n' \
+  "c.yaml:5:16: membership.min_members must be an integer in 1..128 (got '129')"
+printf 'cluster:\n  nodes:\n    - {host: 127.0.0.1, workers: 100}\n    - {host: 127.0.0.2, workers: 28}\n' >"$T/c128.yaml"
+"$HORA" worker --config "$T/c128.yaml" --proc 127 --run-ms 200 >"$T/out" 2>&1; rc=$?
+! grep -q "a job holds" "$T/out" && grep -q "up (membership" "$T/out"
+check "128 workers are accepted (rc=$rc)" $? || sed 's/^/  | /' "$T/out" | head -3
+printf 'cluster:\n  nodes:\n    - {host: 127.0.0.1, workers: 129}\n' >"$T/c129.yaml"
+"$HORA" launch "$T/c129.yaml" -- --until-full-view >"$T/out" 2>&1; rc=$?
+[[ $rc == 2 ]] && grep -q "c129.yaml:3:14: cluster.nodes\[0\].workers: the cluster has 129 workers" "$T/out" \
+  && ! grep -q "workers on" "$T/out"
+check "hora launch: a file past the limit starts no worker (rc=$rc)" $? || sed 's/^/  | /' "$T/out" | head -3
+# --until-full-view stopped before its view: not a success
+printf 'cluster:\n  port_base: %d\n  nodes:\n    - {host: 127.0.0.1, workers: 3}\n' $((20000 + RANDOM % 20000)) >"$T/c3.yaml"
+"$HORA" worker --config "$T/c3.yaml" --proc 1 --until-full-view >"$T/out" 2>&1 & wpid=$!
+for _ in $(seq 100); do grep -q "up (membership" "$T/out" && break; sleep 0.05; done
+kill -TERM "$wpid"; wait "$wpid"; rc=$?
+[[ $rc == 143 ]] && grep -q "stopped by signal 15 before the full view (no view yet: 0 of 3 members)" "$T/out"
+check "--until-full-view stopped by SIGTERM before its view exits 143, saying so (rc=$rc)" $? || sed 's/^/  | /' "$T/out" | head -3
+
 echo "cluster-cli: $pass passed, $fail failed"
 [[ $fail == 0 ]]

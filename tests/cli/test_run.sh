@@ -275,11 +275,12 @@ bad() { # bad NAME PATTERN ARGS...
     && ! grep -q "$TMPDIR" "$T/out"  # a generated file is named as such, not by a path that is gone
   check "$name: exit 2 naming it (rc=$rc)" $?
 }
-bad "-np 0" "hora run: -np must be an integer in 1..4096 (got '0')" -np 0 true
-bad "-np x" "hora run: -np must be an integer in 1..4096 (got 'x')" -np x true
+bad "-np 0" "hora run: -np must be an integer in 1..128 (got '0')" -np 0 true
+bad "-np past a job's most workers" "hora run: -np must be an integer in 1..128 (got '129')" -np 129 true
+bad "-np x" "hora run: -np must be an integer in 1..128 (got 'x')" -np x true
 bad "no -np" "hora run: -np N is missing" true
 bad "no command" "hora run: no command to run" -np 2
-bad "-np without a value" "hora run: -np must be an integer in 1..4096 (got 'nothing')" -np
+bad "-np without a value" "hora run: -np must be an integer in 1..128 (got 'nothing')" -np
 bad "an unknown option" "hora run: unknown option '--frobnicate'" -np 2 --frobnicate true
 bad "-H host:x" "hora run: -H '127.0.0.1:x': '127.0.0.1:x' is not host\[:slots\]" -np 2 -H 127.0.0.1:x true
 bad "-H with an empty entry" "is not host\[:slots\]" -np 2 -H 127.0.0.1:1,,127.0.0.2:1 true
