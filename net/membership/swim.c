@@ -293,12 +293,15 @@ static void changed(struct hora_swim *s, struct mem *x, int64_t now)
  * not yet suspected, with what looked like a majority). Without a proof (a
  * port that answered unreachable) they become doubted deaths
  * (declare_dead), told to nobody: gossiped as deaths, they evicted healthy
- * members once the partition healed. Deaths learned from others stay. */
+ * members once the partition healed. Deaths learned from others, or that
+ * others confirmed, stay, and so do those a committed view already left out
+ * (a majority agreed on them). */
 static void doubt_own_deaths(struct hora_swim *s)
 {
 	for (int i = 1; i < s->n; i++) {
 		struct mem *x = &s->mem[i];
-		if (x->m.state == HORA_SWIM_DEAD && x->declared && !x->refused && !x->doubted) {
+		if (x->m.state == HORA_SWIM_DEAD && x->declared && !x->refused && !x->doubted &&
+		    in_view(&s->view, x->m.uid)) {
 			x->doubted = true;
 			x->tx_left = 0;
 		}
@@ -345,9 +348,10 @@ static void apply(struct hora_swim *s, int64_t now, const struct hora_swim_membe
 		       (m->state != HORA_SWIM_DEAD && u->incarnation > m->incarnation);
 		break;
 	case HORA_SWIM_DEAD:
-		if (m->state == HORA_SWIM_DEAD && x->doubted && u->incarnation >= m->incarnation) {
-			x->doubted = x->declared = false; /* a member with a majority saw it too: confirmed */
-			changed(s, x, now);
+		if (m->state == HORA_SWIM_DEAD && u->incarnation >= m->incarnation) {
+			if (x->doubted) /* a member with a majority saw it too: confirmed */
+				changed(s, x, now);
+			x->doubted = x->declared = false; /* no longer this member's verdict alone */
 			return;
 		}
 		take = m->state != HORA_SWIM_DEAD && u->incarnation >= m->incarnation;

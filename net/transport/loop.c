@@ -262,7 +262,9 @@ static void arm_accept(struct hora_net_loop *loop)
 static void on_accept(struct hora_net_loop *loop, struct op *op, const struct io_uring_cqe *cqe)
 {
 	(void)op;
-	if (cqe->res >= 0) {
+	if (cqe->res >= 0 && loop->listen_fd < 0) {
+		close(cqe->res); /* taken in before hora_net_unlisten, completed after: refused too */
+	} else if (cqe->res >= 0) {
 		int fd = cqe->res;
 		struct sockaddr_storage ss;
 		socklen_t len = sizeof(ss);

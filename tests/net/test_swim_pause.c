@@ -297,3 +297,36 @@ Test(net_swim_pause, a_minority_healed_host_by_host_evicts_no_one)
 					host_by_host(cut, back, ph, true);
 				}
 }
+
+/* A member declares a silent member dead with a majority (a host gone, no
+ * proof), a committed view leaves it out; later the declarer is frozen past
+ * the detection time and comes back. It doubts its own deaths then (it may
+ * have been the cut-off one), but not this one: a majority agreed on it.
+ * Doubted, it came back alive at the declarer for its probes to judge, and
+ * a returning coordinator proposed views with it that never committed:
+ * 0.2-1.4 s more before the view of the others was agreed. */
+Test(net_swim_pause, a_death_a_view_agreed_on_stays_after_the_declarer_returns)
+{
+	for (int off = 0; off < 4000; off += 111) {
+		start(5, 5);
+		cr_assert_geq(until_agreed(5, 10000), 0);
+		run_ms(3000 + off);
+		down[4] = true;
+		cr_assert_geq(until_agreed(4, 10000), 0);
+		run_ms(1000);
+		frozen[0] = true;
+		run_ms(4000);
+		thaw(0);
+		int64_t back = -1;
+		for (int t = 0; t < 3000; t += 5) {
+			run_ms(5);
+			cr_assert(holds_dead(0, 4), "crash at +%d: member 0 holds the dead member 4 alive again %d ms "
+				  "after it resumed", off, t);
+			if (back < 0 && agreed(4))
+				back = t + 5;
+		}
+		cr_assert_geq(back, 0, "crash at +%d: no view of the 4 after member 0 resumed", off);
+		cr_assert_leq(back, 3 * T_MS, "crash at +%d: the view of the 4 after %lld ms", off, (long long)back);
+		stop();
+	}
+}
