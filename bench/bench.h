@@ -8,6 +8,7 @@ int hora_bench_main(int argc, char **argv); /* dispatch on argv[1] */
 int hora_bench_train(int argc, char **argv);
 int hora_bench_p2p(int argc, char **argv);
 int hora_bench_membership(int argc, char **argv);
+int hora_bench_membership_sim(int argc, char **argv); /* --simulate N (membership_sim.c) */
 /* what: "allreduce", "broadcast", "allgather", "reduce_scatter" */
 int hora_bench_coll(const char *what, int argc, char **argv);
 int hora_bench_reduce(int argc, char **argv);

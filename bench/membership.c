@@ -56,7 +56,8 @@ static double wait_views(struct hora_net_membership **l, int n, int skip, int wa
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: hora bench membership [--members N] [--reps R] [--probe-interval-ms 200]\n"
-		   "       [--suspect-timeout-ms 1000] [--json F]\n");
+		   "       [--suspect-timeout-ms 1000] [--json F]\n"
+		   "       hora bench membership --simulate N ... (simulated network: --simulate N --help)\n");
 }
 
 int hora_bench_membership(int argc, char **argv)
@@ -67,6 +68,9 @@ int hora_bench_membership(int argc, char **argv)
 		{"suspect-timeout-ms", required_argument, 0, 's'}, {"json", required_argument, 0, 'j'},
 		{"help", no_argument, 0, 'h'}, {0, 0, 0, 0},
 	};
+	for (int i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "--simulate") || !strncmp(argv[i], "--simulate=", 11))
+			return hora_bench_membership_sim(argc, argv);
 	int n = 16, reps = 3, probe = 200, suspect = 1000, c;
 	const char *json = NULL;
 	optind = 1;

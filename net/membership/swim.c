@@ -281,6 +281,24 @@ bool hora_swim_pop(struct hora_swim *s, struct hora_swim_out *out)
 
 /* ---- member table ------------------------------------------------------------ */
 
+/* This member's entry (a new incarnation: a refutation, a resume) to every
+ * member it knows at once, the dead too (they may hold it dead), N - 1
+ * datagrams: every member that took the suspicion runs its own timer, and
+ * gossip, which carried the suspicion, would carry the refutation no
+ * faster, only later (at 5 % loss, 128 members, most false suspicions
+ * became deaths before it reached them all). */
+static void announce_self(struct hora_swim *s)
+{
+	for (int j = 1; j < s->n; j++)
+		if (s->mem[j].m.state != HORA_SWIM_LEFT) {
+			uint8_t buf[HORA_SWIM_MTU];
+			struct msg m;
+			msg_begin(s, &m, buf, T_NEWS, 0, 0);
+			msg_upd(&m, &s->mem[0].m);
+			msg_send(s, &m, s->mem[j].m.addr);
+		}
+}
+
 static void changed(struct hora_swim *s, struct mem *x, int64_t now)
 {
 	x->m.state_since_ms = now;
@@ -318,6 +336,7 @@ static void apply(struct hora_swim *s, int64_t now, const struct hora_swim_membe
 			s->mem[0].m.incarnation = u->incarnation + 1;
 			changed(s, &s->mem[0], now);
 			s->st.refutations++;
+			announce_self(s);
 		}
 		if (u->state == HORA_SWIM_DEAD && u->incarnation + 1 >= s->mem[0].m.incarnation && !s->left)
 			doubt_own_deaths(s); /* a current verdict, just refuted: not a stale one resent */
@@ -362,7 +381,7 @@ static void apply(struct hora_swim *s, int64_t now, const struct hora_swim_membe
 	}
 	if (!take)
 		return;
-	x->doubted = x->declared = false;
+	x->doubted = x->declared = x->raised = false;
 	if (u->state == HORA_SWIM_ALIVE)
 		x->refused = false; /* it refuted: alive somewhere */
 	m->state = u->state;
@@ -376,7 +395,7 @@ static void mark(struct hora_swim *s, struct mem *x, int state, int64_t now)
 {
 	if (x->m.state == state)
 		return;
-	x->doubted = x->declared = false;
+	x->doubted = x->declared = x->raised = false;
 	x->m.state = (uint8_t)state;
 	changed(s, x, now);
 }
@@ -760,6 +779,8 @@ static void probe_timers(struct hora_swim *s, int64_t now)
 			if (x && x->m.state == HORA_SWIM_ALIVE) {
 				mark(s, x, HORA_SWIM_SUSPECT, now);
 				s->st.suspicions++;
+				x->raised = true;
+				hora_swim_ask_proof(s, x, now); /* tell it now (and each period): it refutes */
 			}
 			pr->uid = 0;
 		} else if (!pr->indirect_sent && now - pr->sent >= s->cfg.ping_timeout_ms) {
@@ -788,14 +809,7 @@ static void resumed(struct hora_swim *s, int64_t now)
 		return;
 	s->mem[0].m.incarnation++;
 	changed(s, &s->mem[0], now);
-	for (int j = 1; j < s->n; j++)
-		if (s->mem[j].m.state != HORA_SWIM_LEFT) { /* the dead too: they may think us dead */
-			uint8_t buf[HORA_SWIM_MTU];
-			struct msg m;
-			msg_begin(s, &m, buf, T_NEWS, 0, 0);
-			msg_upd(&m, &s->mem[0].m);
-			msg_send(s, &m, s->mem[j].m.addr);
-		}
+	announce_self(s);
 }
 
 /* Every tick and input first: a gap of a probe period or more since the
@@ -824,6 +838,8 @@ void hora_swim_tick(struct hora_swim *s, int64_t now)
 			declare_dead(s, x, now);
 		else if (x->m.state == HORA_SWIM_DEAD && x->doubted && alive_majority(s, x))
 			rejudge(x, now);
+		else if (x->m.state == HORA_SWIM_SUSPECT && x->raised && now - x->proof_sent >= s->cfg.probe_interval_ms)
+			hora_swim_ask_proof(s, x, now);
 		else if (x->m.state == HORA_SWIM_DEAD && !x->refused && in_view(&s->view, x->m.uid) &&
 			 now - x->proof_sent >= s->cfg.probe_interval_ms)
 			hora_swim_ask_proof(s, x, now);

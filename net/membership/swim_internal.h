@@ -40,6 +40,7 @@ struct mem {
 	 * that evicts it (swim.c declare_dead) */
 	bool doubted;
 	bool declared; /* DEAD by this member's own verdict, not learned from others */
+	bool raised;   /* SUSPECT by this member's own probe: told so once a period */
 	struct hora_swim_status status; /* its last STATUS_R */
 	int64_t status_at;              /* when it came, 0 = never */
 };
