@@ -18,9 +18,11 @@
 #      came next were refused and their connect failed without retry; now
 #      the table drops its oldest and a cut-off handshake is tried again.
 #      Once the job's communicator has formed the port listens no more
-#      (net/README.md): the flood's connections that come after that are
-#      refused, and the check is that each was either open during the
-#      start-up or refused after it, at least one open.
+#      (net/README.md), so the flood lands only while it forms, a window of
+#      milliseconds that it may miss: how much of it landed is printed, and
+#      the check is that the job completes. The flood inside a formation,
+#      every time, is tests/net/test_reform.c
+#      (idle_connections_before_the_peers_do_not_stop_a_formation).
 #      4 starts. (Main failed (a) 5 of 5 starts in every run, (b) 10 of 16
 #      starts over four runs.)
 # Every member suspects for 3 s before it declares one dead: on this 2-core
@@ -145,14 +147,12 @@ for i in 1 2 3 4; do
   for _ in $(seq 200); do grep -q "^ready" "$T/idle$i" && break; sleep 0.05; done
   "$HORA" launch "$T/c.yaml" >"$T/b$i" 2>&1
   rc=$?
-  opened=1
-  read -r _ k _ r < <(grep "^open " "$T/idle$i")
-  [[ -n ${k:-} && $k -ge 1 && $((k + ${r:-0})) == 200 ]] && opened=0
+  k=0 refused=0
+  read -r _ k _ refused < <(grep "^open " "$T/idle$i") || true
   kill -KILL "$idle" 2>/dev/null; wait "$idle" 2>/dev/null
   completed "$rc" "$T/b$i"; r=$?
-  check "(b) start $i with 200 idle connections to worker 0: the job completes (rc $rc)" $r
-  check "(b) start $i: the 200 connections were open during the start-up (${k:-0}) or refused once formed (${r:-0})" $opened
-  [[ $r == 0 && $opened == 0 ]] || { show "start $i" "$T/b$i"; show "idle $i" "$T/idle$i"; }
+  check "(b) start $i with 200 idle connections to worker 0: the job completes (rc $rc; ${k:-0} of the flood open during the start-up, ${refused:-0} refused once formed)" $r
+  [[ $r == 0 ]] || { show "start $i" "$T/b$i"; show "idle $i" "$T/idle$i"; }
 done
 if [[ -n ${VERBOSE:-} ]]; then
   tail -n 20 "$T/a5" "$T/stray5" "$T/b4"

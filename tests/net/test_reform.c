@@ -122,3 +122,50 @@ Test(net_reform, an_early_rank_of_the_next_view_waits_for_the_others)
 	for (int i = 0; i < N; i++)
 		hora_net_comm_destroy(ra[i].comm);
 }
+
+/* 200 idle connections on rank 0's port before the other ranks connect
+ * (strangers, a port scan, a flood at start-up), held open while it forms:
+ * the formation completes and its allreduce is right. The handshake table
+ * (transport.max_pending_handshakes, 64) drops its oldest idle connection
+ * for each newcomer, so the real peers get through (net/README.md, "A
+ * connection's life"). */
+Test(net_reform, idle_connections_before_the_peers_do_not_stop_a_formation)
+{
+	th_rank_addrs(addr, addrs, N);
+	struct rank ra[N];
+	pthread_t th[N];
+	static const int delay[N] = {0, 700, 700};
+	for (int i = 0; i < N; i++) {
+		ra[i] = (struct rank){.rank = i, .view = 1, .delay_ms = delay[i]};
+		pthread_create(&th[i], NULL, create, &ra[i]);
+	}
+	char host[64];
+	uint16_t port;
+	cr_assert_eq(hora_hostport_split(addrs[0], host, sizeof(host), &port), 0);
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+	inet_pton(AF_INET, host, &sa.sin_addr);
+	int fds[200], open = 0;
+	for (int tries = 0; tries < 500 && !open; tries++) { /* until rank 0 listens */
+		fds[0] = socket(AF_INET, SOCK_STREAM, 0);
+		if (!connect(fds[0], (struct sockaddr *)&sa, sizeof(sa)))
+			open = 1;
+		else
+			close(fds[0]), nanosleep(&(struct timespec){0, 2000000}, NULL);
+	}
+	cr_assert_eq(open, 1, "rank 0 never listened");
+	for (; open < 200; open++) {
+		fds[open] = socket(AF_INET, SOCK_STREAM, 0);
+		cr_assert_eq(connect(fds[open], (struct sockaddr *)&sa, sizeof(sa)), 0, "idle connection %d: %s", open,
+			     strerror(errno));
+	}
+	for (int i = 0; i < N; i++)
+		pthread_join(th[i], NULL);
+	for (int i = 0; i < N; i++) {
+		cr_assert_eq(ra[i].rc, 0, "rank %d with 200 idle connections on rank 0's port: %s", i, ra[i].err);
+		cr_assert_float_eq(ra[i].sum, N * (N + 1) / 2.0f, 0, "rank %d: sum %g", i, ra[i].sum);
+	}
+	for (int i = 0; i < open; i++)
+		close(fds[i]);
+	for (int i = 0; i < N; i++)
+		hora_net_comm_destroy(ra[i].comm);
+}
