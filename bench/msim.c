@@ -29,7 +29,8 @@ struct msim {
 	struct hora_swim **sw;
 	bool *up, *refuses;
 	uint32_t *gen;     /* processes started per member */
-	int64_t *tick_at;  /* the pending tick that counts */
+	int64_t *tick_at;  /* when the pending tick that counts runs */
+	uint64_t *tick_seq; /* and its event's seq: an older one is stale */
 	uint64_t *uid;
 	uint64_t sent_msgs, sent_bytes;
 };
@@ -158,8 +159,9 @@ static void flush(struct msim *m, int i)
 		push(m, e);
 	}
 	const int64_t t = m->now + 1000 * (int64_t)hora_swim_next_ms(m->sw[i], m->now / 1000);
-	if (m->tick_at[i] <= m->now || t < m->tick_at[i]) {
+	if (m->tick_at[i] < m->now || t < m->tick_at[i]) {
 		m->tick_at[i] = t;
+		m->tick_seq[i] = m->seq; /* the seq push gives it */
 		push(m, (struct ev){.t = t, .kind = EV_TICK, .to = i, .gen = m->gen[i]});
 	}
 }
@@ -168,13 +170,15 @@ static void deliver(struct msim *m, const struct ev *e)
 {
 	const int64_t ms = m->now / 1000;
 	if (e->kind == EV_TICK) {
-		if (m->up[e->to] && e->gen == m->gen[e->to] && e->t == m->tick_at[e->to]) {
+		if (m->up[e->to] && e->gen == m->gen[e->to] && e->seq == m->tick_seq[e->to]) {
+			m->tick_at[e->to] = -1; /* none pending */
 			hora_swim_tick(m->sw[e->to], ms);
 			flush(m, e->to);
 		}
 	} else if (e->kind == EV_DGRAM) {
-		if (m->up[e->to]) {
+		if (m->up[e->to]) { /* as the real driver (membership.c): input, then a tick */
 			hora_swim_input(m->sw[e->to], ms, addr_of(e->from), e->buf, e->len);
+			hora_swim_tick(m->sw[e->to], ms);
 			flush(m, e->to);
 		} else if (m->refuses[e->to] && m->up[e->from] && rng_unit() > m->cfg.loss) {
 			push(m, (struct ev){.t = m->now + latency(m), .kind = EV_REFUSED, .to = e->from,
@@ -183,6 +187,7 @@ static void deliver(struct msim *m, const struct ev *e)
 		free(e->buf);
 	} else if (m->up[e->to]) { /* EV_REFUSED: the ICMP about `from` reaches `to` */
 		hora_swim_refused(m->sw[e->to], ms, addr_of(e->from));
+		hora_swim_tick(m->sw[e->to], ms);
 		flush(m, e->to);
 	}
 }
@@ -208,8 +213,9 @@ struct msim *msim_create(const struct msim_cfg *cfg, char *err, size_t errlen)
 	m->refuses = calloc(n, sizeof(*m->refuses));
 	m->gen = calloc(n, sizeof(*m->gen));
 	m->tick_at = calloc(n, sizeof(*m->tick_at));
+	m->tick_seq = calloc(n, sizeof(*m->tick_seq));
 	m->uid = calloc(n, sizeof(*m->uid));
-	if (!m->sw || !m->up || !m->refuses || !m->gen || !m->tick_at || !m->uid) {
+	if (!m->sw || !m->up || !m->refuses || !m->gen || !m->tick_at || !m->tick_seq || !m->uid) {
 		msim_destroy(m);
 		snprintf(err, errlen, "out of memory");
 		return NULL;
@@ -233,6 +239,7 @@ void msim_destroy(struct msim *m)
 	free(m->refuses);
 	free(m->gen);
 	free(m->tick_at);
+	free(m->tick_seq);
 	free(m->uid);
 	free(m);
 }
@@ -258,7 +265,7 @@ void msim_start(struct msim *m, int i)
 		if (k != i)
 			seeds[ns++] = addr_of(k);
 	hora_swim_join(m->sw[i], m->now / 1000, seeds, i ? ns : 0);
-	m->tick_at[i] = 0;
+	m->tick_at[i] = -1;
 	flush(m, i);
 }
 

@@ -493,6 +493,10 @@ static int node_follow(struct hora_net_membership *m, const struct node_opts *o,
 			int rank;
 			bool paused;
 			hora_net_membership_view(m, &v, &rank, &paused, NULL, 0);
+			if (rank >= 0 && v.n >= o->swim.min_members) { /* it came with the signal */
+				printf("%s: rank %d of %d in view %llu\n", who, rank, v.n, (unsigned long long)v.id);
+				return 0;
+			}
 			fprintf(stderr, "%s: stopped by signal %d before the full view (%s: %d of %d members)\n",
 				who, (int)g_signal, v.id ? "the view has" : "no view yet", v.id ? v.n : 0,
 				o->swim.min_members);

@@ -439,6 +439,7 @@ static void declare_dead(struct hora_swim *s, struct mem *x, int64_t now)
 {
 	mark(s, x, HORA_SWIM_DEAD, now);
 	x->declared = true;
+	s->st.deaths++;
 	x->doubted = !x->refused && s->view.id && !alive_majority(s, x);
 	if (x->doubted)
 		x->tx_left = 0;
@@ -838,8 +839,9 @@ void hora_swim_tick(struct hora_swim *s, int64_t now)
 			declare_dead(s, x, now);
 		else if (x->m.state == HORA_SWIM_DEAD && x->doubted && alive_majority(s, x))
 			rejudge(x, now);
-		else if (x->m.state == HORA_SWIM_SUSPECT && x->raised && now - x->proof_sent >= s->cfg.probe_interval_ms)
-			hora_swim_ask_proof(s, x, now);
+		else if (x->m.state == HORA_SWIM_SUSPECT && now - x->proof_sent >= s->cfg.probe_interval_ms &&
+			 (x->raised || now - x->m.state_since_ms >= s->cfg.suspect_timeout_ms / 2))
+			hora_swim_ask_proof(s, x, now); /* its ACK carries a refutation that we missed */
 		else if (x->m.state == HORA_SWIM_DEAD && !x->refused && in_view(&s->view, x->m.uid) &&
 			 now - x->proof_sent >= s->cfg.probe_interval_ms)
 			hora_swim_ask_proof(s, x, now);

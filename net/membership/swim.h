@@ -110,6 +110,7 @@ struct hora_swim_stats {
 	uint64_t long_pauses;   /* of them, ones of suspect_timeout + 2 probe periods or more:
 				   long enough for the others to have declared it dead */
 	uint64_t refusals_sent;  /* REFUSEs sent: JOINs that failed our MAC (another secret) */
+	uint64_t deaths;         /* members this one declared dead (a proof or a suspicion's end) */
 	uint64_t refusals_heard; /* REFUSEs that came (counted per seed: hora_swim_seeds) */
 };
 

@@ -40,7 +40,8 @@ struct mem {
 	 * that evicts it (swim.c declare_dead) */
 	bool doubted;
 	bool declared; /* DEAD by this member's own verdict, not learned from others */
-	bool raised;   /* SUSPECT by this member's own probe: told so once a period */
+	bool raised;   /* SUSPECT by this member's own probe: told so once a period (a
+			* suspicion learned by gossip: from half its timeout on) */
 	struct hora_swim_status status; /* its last STATUS_R */
 	int64_t status_at;              /* when it came, 0 = never */
 };
