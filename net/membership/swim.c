@@ -287,13 +287,13 @@ bool hora_swim_pop(struct hora_swim *s, struct hora_swim_out *out)
  * gossip, which carried the suspicion, would carry the refutation no
  * faster, only later (at 5 % loss, 128 members, most false suspicions
  * became deaths before it reached them all). */
-static void announce_self(struct hora_swim *s)
+static void announce_self(struct hora_swim *s, int type)
 {
 	for (int j = 1; j < s->n; j++)
 		if (s->mem[j].m.state != HORA_SWIM_LEFT) {
 			uint8_t buf[HORA_SWIM_MTU];
 			struct msg m;
-			msg_begin(s, &m, buf, T_NEWS, 0, 0);
+			msg_begin(s, &m, buf, type, 0, 0);
 			msg_upd(&m, &s->mem[0].m);
 			msg_send(s, &m, s->mem[j].m.addr);
 		}
@@ -336,7 +336,7 @@ static void apply(struct hora_swim *s, int64_t now, const struct hora_swim_membe
 			s->mem[0].m.incarnation = u->incarnation + 1;
 			changed(s, &s->mem[0], now);
 			s->st.refutations++;
-			announce_self(s);
+			announce_self(s, T_NEWS);
 		}
 		if (u->state == HORA_SWIM_DEAD && u->incarnation + 1 >= s->mem[0].m.incarnation && !s->left)
 			doubt_own_deaths(s); /* a current verdict, just refuted: not a stale one resent */
@@ -810,7 +810,7 @@ static void resumed(struct hora_swim *s, int64_t now)
 		return;
 	s->mem[0].m.incarnation++;
 	changed(s, &s->mem[0], now);
-	announce_self(s);
+	announce_self(s, T_NEWS);
 }
 
 /* Every tick and input first: a gap of a probe period or more since the
@@ -885,14 +885,7 @@ void hora_swim_leave(struct hora_swim *s, int64_t now)
 {
 	s->mem[0].m.state = HORA_SWIM_LEFT;
 	s->mem[0].m.incarnation++;
-	for (int i = 1; i < s->n; i++) /* the dead too: one that was only frozen reads it when it resumes */
-		if (s->mem[i].m.state != HORA_SWIM_LEFT) {
-			uint8_t buf[HORA_SWIM_MTU];
-			struct msg m;
-			msg_begin(s, &m, buf, T_LEAVE, 0, 0);
-			msg_upd(&m, &s->mem[0].m);
-			msg_send(s, &m, s->mem[i].m.addr);
-		}
+	announce_self(s, T_LEAVE); /* the dead too: one that was only frozen reads it when it resumes */
 	s->left = true;
 	(void)now;
 }
